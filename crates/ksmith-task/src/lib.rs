@@ -1,0 +1,65 @@
+//! Task and solution definitions: parsing, static validation and content hashing.
+//!
+//! A task is a directory holding `task.toml` and `reference.py` (see docs/task-format.md).
+//! Parsing never stops at the first problem: every problem is collected as a [`Problem`]
+//! naming the file, the field and what is wrong, so `ksmith validate` can report them all.
+
+mod dtype;
+mod formula;
+mod solution;
+mod task;
+
+pub use dtype::DType;
+pub use formula::{Formula, FormulaError};
+pub use solution::{Language, Solution, Tunable};
+pub use task::{
+    Axis, AxisKind, Distribution, OpClass, OutputSpec, ReferenceSpec, Task, TensorSpec, Workload,
+};
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// One problem found in a task or solution: `file: field: message`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    /// The file the problem is in.
+    pub file: PathBuf,
+    /// Dotted path of the offending field (`workloads[1].axes.N`), or `-` for the whole file.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Problem {
+    /// Builds a problem from its three parts.
+    pub fn new(file: impl Into<PathBuf>, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem { file: file.into(), field: field.into(), message: message.into() }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.file.display(), self.field, self.message)
+    }
+}
+
+/// Every problem found while loading a task or solution.
+#[derive(Debug, Clone, thiserror::Error)]
+pub struct Problems(pub Vec<Problem>);
+
+impl fmt::Display for Problems {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Hex blake3 digest of a byte string; the content hash used across the project.
+pub fn content_hash(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}

@@ -1,0 +1,765 @@
+//! The task definition (`task.toml`) and its static checks.
+
+use crate::{content_hash, DType, Formula, Problem, Problems};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use toml::{Table, Value};
+
+/// Kind of operator, used for grouping in reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpClass {
+    /// Elementwise maps.
+    Elementwise,
+    /// Reductions.
+    Reduction,
+    /// Normalizations (softmax, norms).
+    Normalization,
+    /// Matrix multiplications.
+    Matmul,
+    /// Attention variants.
+    Attention,
+    /// Convolutions.
+    Convolution,
+    /// Scans and recurrences.
+    Scan,
+    /// Mixture of experts.
+    Moe,
+    /// Fused operator chains.
+    Fused,
+    /// Anything else.
+    Other,
+}
+
+impl OpClass {
+    const NAMES: [(&'static str, OpClass); 10] = [
+        ("elementwise", OpClass::Elementwise),
+        ("reduction", OpClass::Reduction),
+        ("normalization", OpClass::Normalization),
+        ("matmul", OpClass::Matmul),
+        ("attention", OpClass::Attention),
+        ("convolution", OpClass::Convolution),
+        ("scan", OpClass::Scan),
+        ("moe", OpClass::Moe),
+        ("fused", OpClass::Fused),
+        ("other", OpClass::Other),
+    ];
+}
+
+/// Whether an axis is fixed by the definition or set per workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum AxisKind {
+    /// Fixed value.
+    Const {
+        /// The value.
+        value: i64,
+    },
+    /// Set by each workload.
+    Var,
+}
+
+/// A named dimension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Axis {
+    /// Axis name.
+    pub name: String,
+    /// Const or var.
+    #[serde(flatten)]
+    pub kind: AxisKind,
+}
+
+/// An input or output tensor (shape `[]` is a scalar).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TensorSpec {
+    /// Name.
+    pub name: String,
+    /// Axis names, outermost first.
+    pub shape: Vec<String>,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl TensorSpec {
+    /// Whether this is a scalar passed by value.
+    pub fn is_scalar(&self) -> bool {
+        self.shape.is_empty()
+    }
+
+    /// Concrete shape for the given axis values.
+    pub fn dims(&self, axes: &BTreeMap<String, i64>) -> Vec<i64> {
+        self.shape.iter().map(|a| axes.get(a).copied().unwrap_or(0)).collect()
+    }
+
+    /// Number of elements for the given axis values.
+    pub fn numel(&self, axes: &BTreeMap<String, i64>) -> i64 {
+        self.dims(axes).iter().product()
+    }
+}
+
+/// An output with its tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutputSpec {
+    /// The tensor.
+    #[serde(flatten)]
+    pub tensor: TensorSpec,
+    /// Absolute tolerance.
+    pub atol: f64,
+    /// Relative tolerance.
+    pub rtol: f64,
+}
+
+/// How the values of one input are drawn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "dist", rename_all = "lowercase")]
+pub enum Distribution {
+    /// Gaussian.
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std: f64,
+    },
+    /// Uniform on [low, high).
+    Uniform {
+        /// Lower bound.
+        low: f64,
+        /// Upper bound.
+        high: f64,
+    },
+    /// Uniform integers on [low, high).
+    Integers {
+        /// Lower bound (inclusive).
+        low: i64,
+        /// Upper bound (exclusive).
+        high: i64,
+    },
+    /// A named function in the reference file.
+    Generator {
+        /// Function name.
+        function: String,
+    },
+    /// A fixed value (scalar inputs only).
+    Constant {
+        /// The value.
+        value: f64,
+    },
+}
+
+/// One workload: values for the var axes and a distribution per input.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workload {
+    /// Values of every axis (const axes filled in).
+    pub axes: BTreeMap<String, i64>,
+    /// Distribution per input, in input declaration order.
+    pub inputs: Vec<(String, Distribution)>,
+}
+
+/// Where the reference lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReferenceSpec {
+    /// File name relative to the task directory.
+    pub file: String,
+    /// Function name.
+    pub function: String,
+}
+
+/// A loaded, statically valid task.
+#[derive(Debug, Clone, Serialize)]
+pub struct Task {
+    /// The task directory.
+    pub dir: PathBuf,
+    /// Identifier.
+    pub name: String,
+    /// Free text.
+    pub description: String,
+    /// Operator class.
+    pub op_class: OpClass,
+    /// Axes in declaration (ABI) order.
+    pub axes: Vec<Axis>,
+    /// Inputs in declaration order.
+    pub inputs: Vec<TensorSpec>,
+    /// Outputs in declaration order.
+    pub outputs: Vec<OutputSpec>,
+    /// FLOP count formula.
+    #[serde(serialize_with = "ser_formula")]
+    pub flops: Formula,
+    /// Minimum byte traffic formula.
+    #[serde(serialize_with = "ser_formula")]
+    pub bytes: Formula,
+    /// Workloads.
+    pub workloads: Vec<Workload>,
+    /// The reference function.
+    pub reference: ReferenceSpec,
+    /// blake3 of task.toml + reference file: changes whenever the tests could change.
+    pub content_hash: String,
+}
+
+fn ser_formula<S: serde::Serializer>(f: &Formula, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(f.text())
+}
+
+/// File name of the task definition inside a task directory.
+pub const TASK_FILE: &str = "task.toml";
+
+impl Task {
+    /// Loads `dir/task.toml`, collecting every problem found.
+    pub fn load(dir: &Path) -> Result<Task, Problems> {
+        let file = dir.join(TASK_FILE);
+        let text = std::fs::read_to_string(&file).map_err(|e| {
+            Problems(vec![Problem::new(&file, "-", format!("cannot read: {e}"))])
+        })?;
+        let table: Table = text.parse().map_err(|e: toml::de::Error| {
+            Problems(vec![Problem::new(&file, "-", format!("invalid TOML: {}", e.message()))])
+        })?;
+        let mut r = Reader { file: file.clone(), problems: Vec::new() };
+        let task = r.task(dir, &table, &text);
+        match task {
+            Some(t) if r.problems.is_empty() => Ok(t),
+            _ => Err(Problems(r.problems)),
+        }
+    }
+
+    /// The smallest workload by total input+output elements (used for the quick check).
+    pub fn smallest_workload(&self) -> usize {
+        (0..self.workloads.len()).min_by_key(|&i| self.workload_elements(i)).unwrap_or(0)
+    }
+
+    fn workload_elements(&self, i: usize) -> i64 {
+        let axes = &self.workloads[i].axes;
+        self.inputs.iter().map(|t| t.numel(axes)).sum::<i64>()
+            + self.outputs.iter().map(|o| o.tensor.numel(axes)).sum::<i64>()
+    }
+
+    /// FLOPs of workload `i`.
+    pub fn flops_of(&self, i: usize) -> f64 {
+        self.flops.eval_f64(&self.workloads[i].axes).unwrap_or(0.0)
+    }
+
+    /// Minimum bytes moved by workload `i`.
+    pub fn bytes_of(&self, i: usize) -> f64 {
+        self.bytes.eval_f64(&self.workloads[i].axes).unwrap_or(0.0)
+    }
+
+    /// Path of the reference file.
+    pub fn reference_path(&self) -> PathBuf {
+        self.dir.join(&self.reference.file)
+    }
+}
+
+/// Collects problems while walking the TOML tree.
+struct Reader {
+    file: PathBuf,
+    problems: Vec<Problem>,
+}
+
+impl Reader {
+    fn err(&mut self, field: impl Into<String>, msg: impl Into<String>) {
+        self.problems.push(Problem::new(&self.file, field, msg));
+    }
+
+    fn unknown_keys(&mut self, t: &Table, prefix: &str, allowed: &[&str]) {
+        for k in t.keys() {
+            if !allowed.contains(&k.as_str()) {
+                self.err(join(prefix, k), format!("unknown field (expected one of: {})", allowed.join(", ")));
+            }
+        }
+    }
+
+    fn str_field(&mut self, t: &Table, prefix: &str, key: &str, required: bool) -> Option<String> {
+        match t.get(key) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                self.err(join(prefix, key), format!("expected a string, found {}", other.type_str()));
+                None
+            }
+            None => {
+                if required {
+                    self.err(join(prefix, key), "missing required field");
+                }
+                None
+            }
+        }
+    }
+
+    fn num_field(&mut self, t: &Table, prefix: &str, key: &str) -> Option<f64> {
+        match t.get(key) {
+            Some(Value::Float(f)) => Some(*f),
+            Some(Value::Integer(i)) => Some(*i as f64),
+            Some(other) => {
+                self.err(join(prefix, key), format!("expected a number, found {}", other.type_str()));
+                None
+            }
+            None => {
+                self.err(join(prefix, key), "missing required field");
+                None
+            }
+        }
+    }
+
+    fn int_field(&mut self, t: &Table, prefix: &str, key: &str) -> Option<i64> {
+        match t.get(key) {
+            Some(Value::Integer(i)) => Some(*i),
+            Some(other) => {
+                self.err(join(prefix, key), format!("expected an integer, found {}", other.type_str()));
+                None
+            }
+            None => {
+                self.err(join(prefix, key), "missing required field");
+                None
+            }
+        }
+    }
+
+    fn array_of_tables<'a>(&mut self, t: &'a Table, key: &str) -> Vec<&'a Table> {
+        match t.get(key) {
+            Some(Value::Array(items)) => {
+                let mut out = Vec::new();
+                for (i, v) in items.iter().enumerate() {
+                    match v {
+                        Value::Table(t) => out.push(t),
+                        other => self.err(format!("{key}[{i}]"), format!("expected a table, found {}", other.type_str())),
+                    }
+                }
+                out
+            }
+            Some(other) => {
+                self.err(key, format!("expected an array of tables ([[{key}]]), found {}", other.type_str()));
+                Vec::new()
+            }
+            None => {
+                self.err(key, "missing required field");
+                Vec::new()
+            }
+        }
+    }
+
+    fn task(&mut self, dir: &Path, t: &Table, text: &str) -> Option<Task> {
+        self.unknown_keys(
+            t,
+            "",
+            &["name", "description", "op_class", "axes", "inputs", "outputs", "flops", "bytes", "workloads", "reference"],
+        );
+        let name = self.str_field(t, "", "name", true).unwrap_or_default();
+        if !name.is_empty() && !is_identifier(&name) {
+            self.err("name", format!("`{name}` is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)"));
+        }
+        let description = self.str_field(t, "", "description", false).unwrap_or_default();
+        let op_class = match self.str_field(t, "", "op_class", true) {
+            Some(s) => match OpClass::NAMES.iter().find(|(n, _)| *n == s) {
+                Some((_, c)) => *c,
+                None => {
+                    let names: Vec<_> = OpClass::NAMES.iter().map(|(n, _)| *n).collect();
+                    self.err("op_class", format!("unknown op class `{s}` (expected one of {})", names.join(", ")));
+                    OpClass::Other
+                }
+            },
+            None => OpClass::Other,
+        };
+        let axes = self.axes(t);
+        let axis_names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
+        let inputs: Vec<TensorSpec> = self
+            .array_of_tables(t, "inputs")
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, it)| self.tensor(it, &format!("inputs[{i}]"), &axis_names, &["name", "shape", "dtype"]))
+            .collect();
+        let outputs: Vec<OutputSpec> = self
+            .array_of_tables(t, "outputs")
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, ot)| self.output(ot, &format!("outputs[{i}]"), &axis_names))
+            .collect();
+        if outputs.is_empty() && t.contains_key("outputs") {
+            self.err("outputs", "a task needs at least one output");
+        }
+        let mut seen = BTreeMap::new();
+        for (field, n) in inputs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (format!("inputs[{i}].name"), &x.name))
+            .chain(outputs.iter().enumerate().map(|(i, o)| (format!("outputs[{i}].name"), &o.tensor.name)))
+        {
+            if axis_names.contains(&n.as_str()) || seen.insert(n.clone(), ()).is_some() {
+                self.err(field, format!("name `{n}` is used twice (names of axes, inputs and outputs must be unique)"));
+            }
+        }
+        for o in &outputs {
+            if o.tensor.is_scalar() {
+                self.err("outputs", format!("output `{}` is a scalar; outputs must be tensors (use shape [\"ONE\"] with a const axis of 1)", o.tensor.name));
+            }
+        }
+        let flops = self.formula(t, "flops", &axis_names);
+        let bytes = self.formula(t, "bytes", &axis_names);
+        let reference = self.reference(t);
+        let ref_path = dir.join(&reference.file);
+        let ref_text = match std::fs::read(&ref_path) {
+            Ok(b) => b,
+            Err(e) => {
+                self.problems.push(Problem::new(&ref_path, "-", format!("cannot read reference file: {e}")));
+                Vec::new()
+            }
+        };
+        let workloads: Vec<Workload> = self
+            .array_of_tables(t, "workloads")
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, wt)| self.workload(wt, i, &axes, &inputs))
+            .collect();
+        if workloads.is_empty() && t.contains_key("workloads") {
+            self.err("workloads", "a task needs at least one workload");
+        }
+        if let (Some(f), Some(b)) = (&flops, &bytes) {
+            for (i, w) in workloads.iter().enumerate() {
+                for (key, formula) in [("flops", f), ("bytes", b)] {
+                    match formula.eval_f64(&w.axes) {
+                        Ok(v) if v > 0.0 && v.is_finite() => {}
+                        Ok(v) => self.err(key, format!("evaluates to {v} on workloads[{i}]; must be a positive number")),
+                        Err(e) => self.err(key, e.to_string()),
+                    }
+                }
+            }
+        }
+        let mut hashed = text.as_bytes().to_vec();
+        hashed.extend_from_slice(&ref_text);
+        Some(Task {
+            dir: dir.to_path_buf(),
+            name,
+            description,
+            op_class,
+            axes,
+            inputs,
+            outputs,
+            flops: flops?,
+            bytes: bytes?,
+            workloads,
+            reference,
+            content_hash: content_hash(&hashed),
+        })
+    }
+
+    fn axes(&mut self, t: &Table) -> Vec<Axis> {
+        let Some(v) = t.get("axes") else {
+            self.err("axes", "missing required field");
+            return Vec::new();
+        };
+        let Value::Table(at) = v else {
+            self.err("axes", format!("expected a table of axes, found {}", v.type_str()));
+            return Vec::new();
+        };
+        let mut axes = Vec::new();
+        for (name, spec) in at {
+            let field = format!("axes.{name}");
+            if !is_identifier(name) {
+                self.err(&field, "axis names must be identifiers");
+                continue;
+            }
+            let Value::Table(st) = spec else {
+                self.err(&field, "expected { kind = \"var\" } or { kind = \"const\", value = N }");
+                continue;
+            };
+            self.unknown_keys(st, &field, &["kind", "value"]);
+            match self.str_field(st, &field, "kind", true).as_deref() {
+                Some("var") => {
+                    if st.contains_key("value") {
+                        self.err(format!("{field}.value"), "a var axis takes its value from each workload");
+                    }
+                    axes.push(Axis { name: name.clone(), kind: AxisKind::Var });
+                }
+                Some("const") => {
+                    if let Some(v) = self.int_field(st, &field, "value") {
+                        if v <= 0 {
+                            self.err(format!("{field}.value"), format!("must be positive, found {v}"));
+                        }
+                        axes.push(Axis { name: name.clone(), kind: AxisKind::Const { value: v } });
+                    }
+                }
+                Some(other) => self.err(format!("{field}.kind"), format!("unknown kind `{other}` (expected var or const)")),
+                None => {}
+            }
+        }
+        axes
+    }
+
+    fn tensor(&mut self, t: &Table, prefix: &str, axes: &[&str], allowed: &[&str]) -> Option<TensorSpec> {
+        self.unknown_keys(t, prefix, allowed);
+        let name = self.str_field(t, prefix, "name", true)?;
+        if !is_identifier(&name) {
+            self.err(format!("{prefix}.name"), format!("`{name}` is not a C identifier"));
+        }
+        let shape = match t.get("shape") {
+            Some(Value::Array(a)) => {
+                let mut shape = Vec::new();
+                for (i, d) in a.iter().enumerate() {
+                    match d {
+                        Value::String(s) if axes.contains(&s.as_str()) => shape.push(s.clone()),
+                        Value::String(s) => self.err(format!("{prefix}.shape[{i}]"), format!("unknown axis `{s}`")),
+                        other => self.err(format!("{prefix}.shape[{i}]"), format!("expected an axis name, found {}", other.type_str())),
+                    }
+                }
+                shape
+            }
+            Some(other) => {
+                self.err(format!("{prefix}.shape"), format!("expected a list of axis names, found {}", other.type_str()));
+                Vec::new()
+            }
+            None => {
+                self.err(format!("{prefix}.shape"), "missing required field ([] for a scalar)");
+                Vec::new()
+            }
+        };
+        let dtype = match self.str_field(t, prefix, "dtype", true)?.parse::<DType>() {
+            Ok(d) => d,
+            Err(e) => {
+                self.err(format!("{prefix}.dtype"), e);
+                return None;
+            }
+        };
+        Some(TensorSpec { name, shape, dtype })
+    }
+
+    fn output(&mut self, t: &Table, prefix: &str, axes: &[&str]) -> Option<OutputSpec> {
+        let tensor = self.tensor(t, prefix, axes, &["name", "shape", "dtype", "atol", "rtol"])?;
+        let atol = self.num_field(t, prefix, "atol")?;
+        let rtol = self.num_field(t, prefix, "rtol")?;
+        for (k, v) in [("atol", atol), ("rtol", rtol)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                self.err(format!("{prefix}.{k}"), format!("must be a finite number >= 0, found {v}"));
+            }
+        }
+        if !tensor.dtype.is_float() && (atol != 0.0 || rtol != 0.0) {
+            self.err(prefix, "integer outputs are compared exactly: atol and rtol must be 0");
+        }
+        Some(OutputSpec { tensor, atol, rtol })
+    }
+
+    fn formula(&mut self, t: &Table, key: &str, axes: &[&str]) -> Option<Formula> {
+        let text = self.str_field(t, "", key, true)?;
+        match Formula::parse(&text, axes) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                self.err(key, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn reference(&mut self, t: &Table) -> ReferenceSpec {
+        let mut spec = ReferenceSpec { file: "reference.py".into(), function: "reference".into() };
+        match t.get("reference") {
+            None => {}
+            Some(Value::Table(rt)) => {
+                self.unknown_keys(rt, "reference", &["file", "function"]);
+                if let Some(f) = self.str_field(rt, "reference", "file", false) {
+                    spec.file = f;
+                }
+                if let Some(f) = self.str_field(rt, "reference", "function", false) {
+                    spec.function = f;
+                }
+            }
+            Some(other) => self.err("reference", format!("expected a table, found {}", other.type_str())),
+        }
+        if spec.file.contains("..") || Path::new(&spec.file).is_absolute() {
+            self.err("reference.file", "must be a path inside the task directory");
+        }
+        spec
+    }
+
+    fn workload(&mut self, t: &Table, i: usize, axes: &[Axis], inputs: &[TensorSpec]) -> Option<Workload> {
+        let prefix = format!("workloads[{i}]");
+        self.unknown_keys(t, &prefix, &["axes", "inputs"]);
+        let empty = Table::new();
+        let at = match t.get("axes") {
+            Some(Value::Table(at)) => at,
+            None => &empty,
+            Some(other) => {
+                self.err(format!("{prefix}.axes"), format!("expected a table, found {}", other.type_str()));
+                return None;
+            }
+        };
+        let mut values = BTreeMap::new();
+        for a in axes {
+            let field = format!("{prefix}.axes.{}", a.name);
+            match (a.kind, at.get(&a.name)) {
+                (AxisKind::Const { value }, None) => {
+                    values.insert(a.name.clone(), value);
+                }
+                (AxisKind::Const { .. }, Some(_)) => self.err(field, "const axis cannot be set by a workload"),
+                (AxisKind::Var, None) => self.err(field, format!("missing value for var axis {}", a.name)),
+                (AxisKind::Var, Some(Value::Integer(v))) if *v > 0 => {
+                    values.insert(a.name.clone(), *v);
+                }
+                (AxisKind::Var, Some(v)) => self.err(field, format!("expected a positive integer, found {v}")),
+            }
+        }
+        for k in at.keys() {
+            if !axes.iter().any(|a| &a.name == k) {
+                self.err(format!("{prefix}.axes.{k}"), "not a declared axis");
+            }
+        }
+        let it = match t.get("inputs") {
+            Some(Value::Table(it)) => it,
+            None => &empty,
+            Some(other) => {
+                self.err(format!("{prefix}.inputs"), format!("expected a table, found {}", other.type_str()));
+                return None;
+            }
+        };
+        let mut dists = Vec::new();
+        for inp in inputs {
+            let field = format!("{prefix}.inputs.{}", inp.name);
+            match it.get(&inp.name) {
+                None => self.err(field, "missing distribution for input"),
+                Some(Value::Table(dt)) => {
+                    if let Some(d) = self.distribution(dt, &field, inp) {
+                        dists.push((inp.name.clone(), d));
+                    }
+                }
+                Some(other) => self.err(field, format!("expected a table like {{ dist = \"normal\", mean = 0.0, std = 1.0 }}, found {}", other.type_str())),
+            }
+        }
+        for k in it.keys() {
+            if !inputs.iter().any(|x| &x.name == k) {
+                self.err(format!("{prefix}.inputs.{k}"), "not a declared input");
+            }
+        }
+        Some(Workload { axes: values, inputs: dists })
+    }
+
+    fn distribution(&mut self, t: &Table, field: &str, inp: &TensorSpec) -> Option<Distribution> {
+        let dist = self.str_field(t, field, "dist", true)?;
+        let d = match dist.as_str() {
+            "normal" => {
+                self.unknown_keys(t, field, &["dist", "mean", "std"]);
+                let (mean, std) = (self.num_field(t, field, "mean")?, self.num_field(t, field, "std")?);
+                if std <= 0.0 {
+                    self.err(format!("{field}.std"), "must be > 0 (a constant input lets constant kernels pass)");
+                }
+                Distribution::Normal { mean, std }
+            }
+            "uniform" => {
+                self.unknown_keys(t, field, &["dist", "low", "high"]);
+                let (low, high) = (self.num_field(t, field, "low")?, self.num_field(t, field, "high")?);
+                if high <= low {
+                    self.err(format!("{field}.high"), format!("must be greater than low ({low})"));
+                }
+                Distribution::Uniform { low, high }
+            }
+            "integers" => {
+                self.unknown_keys(t, field, &["dist", "low", "high"]);
+                let (low, high) = (self.int_field(t, field, "low")?, self.int_field(t, field, "high")?);
+                if high <= low {
+                    self.err(format!("{field}.high"), format!("must be greater than low ({low}); high is exclusive"));
+                }
+                Distribution::Integers { low, high }
+            }
+            "generator" => {
+                self.unknown_keys(t, field, &["dist", "function"]);
+                let function = self.str_field(t, field, "function", true)?;
+                if !is_identifier(&function) {
+                    self.err(format!("{field}.function"), "must be a Python function name");
+                }
+                Distribution::Generator { function }
+            }
+            "constant" => {
+                self.unknown_keys(t, field, &["dist", "value"]);
+                if !inp.is_scalar() {
+                    self.err(format!("{field}.dist"), "constant is only allowed for scalar inputs (constant tensors let wrong kernels pass)");
+                }
+                Distribution::Constant { value: self.num_field(t, field, "value")? }
+            }
+            other => {
+                self.err(format!("{field}.dist"), format!("unknown distribution `{other}` (expected normal, uniform, integers, generator, constant)"));
+                return None;
+            }
+        };
+        Some(d)
+    }
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+/// Whether `s` is a C identifier.
+pub(crate) fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "softmax"
+op_class = "normalization"
+flops = "5 * M * N"
+bytes = "8 * M * N"
+[axes]
+M = { kind = "var" }
+N = { kind = "var" }
+[[inputs]]
+name = "x"
+shape = ["M", "N"]
+dtype = "float32"
+[[outputs]]
+name = "y"
+shape = ["M", "N"]
+dtype = "float32"
+atol = 1e-6
+rtol = 1e-4
+[[workloads]]
+axes = { M = 64, N = 100 }
+inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
+"#;
+
+    fn write(toml: &str) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("task.toml"), toml).unwrap();
+        std::fs::write(d.path().join("reference.py"), "def reference(x):\n    return x\n").unwrap();
+        d
+    }
+
+    #[test]
+    fn loads_a_good_task() {
+        let d = write(GOOD);
+        let t = Task::load(d.path()).unwrap();
+        assert_eq!(t.axes.len(), 2);
+        assert_eq!(t.axes[0].name, "M");
+        assert_eq!(t.workloads[0].axes["N"], 100);
+        assert_eq!(t.flops_of(0), 5.0 * 64.0 * 100.0);
+    }
+
+    #[test]
+    fn reports_every_problem_with_file_and_field() {
+        let bad = GOOD
+            .replace("dtype = \"float32\"\natol", "dtype = \"float33\"\natol")
+            .replace("axes = { M = 64, N = 100 }", "axes = { M = 64 }")
+            .replace("5 * M * N", "5 * M * Q")
+            .replace("std = 1.0", "std = 0.0, extra = 1");
+        let d = write(&bad);
+        let errs = Task::load(d.path()).unwrap_err().0;
+        let fields: Vec<_> = errs.iter().map(|p| p.field.as_str()).collect();
+        assert!(fields.contains(&"outputs[0].dtype"), "{fields:?}");
+        assert!(fields.contains(&"workloads[0].axes.N"), "{fields:?}");
+        assert!(fields.contains(&"flops"), "{fields:?}");
+        assert!(fields.contains(&"workloads[0].inputs.x.extra"), "{fields:?}");
+        assert!(errs.iter().all(|p| p.file.ends_with("task.toml")));
+        let shown = errs[0].to_string();
+        assert!(shown.contains("task.toml: "), "{shown}");
+    }
+
+    #[test]
+    fn constant_tensor_inputs_are_rejected() {
+        let d = write(&GOOD.replace(r#"{ dist = "normal", mean = 0.0, std = 1.0 }"#, r#"{ dist = "constant", value = 1.0 }"#));
+        let errs = Task::load(d.path()).unwrap_err().0;
+        assert!(errs.iter().any(|p| p.message.contains("only allowed for scalar")));
+    }
+}
