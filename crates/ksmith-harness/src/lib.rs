@@ -1,1 +1,170 @@
-//! ksmith-harness
+//! The Rust side of the Python harness: creates and maintains the Python environment, writes
+//! the embedded harness package, and talks to the trusted server and the untrusted runner over
+//! the versioned JSON-lines protocol.
+
+mod env;
+
+pub use env::{cache_root, PythonEnv};
+
+use ksmith_sandbox::{Exit, Limits, Recv, Sandboxed};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Protocol version this crate speaks; must equal `ksmith_harness.PROTOCOL`.
+pub const PROTOCOL: u64 = 1;
+
+/// Errors from the harness.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// Setting up Python failed.
+    #[error("{0}")]
+    Setup(String),
+    /// The process could not be started.
+    #[error(transparent)]
+    Sandbox(#[from] ksmith_sandbox::SandboxError),
+    /// A call failed.
+    #[error("{0}")]
+    Call(#[from] CallError),
+}
+
+/// Why a request got no good reply.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No reply within the timeout (the process was killed).
+    #[error("no reply within {0:?}")]
+    Timeout(Duration),
+    /// The process ended before replying.
+    #[error("process ended ({exit:?}) before replying")]
+    Died {
+        /// How it ended.
+        exit: Exit,
+        /// Its log, truncated.
+        log: String,
+    },
+    /// The reply was not valid protocol.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The process answered with an error.
+    #[error("{message}")]
+    Remote {
+        /// Error message.
+        message: String,
+        /// Python traceback, if any.
+        traceback: Option<String>,
+    },
+}
+
+/// Bytes of a child's log kept in results.
+pub const LOG_LIMIT: usize = 16 * 1024;
+
+/// One JSON-lines peer (trusted server or untrusted runner).
+pub struct Peer {
+    proc: Sandboxed,
+}
+
+impl Peer {
+    fn start(env: &PythonEnv, module: &str, limits: Limits) -> Result<Peer, HarnessError> {
+        let args = vec!["-s".to_string(), "-B".into(), "-m".into(), format!("ksmith_harness.{module}")];
+        let proc = Sandboxed::spawn(&env.python, &args, &limits)?;
+        let mut peer = Peer { proc };
+        let hello = peer.call(&json!({"cmd": "hello"}), Duration::from_secs(120))?;
+        let proto = hello.get("protocol").and_then(Value::as_u64);
+        if proto != Some(PROTOCOL) {
+            return Err(HarnessError::Setup(format!(
+                "harness protocol mismatch: ksmith speaks {PROTOCOL}, {module} answered {proto:?}"
+            )));
+        }
+        Ok(peer)
+    }
+
+    /// Sends a request and waits for its reply. On timeout or death the process is killed.
+    pub fn call(&mut self, req: &Value, timeout: Duration) -> Result<Value, CallError> {
+        if self.proc.send(&req.to_string()).is_err() {
+            return Err(self.died());
+        }
+        match self.proc.recv(timeout) {
+            Recv::Line(l) => {
+                let v: Value = serde_json::from_str(&l).map_err(|e| {
+                    self.proc.kill();
+                    CallError::Protocol(format!("unparseable reply ({e}): {}", truncate(&l, 200)))
+                })?;
+                if v.get("ok").and_then(Value::as_bool) == Some(true) {
+                    Ok(v)
+                } else {
+                    Err(CallError::Remote {
+                        message: v.get("error").and_then(Value::as_str).unwrap_or("unknown error").to_string(),
+                        traceback: v.get("traceback").and_then(Value::as_str).map(str::to_string),
+                    })
+                }
+            }
+            Recv::Eof => Err(self.died()),
+            Recv::Timeout => {
+                self.proc.kill();
+                Err(CallError::Timeout(timeout))
+            }
+        }
+    }
+
+    fn died(&mut self) -> CallError {
+        let exit = self.proc.finish(Duration::from_secs(5));
+        CallError::Died { exit, log: self.proc.log(LOG_LIMIT) }
+    }
+
+    /// The process's private directory.
+    pub fn dir(&self) -> &std::path::Path {
+        self.proc.dir()
+    }
+
+    /// The process's log (stdout and stderr), truncated.
+    pub fn log(&self) -> String {
+        self.proc.log(LOG_LIMIT)
+    }
+
+    /// Asks the process to exit, then kills whatever is left.
+    pub fn shutdown(mut self) {
+        let _ = self.proc.send(&json!({"cmd": "shutdown"}).to_string());
+        self.proc.finish(Duration::from_secs(2));
+    }
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Starts the trusted server (reference, checks, baseline). Not sandboxed: it runs our code
+/// and the task's reference only.
+pub fn start_trusted(env: &PythonEnv) -> Result<Peer, HarnessError> {
+    let limits = Limits {
+        cpu_seconds: 1 << 30,
+        address_space: u64::MAX,
+        file_size: u64::MAX,
+        open_files: 4096,
+        processes: u64::MAX,
+        env: env.process_env(&[]),
+        isolate: false,
+    };
+    Peer::start(env, "trusted", limits)
+}
+
+/// Starts an untrusted runner with the given limits; `threads` fixes the kernel's OpenMP threads.
+pub fn start_runner(env: &PythonEnv, mut limits: Limits, threads: usize) -> Result<Peer, HarnessError> {
+    let t = threads.to_string();
+    let mut extra = vec![
+        ("OMP_NUM_THREADS", t.as_str()),
+        ("OMP_PROC_BIND", "false"),
+        ("OPENBLAS_NUM_THREADS", "1"),
+        ("MKL_NUM_THREADS", "1"),
+    ];
+    let guard = env.allocguard.as_ref().map(|p| p.display().to_string());
+    if let Some(g) = &guard {
+        extra.push(("LD_PRELOAD", g.as_str()));
+    }
+    limits.env = env.process_env(&extra);
+    Peer::start(env, "runner", limits)
+}
+
+/// Name of the marker file the allocation guard writes in the runner's directory.
+pub const ALLOC_FAILED_MARKER: &str = "ksmith-alloc-failed";

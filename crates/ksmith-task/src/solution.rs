@@ -3,7 +3,7 @@
 use crate::task::is_identifier;
 use crate::{content_hash, Formula, Problem, Problems, Task};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use toml::{Table, Value};
 
 /// Source language of a solution.

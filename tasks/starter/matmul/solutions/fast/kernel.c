@@ -11,13 +11,13 @@
 #include <string.h>
 
 #ifndef MC
-#define MC 96 /* rows of A per block (tunable; rounded up to a multiple of MR) */
+#define MC 72 /* rows of A per block (tunable; rounded up to a multiple of MR) */
 #endif
 #ifndef KC
-#define KC 256 /* depth per block (tunable) */
+#define KC 512 /* depth per block (tunable) */
 #endif
 #ifndef NC
-#define NC 1024 /* columns of B per block (tunable; rounded up to a multiple of NR) */
+#define NC 512 /* columns of B per block (tunable; rounded up to a multiple of NR) */
 #endif
 
 #define MR 6

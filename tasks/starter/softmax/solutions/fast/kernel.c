@@ -17,21 +17,25 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 typedef float v8f_u __attribute__((vector_size(32), aligned(4)));
 
 static inline v8f ld(const float* p) { return *(const v8f_u*)p; }
-/* a > b ? a : b lane-wise (C has no vector ?:) */
+/* lane-wise max (C has no vector ?:); both operands are never NaN here */
 static inline v8f vmax(v8f a, v8f b) {
+#ifdef __AVX__
+    return __builtin_ia32_maxps256(a, b);
+#else
     v8i m = a > b;
     return (v8f)(((v8i)a & m) | ((v8i)b & ~m));
+#endif
 }
-static inline void st(float* p, v8f v) { *(v8f_u*)p = v; }
 
-/* exp(x) for x <= 0 (x - rowmax).  Clamped at -87 so 2^n stays a normal float;
- * the clamped result (~1.6e-38) is far below any tolerance. */
+/* exp(x) for x <= 0 (x - rowmax).  Clamped at -87 so that 2^n * p stays a normal
+ * float (n >= -126 only when r > 0, i.e. p > 1); the clamped result (~1.6e-38) is
+ * far below any tolerance.  Cephes expf polynomial: ~1 ulp on [-ln2/2, ln2/2]. */
 static inline v8f vexp(v8f x) {
     const v8f lo = {-87.0f, -87.0f, -87.0f, -87.0f, -87.0f, -87.0f, -87.0f, -87.0f};
     x = vmax(x, lo);
-    const float magic = 12582912.0f; /* 1.5 * 2^23: float add rounds to integer */
+    const float magic = 12582912.0f; /* 1.5 * 2^23: the add rounds to an integer */
     v8f t = x * 1.44269504088896341f + magic;
-    v8f n = t - magic;
+    v8f n = t - magic;                  /* n = round(x / ln2) */
     v8f r = x - n * 0.693359375f;       /* Cody-Waite: ln2 = C1 + C2 */
     r = r - n * -2.12194440e-4f;
     v8f p = r * 1.9875691500E-4f + 1.3981999507E-3f;
@@ -40,8 +44,8 @@ static inline v8f vexp(v8f x) {
     p = p * r + 1.6666665459E-1f;
     p = p * r + 5.0000001201E-1f;
     p = p * (r * r) + r + 1.0f;
-    v8i e = (__builtin_convertvector(n, v8i) + 127) << 23;
-    return p * (v8f)e;
+    /* the low mantissa bits of t hold n (two's complement): n << 23 scales p by 2^n */
+    return (v8f)((v8i)p + ((v8i)t << 23));
 }
 
 static inline float sexp(float x) {
@@ -64,15 +68,13 @@ static void row(const float* restrict xr, float* restrict yr, int64_t N) {
     }
     for (; j < N; j++) m = xr[j] > m ? xr[j] : m;
 
-    v8f s0 = {0}, s1 = {0};
-    for (j = 0; j + 16 <= N; j += 16) {
-        v8f a = vexp(ld(xr + j) - m), b = vexp(ld(xr + j + 8) - m);
+    /* one accumulator: with 16 ymm registers a second one spills to the stack */
+    v8f s0 = {0};
+    for (j = 0; j + 8 <= N; j += 8) {
+        v8f a = vexp(ld(xr + j) - m);
         st(yr + j, a);
-        st(yr + j + 8, b);
         s0 += a;
-        s1 += b;
     }
-    s0 += s1;
     float s = 0.0f;
     for (int k = 0; k < 8; k++) s += s0[k];
     for (; j < N; j++) {

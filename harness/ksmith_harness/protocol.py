@@ -1,0 +1,53 @@
+"""JSON-lines request/reply loop shared by the trusted server and the untrusted runner."""
+
+import json
+import sys
+import traceback
+
+
+class HarnessError(Exception):
+    """An error reported to the Rust side as {"ok": false, "error": ...}."""
+
+
+def serve(handlers, inp, out):
+    """Answers one JSON request per line until EOF or a shutdown request."""
+    for line in inp:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            cmd = req.get("cmd")
+            if cmd == "shutdown":
+                _write(out, {"ok": True})
+                return
+            handler = handlers.get(cmd)
+            if handler is None:
+                raise HarnessError(f"unknown command {cmd!r}")
+            reply = handler(req)
+            reply.setdefault("ok", True)
+        except HarnessError as e:
+            reply = {"ok": False, "error": str(e)}
+        except Exception as e:
+            reply = {
+                "ok": False,
+                "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(limit=8),
+            }
+        _write(out, reply)
+
+
+def _write(out, obj):
+    out.write(json.dumps(obj, allow_nan=False, default=_default) + "\n")
+    out.flush()
+
+
+def _default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def main_loop(handlers):
+    """Runs `serve` on stdin/stdout."""
+    serve(handlers, sys.stdin, sys.stdout)

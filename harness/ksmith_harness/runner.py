@@ -1,0 +1,160 @@
+"""Untrusted runner: loads one candidate library and calls it on inputs prepared by the trusted side.
+
+Runs inside the sandbox. It never sees reference outputs and never judges anything: it writes
+raw outputs to files that the trusted server checks. The kernel's stdout/stderr go to the log;
+the protocol uses private copies of the original pipes.
+"""
+
+import ctypes
+import os
+import signal
+import time
+
+import numpy as np
+from safetensors.numpy import load_file
+
+from . import PROTOCOL, tensors
+from .protocol import HarnessError, serve
+
+CTYPES = {
+    "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
+    "int8": ctypes.c_int8,
+    "int16": ctypes.c_int16,
+    "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64,
+    "uint8": ctypes.c_uint8,
+    "bool": ctypes.c_uint8,
+    "bfloat16": ctypes.c_uint16,
+}
+
+
+class Kernel:
+    """The loaded entry point and the buffers it is called with."""
+
+    def __init__(self, req):
+        self.lib = ctypes.CDLL(req["library"], mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        try:
+            self.fn = getattr(self.lib, req["entry"])
+        except AttributeError:
+            raise HarnessError(f"entry point {req['entry']!r} not exported by the library") from None
+        self.inputs = req["inputs"]
+        self.outputs = req["outputs"]
+        argtypes = []
+        for inp in self.inputs:
+            if inp["shape"]:
+                argtypes.append(ctypes.c_void_p)
+            elif inp["dtype"] in CTYPES:
+                argtypes.append(CTYPES[inp["dtype"]])
+            else:
+                raise HarnessError(f"scalar input {inp['name']} of dtype {inp['dtype']} cannot be passed by value")
+        argtypes += [ctypes.c_void_p] * len(self.outputs)
+        argtypes += [ctypes.c_int64] * req["naxes"]
+        self.fn.argtypes = argtypes
+        self.fn.restype = None
+        # slot -> {"key", "shape_key", "ins", "outs"}; slot buffers keep their addresses across
+        # seeds so kernels that cache results by pointer are caught.
+        self.slots = {}
+
+    def slot(self, idx, req, path):
+        shapes_in, shapes_out = req["in_shapes"], req["out_shapes"]
+        shape_key = (tuple(map(tuple, shapes_in)), tuple(map(tuple, shapes_out)))
+        s = self.slots.get(idx)
+        if s is None or s["shape_key"] != shape_key:
+            s = {
+                "key": None,
+                "shape_key": shape_key,
+                "ins": [np.empty(sh, tensors.np_dtype(i["dtype"])) for i, sh in zip(self.inputs, shapes_in, strict=False)],
+                "outs": [np.empty(sh, tensors.np_dtype(o["dtype"])) for o, sh in zip(self.outputs, shapes_out, strict=False)],
+            }
+            self.slots[idx] = s
+        if s["key"] != path:
+            raw = load_file(path)
+            for buf, inp in zip(s["ins"], self.inputs, strict=False):
+                src = raw[f"in.{inp['name']}"]
+                np.copyto(buf.view(src.dtype) if inp["dtype"] == "bfloat16" else buf, src)
+            s["key"] = path
+        return s
+
+    def call(self, s, axes):
+        args = []
+        for buf, inp in zip(s["ins"], self.inputs, strict=False):
+            if inp["shape"]:
+                args.append(buf.ctypes.data)
+            else:
+                v = buf.reshape(())
+                args.append(v.view(np.uint16).item() if inp["dtype"] == "bfloat16" else v.item())
+        for buf, out in zip(s["outs"], self.outputs, strict=False):
+            tensors.poison(buf, out["dtype"])
+            args.append(buf.ctypes.data)
+        args += axes
+        t0 = time.perf_counter_ns()
+        self.fn(*args)
+        return time.perf_counter_ns() - t0
+
+    def dump(self, s, prefix):
+        paths = {}
+        for buf, out in zip(s["outs"], self.outputs, strict=False):
+            p = f"{prefix}.{out['name']}.bin"
+            buf.tofile(p)
+            paths[out["name"]] = p
+        hashes = {inp["name"]: tensors.digest(buf) for buf, inp in zip(s["ins"], self.inputs, strict=False)}
+        return paths, hashes
+
+
+KERNEL = {}
+
+
+def _kernel():
+    if "k" not in KERNEL:
+        raise HarnessError("no library loaded")
+    return KERNEL["k"]
+
+
+def load(req):
+    KERNEL["k"] = Kernel(req)
+    return {}
+
+
+def run(req):
+    """One correctness call: fills slot 0 with the given inputs, calls once, dumps outputs."""
+    k = _kernel()
+    s = k.slot(0, req, req["inputs_path"])
+    elapsed = k.call(s, req["axes"])
+    paths, hashes = k.dump(s, req["out_prefix"])
+    return {"elapsed_ns": elapsed, "outputs": paths, "input_hashes": hashes}
+
+
+def timed(req):
+    """One timing round: rotates over the input sets, keeps each set's last outputs for re-checking."""
+    k = _kernel()
+    slots = [k.slot(i, req, p) for i, p in enumerate(req["inputs_paths"])]
+    flush = np.zeros(req.get("flush_bytes", 0) // 8, dtype=np.float64)
+    for i in range(req.get("warmup", 0)):
+        k.call(slots[i % len(slots)], req["axes"])
+    samples = []
+    for i in range(req["reps"]):
+        if flush.size:
+            flush += 1.0
+        samples.append(k.call(slots[i % len(slots)], req["axes"]))
+    dumps = [k.dump(s, p) for s, p in zip(slots, req["out_prefixes"], strict=False)]
+    return {"samples_ns": samples, "outputs": [d[0] for d in dumps], "input_hashes": [d[1] for d in dumps]}
+
+
+def hello(_req):
+    return {"protocol": PROTOCOL, "pid": os.getpid()}
+
+
+def main():
+    proto_in = os.fdopen(os.dup(0), "r")
+    proto_out = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # whatever the kernel prints lands in the capped log, never on the protocol pipe
+    # Past RLIMIT_FSIZE writes fail with EFBIG instead of killing the process.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    serve({"hello": hello, "load": load, "run": run, "time": timed}, proto_in, proto_out)
+
+
+if __name__ == "__main__":
+    main()

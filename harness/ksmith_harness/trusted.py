@@ -1,0 +1,373 @@
+"""Trusted server: inputs, float64 reference outputs (cached on disk), checks, XLA baseline.
+
+Runs only task code (the reference) and our own code; candidates never run here.
+"""
+
+import importlib.util
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+from . import HARNESS_VERSION, PROTOCOL, tensors
+from .protocol import HarnessError, main_loop
+
+# Config updates apply at trace time, so they may follow the imports.
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_platforms", "cpu")
+
+TASKS = {}
+# Inputs of the workload being timed, as device arrays: (task, workload, seed) -> list.
+_DEVICE_INPUTS = {}
+
+
+class TaskState:
+    """A loaded task: its spec, reference module and compiled functions."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        ref = spec["reference"]
+        path = os.path.join(spec["dir"], ref["file"])
+        name = f"ksmith_ref_{spec['content_hash'][:16]}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise HarnessError(f"{path}: cannot import reference file")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as e:
+            raise HarnessError(f"{path}: importing the reference failed: {type(e).__name__}: {e}") from e
+        self.module = module
+        self.path = path
+        fn = getattr(module, ref["function"], None)
+        if not callable(fn):
+            raise HarnessError(f"{path}: no function named {ref['function']!r}")
+        self.fn = fn
+        self.jit = jax.jit(fn)
+
+    def generator(self, name):
+        fn = getattr(self.module, name, None)
+        if not callable(fn):
+            raise HarnessError(f"{self.path}: generator function {name!r} is not defined")
+        return fn
+
+    def shape(self, tensor, workload):
+        axes = self.spec["workloads"][workload]["axes"]
+        return tuple(axes[a] for a in tensor["shape"])
+
+
+def _task(req):
+    try:
+        return TASKS[req["task"]]
+    except KeyError:
+        raise HarnessError(f"task {req['task']!r} is not loaded") from None
+
+
+def _as_list(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _paths(cache_dir, task_hash, workload, seed):
+    base = os.path.join(cache_dir, task_hash[:24], f"w{workload}_s{seed}_h{HARNESS_VERSION}")
+    return base + ".inputs.safetensors", base + ".ref.safetensors", base + ".meta.json"
+
+
+def _to_disk(arr, dtype_name):
+    # safetensors has no bfloat16 for numpy without torch: store raw bits.
+    return arr.view(np.uint16) if dtype_name == "bfloat16" else arr
+
+
+def _from_disk(arr, dtype_name):
+    return arr.view(tensors.np_dtype(dtype_name)) if dtype_name == "bfloat16" else arr
+
+
+def _generate(state, workload, seed):
+    spec = state.spec
+    w = spec["workloads"][workload]
+    dists = dict(w["inputs"])
+    arrays = []
+    for idx, inp in enumerate(spec["inputs"]):
+        rng = np.random.default_rng(np.random.SeedSequence([seed, workload, idx]))
+        arrays.append(tensors.draw(rng, dists[inp["name"]], state.shape(inp, workload), inp["dtype"], w["axes"], state.generator))
+    return arrays
+
+
+def _args(spec, arrays, wide):
+    args = []
+    for inp, a in zip(spec["inputs"], arrays, strict=False):
+        if wide and inp["dtype"] in ("float32", "float16", "bfloat16"):
+            a = a.astype(np.float64)
+        if not inp["shape"]:
+            args.append(a.reshape(()).item() if wide else a.reshape(()))
+        else:
+            args.append(jnp.asarray(a))
+    return args
+
+
+def _reference64(state, arrays):
+    outs = _as_list(state.jit(*_args(state.spec, arrays, wide=True)))
+    if len(outs) != len(state.spec["outputs"]):
+        raise HarnessError(f"{state.path}: reference returned {len(outs)} outputs, task declares {len(state.spec['outputs'])}")
+    return [np.asarray(o) for o in outs]
+
+
+def prepare(req):
+    """Ensures inputs + float64 reference for (task, workload, seed) exist on disk."""
+    state = _task(req)
+    w, seed = req["workload"], req["seed"]
+    inp_path, ref_path, meta_path = _paths(req["cache_dir"], state.spec["content_hash"], w, seed)
+    if os.path.exists(meta_path):
+        with open(meta_path) as f:
+            meta = json.load(f)
+        return {"inputs": inp_path, "reference": ref_path, "input_hashes": meta["input_hashes"], "cached": True}
+    os.makedirs(os.path.dirname(inp_path), exist_ok=True)
+    arrays = _generate(state, w, seed)
+    refs = _reference64(state, arrays)
+    for out, r in zip(state.spec["outputs"], refs, strict=False):
+        want = state.shape(out, w)
+        if tuple(r.shape) != want:
+            raise HarnessError(f"{state.path}: output {out['name']} has shape {tuple(r.shape)}, task declares {want}")
+    spec = state.spec
+    inputs = {f"in.{i['name']}": _to_disk(a, i["dtype"]) for i, a in zip(spec["inputs"], arrays, strict=False)}
+    ref = {f"ref.{o['name']}": np.ascontiguousarray(r.astype(np.float64) if o["dtype"] in _FLOATS else r) for o, r in zip(spec["outputs"], refs, strict=False)}
+    meta = {"input_hashes": {i["name"]: tensors.digest(a) for i, a in zip(spec["inputs"], arrays, strict=False)}}
+    # Write-then-rename so a killed process never leaves a half-written cache entry.
+    tmp = f".tmp{os.getpid()}"
+    save_file(inputs, inp_path + tmp)
+    save_file(ref, ref_path + tmp)
+    with open(meta_path + tmp, "w") as f:
+        json.dump(meta, f)
+    os.replace(inp_path + tmp, inp_path)
+    os.replace(ref_path + tmp, ref_path)
+    os.replace(meta_path + tmp, meta_path)
+    return {"inputs": inp_path, "reference": ref_path, "input_hashes": meta["input_hashes"], "cached": False}
+
+
+_FLOATS = ("float32", "float64", "float16", "bfloat16")
+
+
+def _fin(x):
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _compare(cand, ref, atol, rtol):
+    """Elementwise tolerance check in float64; returns (bad mask, metrics)."""
+    c = cand.astype(np.float64)
+    err = np.abs(c - ref)
+    same_inf = np.isinf(c) & np.isinf(ref) & (np.sign(c) == np.sign(ref))
+    err = np.where(same_inf, 0.0, err)
+    tol = atol + rtol * np.abs(ref)
+    bad = ~(err <= tol)  # NaN errors count as bad
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.where(bad, np.where(np.isnan(err), np.inf, err / np.maximum(tol, 1e-300)), 0.0)
+        rel = err / np.maximum(np.abs(ref), 1e-30)
+    finite_err = np.where(np.isfinite(err), err, 0.0)
+    finite_rel = np.where(np.isfinite(rel), rel, 0.0)
+    worst = int(np.argmax(score)) if bad.any() else int(np.argmax(finite_err)) if err.size else 0
+    metrics = {
+        "max_abs_error": _fin(finite_err.max()) if err.size else 0.0,
+        "max_rel_error": _fin(finite_rel.max()) if err.size else 0.0,
+        "worst_index": [int(i) for i in np.unravel_index(worst, ref.shape)] if ref.ndim else [],
+        "fraction_bad": float(bad.mean()) if bad.size else 0.0,
+        "worst_value": _fin(c.flat[worst]) if c.size else None,
+        "worst_expected": _fin(ref.flat[worst]) if ref.size else None,
+    }
+    return bad, metrics
+
+
+def check(req):
+    """Judges one candidate call's outputs against the cached reference."""
+    state = _task(req)
+    spec = state.spec
+    w, seed = req["workload"], req["seed"]
+    _, ref_path, meta_path = _paths(req["cache_dir"], spec["content_hash"], w, seed)
+    with open(meta_path) as f:
+        meta = json.load(f)
+    refs = load_file(ref_path)
+    result = {"passed": True, "status": "PASSED", "reason": None, "outputs": []}
+
+    def fail(status, reason, detail):
+        if result["passed"]:
+            result.update(passed=False, status=status, reason=reason, detail=detail)
+
+    for name, h in meta["input_hashes"].items():
+        if req["input_hashes"].get(name) != h:
+            fail("INCORRECT_NUMERICAL", "input_mutated", f"input {name} changed during the call")
+    for out in spec["outputs"]:
+        name, dt = out["name"], out["dtype"]
+        shape = state.shape(out, w)
+        path = req["outputs"][name]
+        cand = np.fromfile(path, dtype=tensors.np_dtype(dt))
+        if cand.size != math.prod(shape):
+            fail("INCORRECT_SHAPE", "output_size_mismatch", f"output {name}: {cand.size} elements, expected {shape}")
+            continue
+        cand = cand.reshape(shape)
+        ref = refs[f"ref.{name}"]
+        if dt in _FLOATS:
+            bad, metrics = _compare(cand, ref, out["atol"], out["rtol"])
+        else:
+            bad = cand.astype(np.int64) != ref.astype(np.int64)
+            metrics = {"fraction_bad": float(bad.mean()), "max_abs_error": _fin(np.abs(cand.astype(np.float64) - ref).max())}
+        metrics["name"] = name
+        result["outputs"].append(metrics)
+        unwritten = tensors.poisoned_mask(cand, dt)
+        if unwritten.any():
+            idx = [int(i) for i in np.unravel_index(int(np.argmax(unwritten)), shape)]
+            fail("INCORRECT_NUMERICAL", "output_unwritten", f"output {name}: {int(unwritten.sum())} elements never written (first at {idx})")
+            continue
+        if not bad.any():
+            continue
+        c64 = cand.astype(np.float64)
+        if dt in _FLOATS and (np.isnan(c64) & ~np.isnan(ref)).any():
+            fail("INCORRECT_NUMERICAL", "nan_in_output", f"output {name}: {int(np.isnan(c64).sum())} NaN elements")
+        elif np.ptp(c64) == 0 and np.ptp(ref) > 0:
+            fail("INCORRECT_NUMERICAL", "degenerate_output", f"output {name}: every element is {c64.flat[0]!r}")
+        elif _matches_other_seed(req, state, name, cand, out):
+            fail("INCORRECT_NUMERICAL", "stale_output", f"output {name} equals the result for an earlier input")
+        else:
+            fail(
+                "INCORRECT_NUMERICAL",
+                "numerical_mismatch",
+                f"output {name}: {metrics['fraction_bad']:.3%} of elements out of tolerance; "
+                f"worst at {metrics.get('worst_index')}: got {metrics.get('worst_value')}, expected {metrics.get('worst_expected')}",
+            )
+    return result
+
+
+def _matches_other_seed(req, state, name, cand, out):
+    for other in req.get("previous_seeds", []):
+        _, ref_path, _ = _paths(req["cache_dir"], state.spec["content_hash"], req["workload"], other)
+        if os.path.exists(ref_path):
+            bad, _ = _compare(cand, load_file(ref_path)[f"ref.{name}"], out["atol"], out["rtol"])
+            if not bad.any():
+                return True
+    return False
+
+
+def _load_inputs(state, req, w, seed):
+    inp_path, _, _ = _paths(req["cache_dir"], state.spec["content_hash"], w, seed)
+    raw = load_file(inp_path)
+    return [_from_disk(raw[f"in.{i['name']}"], i["dtype"]) for i in state.spec["inputs"]]
+
+
+def baseline(req):
+    """Times one round of the jitted reference at the task's dtypes, rotating input sets."""
+    state = _task(req)
+    w = req["workload"]
+    key = (state.spec["content_hash"], w)
+    if _DEVICE_INPUTS.get("key") != key:
+        _DEVICE_INPUTS.clear()
+        _DEVICE_INPUTS["key"] = key
+        _DEVICE_INPUTS["sets"] = [jax.block_until_ready(_args(state.spec, _load_inputs(state, req, w, s), wide=False)) for s in req["seeds"]]
+    sets = _DEVICE_INPUTS["sets"]
+    flush = np.zeros(req.get("flush_bytes", 0) // 8, dtype=np.float64)
+    for i in range(req.get("warmup", 0)):
+        jax.block_until_ready(state.jit(*sets[i % len(sets)]))
+    samples = []
+    for i in range(req["reps"]):
+        if flush.size:
+            flush += 1.0
+        args = sets[i % len(sets)]
+        t0 = time.perf_counter_ns()
+        jax.block_until_ready(state.jit(*args))
+        samples.append(time.perf_counter_ns() - t0)
+    return {"samples_ns": samples}
+
+
+def load_task(req):
+    spec = req["task"]
+    state = TaskState(spec)
+    for _wi, w in enumerate(spec["workloads"]):
+        for _name, d in w["inputs"]:
+            if d["dist"] == "generator":
+                state.generator(d["function"])
+    TASKS[spec["content_hash"]] = state
+    return {}
+
+
+def validate(req):
+    """Runs the reference on every workload and reports tasks that cannot catch wrong kernels."""
+    state = _task(req)
+    spec = state.spec
+    problems = []
+
+    def problem(field, message):
+        problems.append({"field": field, "message": message})
+
+    for w in range(len(spec["workloads"])):
+        try:
+            prep = prepare({**req, "workload": w, "seed": 0})
+        except Exception as e:
+            problem(f"workloads[{w}]", f"running the reference failed: {e}")
+            continue
+        refs = load_file(prep["reference"])
+        arrays = _load_inputs(state, req, w, 0)
+        try:
+            low = [np.asarray(o) for o in _as_list(state.jit(*_args(spec, arrays, wide=False)))]
+        except Exception as e:
+            problem(f"workloads[{w}]", f"running the reference at the task's dtypes failed: {e}")
+            continue
+        rng = np.random.default_rng(1234 + w)
+        for oi, out in enumerate(spec["outputs"]):
+            field = f"outputs[{oi}]"
+            ref = refs[f"ref.{out['name']}"]
+            if oi < len(low) and str(low[oi].dtype) != str(tensors.np_dtype(out["dtype"])):
+                problem(f"{field}.dtype", f"workloads[{w}]: the reference returns {low[oi].dtype}, task declares {out['dtype']}")
+            if out["dtype"] not in _FLOATS:
+                if np.ptp(ref) == 0:
+                    problem(field, f"workloads[{w}]: output is constant ({ref.flat[0]}); a constant kernel would pass")
+                continue
+            atol, rtol = out["atol"], out["rtol"]
+            finite = ref[np.isfinite(ref)]
+            if finite.size == 0:
+                problem(field, f"workloads[{w}]: reference output has no finite values")
+                continue
+            mean_const = np.full_like(ref, float(finite.mean()))
+            if not _compare(mean_const, ref, atol, rtol)[0].any():
+                problem(field, f"workloads[{w}]: output is near-constant: a constant {finite.mean():.6g} passes atol={atol}, rtol={rtol}")
+            elif not _compare(np.zeros_like(ref), ref, atol, rtol)[0].any():
+                problem(f"{field}.atol", f"workloads[{w}]: vacuous tolerance: an all-zeros output passes")
+            rms = float(np.sqrt(np.mean(finite**2)))
+            noisy = ref + rng.normal(0.0, 0.1 * rms, size=ref.shape)
+            if not _compare(noisy, ref, atol, rtol)[0].any():
+                problem(f"{field}.rtol", f"workloads[{w}]: vacuous tolerance: the reference plus noise of 10% of its RMS ({0.1 * rms:.3g}) passes")
+            if oi < len(low):
+                bad, m = _compare(low[oi], ref, atol, rtol)
+                if bad.any():
+                    problem(
+                        f"{field}.atol",
+                        f"workloads[{w}]: tolerance too tight for {out['dtype']}: the reference itself at {out['dtype']} "
+                        f"fails on {m['fraction_bad']:.3%} of elements (max abs error {m['max_abs_error']}, max rel {m['max_rel_error']})",
+                    )
+    return {"problems": problems}
+
+
+def hello(_req):
+    return {
+        "protocol": PROTOCOL,
+        "harness_version": HARNESS_VERSION,
+        "versions": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "jax": jax.__version__,
+            "jaxlib": getattr(jax.lib, "__version__", jax.__version__),
+        },
+        "xla_threads": os.cpu_count(),
+    }
+
+
+def main():
+    main_loop({"hello": hello, "load_task": load_task, "prepare": prepare, "check": check, "baseline": baseline, "validate": validate})
+
+
+if __name__ == "__main__":
+    main()
