@@ -1,5 +1,5 @@
 /* Row softmax: OpenMP over rows, 8-wide GCC vector extensions (AVX2/AVX-512 via
- * -march=native), and an inlined polynomial expf (Cephes-style, ~2 ulp) so the
+ * -march=native), and an inlined polynomial expf (Cephes-style, ~1-2 ulp) so the
  * exp pass vectorizes without libmvec.  Three passes per row (max, exp+sum,
  * scale); a row of up to ~64K floats stays in L2 between passes.
  * Built WITHOUT -ffast-math: the round-to-nearest trick below relies on
@@ -17,6 +17,7 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 typedef float v8f_u __attribute__((vector_size(32), aligned(4)));
 
 static inline v8f ld(const float* p) { return *(const v8f_u*)p; }
+static inline void st(float* p, v8f v) { *(v8f_u*)p = v; }
 /* lane-wise max (C has no vector ?:); both operands are never NaN here */
 static inline v8f vmax(v8f a, v8f b) {
 #ifdef __AVX__

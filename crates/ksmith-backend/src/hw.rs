@@ -1,0 +1,198 @@
+//! `ksmith hw`: the machine's measured roofline (memory bandwidth, peak FP32) and facts
+//! (cores, caches, SIMD flags, compilers), cached on disk.
+
+use crate::c::{BackendError, Compiler, DEFAULT_FLAGS};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BENCH_SRC: &str = include_str!("hw_bench.c");
+
+/// One cache level.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CacheLevel {
+    /// 1, 2, 3.
+    pub level: u32,
+    /// Data, Instruction or Unified.
+    pub kind: String,
+    /// Size in bytes.
+    pub bytes: u64,
+}
+
+/// Measured roofline and machine facts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hardware {
+    /// CPU model name.
+    pub cpu: String,
+    /// Logical cores available to this process.
+    pub cores: usize,
+    /// Cache hierarchy of cpu0.
+    pub caches: Vec<CacheLevel>,
+    /// SIMD-related CPU flags.
+    pub simd: Vec<String>,
+    /// Compiler version lines (`cc`, `gcc`, `clang` when present).
+    pub compilers: Vec<String>,
+    /// Triad bandwidth over buffers far larger than the last-level cache, all cores (bytes/s).
+    pub dram_bandwidth: f64,
+    /// Triad bandwidth over cache-resident buffers, all cores (bytes/s).
+    pub cache_bandwidth: f64,
+    /// FMA-loop peak with the widest SIMD, all cores (FLOP/s).
+    pub peak_fp32_flops: f64,
+    /// SIMD width the peak loop used.
+    pub vector_bits: u32,
+    /// Threads used by the measurements.
+    pub threads: usize,
+    /// When it was measured (seconds since the epoch).
+    pub measured_at: u64,
+    /// Identity used to invalidate the cache: CPU, cores, compiler.
+    pub fingerprint: String,
+}
+
+impl Hardware {
+    /// Last-level cache size in bytes (0 if unknown).
+    pub fn llc_bytes(&self) -> u64 {
+        self.caches.iter().filter(|c| c.kind != "Instruction").map(|c| (c.level, c.bytes)).max().map(|(_, b)| b).unwrap_or(0)
+    }
+
+    /// Bandwidth that bounds a working set of `bytes`: cache bandwidth if it fits in the LLC.
+    pub fn bandwidth_for(&self, bytes: f64) -> f64 {
+        if bytes > 0.0 && bytes < self.llc_bytes() as f64 / 2.0 {
+            self.cache_bandwidth
+        } else {
+            self.dram_bandwidth
+        }
+    }
+
+    /// Roofline time floor in seconds for a workload.
+    pub fn floor_seconds(&self, flops: f64, bytes: f64) -> f64 {
+        (flops / self.peak_fp32_flops).max(bytes / self.bandwidth_for(bytes))
+    }
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|s| s.trim().to_string()))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+fn simd_flags() -> Vec<String> {
+    let flags = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("flags")).map(|l| l.to_string()))
+        .unwrap_or_default();
+    flags
+        .split_whitespace()
+        .filter(|f| ["sse4_2", "avx", "avx2", "fma", "f16c"].contains(f) || f.starts_with("avx512") || f.starts_with("amx"))
+        .map(str::to_string)
+        .collect()
+}
+
+fn caches() -> Vec<CacheLevel> {
+    let mut out = Vec::new();
+    for i in 0..8 {
+        let d = PathBuf::from(format!("/sys/devices/system/cpu/cpu0/cache/index{i}"));
+        let read = |f: &str| std::fs::read_to_string(d.join(f)).ok().map(|s| s.trim().to_string());
+        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size")) else { break };
+        let bytes = size
+            .strip_suffix('K')
+            .and_then(|n| n.parse::<u64>().ok().map(|n| n << 10))
+            .or_else(|| size.strip_suffix('M').and_then(|n| n.parse::<u64>().ok().map(|n| n << 20)))
+            .or_else(|| size.parse().ok())
+            .unwrap_or(0);
+        out.push(CacheLevel { level: level.parse().unwrap_or(0), kind, bytes });
+    }
+    out
+}
+
+fn compiler_versions() -> Vec<String> {
+    ["cc", "gcc", "clang"]
+        .iter()
+        .filter_map(|c| {
+            let o = Command::new(c).arg("--version").output().ok()?;
+            o.status.success().then(|| format!("{c}: {}", String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").trim()))
+        })
+        .collect()
+}
+
+/// Identity of the machine for cache invalidation.
+pub fn fingerprint(compiler: &Compiler) -> String {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    format!("{} | {} cores | {}", cpu_model(), cores, compiler.version)
+}
+
+/// Errors measuring the machine.
+#[derive(Debug, thiserror::Error)]
+pub enum HwError {
+    /// Compiler problem.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The microbenchmark failed.
+    #[error("hardware microbenchmark failed: {0}")]
+    Bench(String),
+}
+
+/// Measures the machine now (takes a few seconds).
+pub fn measure(compiler: &Compiler, threads: usize) -> Result<Hardware, HwError> {
+    let dir = tempfile::tempdir().map_err(|e| HwError::Bench(e.to_string()))?;
+    let src = dir.path().join("hw_bench.c");
+    std::fs::write(&src, BENCH_SRC).map_err(|e| HwError::Bench(e.to_string()))?;
+    let exe = dir.path().join("hw_bench");
+    let flags: Vec<&str> = DEFAULT_FLAGS.iter().copied().filter(|f| !matches!(*f, "-shared" | "-fPIC")).collect();
+    let out = Command::new(&compiler.command).args(&flags).arg("-o").arg(&exe).arg(&src).output().map_err(|e| HwError::Bench(e.to_string()))?;
+    if !out.status.success() {
+        return Err(HwError::Bench(format!("compiling the microbenchmark: {}", String::from_utf8_lossy(&out.stderr))));
+    }
+    let caches = caches();
+    let llc = caches.iter().map(|c| c.bytes).max().unwrap_or(32 << 20);
+    // DRAM triad: 3 arrays, together 16x the LLC (at least 256 MiB). Cache triad: a quarter of the LLC.
+    let big = ((llc * 16).max(256 << 20) / 12).max(1 << 20);
+    let small = (llc / 4 / 12).max(4096);
+    let run = Command::new(&exe)
+        .arg(big.to_string())
+        .arg(small.to_string())
+        .env("OMP_NUM_THREADS", threads.to_string())
+        .output()
+        .map_err(|e| HwError::Bench(e.to_string()))?;
+    if !run.status.success() {
+        return Err(HwError::Bench(format!("running the microbenchmark: {}", String::from_utf8_lossy(&run.stderr))));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).map_err(|e| HwError::Bench(format!("bad output: {e}")))?;
+    let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    Ok(Hardware {
+        cpu: cpu_model(),
+        cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        caches,
+        simd: simd_flags(),
+        compilers: compiler_versions(),
+        dram_bandwidth: f("dram_bytes_per_s"),
+        cache_bandwidth: f("cache_bytes_per_s"),
+        peak_fp32_flops: f("fp32_flops_per_s"),
+        vector_bits: f("vector_bits") as u32,
+        threads: f("threads") as usize,
+        measured_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        fingerprint: fingerprint(compiler),
+    })
+}
+
+/// Loads the cached measurement for this machine from `path`, or measures and caches it.
+pub fn load_or_measure(path: &Path, compiler: &Compiler, threads: usize, refresh: bool) -> Result<(Hardware, bool), HwError> {
+    if !refresh {
+        if let Some(hw) = std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<Hardware>(&b).ok()) {
+            if hw.fingerprint == fingerprint(compiler) && hw.threads == threads {
+                return Ok((hw, true));
+            }
+        }
+    }
+    let hw = measure(compiler, threads)?;
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    let tmp = path.with_extension("tmp");
+    if let Ok(text) = serde_json::to_vec_pretty(&hw) {
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+    Ok((hw, false))
+}
