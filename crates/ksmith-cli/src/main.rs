@@ -1,1 +1,356 @@
-fn main() {}
+//! `ksmith`: the command-line interface. Argument parsing and output live here; the work is
+//! done by the pipeline crates (task, backend, harness, judge, store).
+
+mod bench;
+mod report;
+
+use anyhow::{anyhow, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use ksmith_backend::c::Compiler;
+use ksmith_backend::hw;
+use ksmith_harness::PythonEnv;
+use ksmith_judge::{Flush, Judge, JudgeConfig, Status};
+use ksmith_store::Store;
+use ksmith_task::{Solution, Task};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exit code: evaluation ran and the candidate failed.
+const EXIT_FAILED: u8 = 1;
+/// Exit code: bad usage or bad input (task, solution, flag).
+const EXIT_INPUT: u8 = 2;
+/// Exit code: the environment failed (no compiler, Python setup, harness crash).
+const EXIT_ENV: u8 = 3;
+
+#[derive(Parser)]
+#[command(name = "ksmith", version, about = "KernelSmith: generate, judge and benchmark fast verified kernels")]
+struct Cli {
+    /// Project-local store directory (database, caches, artifacts).
+    #[arg(long, global = true, env = "KSMITH_STORE", default_value = ".ksmith")]
+    store: PathBuf,
+    /// Python interpreter with numpy, jax and safetensors (default: a managed virtualenv).
+    #[arg(long, global = true, env = "KSMITH_PYTHON")]
+    python: Option<PathBuf>,
+    /// OpenMP threads for candidates (default: all cores).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// Options shared by `eval` and `bench`.
+#[derive(clap::Args, Clone)]
+struct JudgeOpts {
+    /// Wall-clock limit per candidate call, in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
+    /// Seeds per workload in the full check (at least 3).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=100))]
+    seeds: u64,
+    /// Draw fresh random seeds instead of the fixed ones.
+    #[arg(long)]
+    fresh_seeds: bool,
+    /// Check correctness only; skip timing.
+    #[arg(long)]
+    no_timing: bool,
+    /// Cache flushing between timed calls.
+    #[arg(long, value_enum, default_value_t = FlushArg::Auto)]
+    flush: FlushArg,
+    /// Minimum timed milliseconds per side (candidate, baseline) per workload.
+    #[arg(long, default_value_t = 200)]
+    min_time_ms: u64,
+}
+
+#[derive(Copy, Clone, ValueEnum)]
+enum FlushArg {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Evaluate one solution (a directory with solution.toml, or a bare kernel.c) on a task.
+    Eval {
+        /// Task directory.
+        task: PathBuf,
+        /// Solution directory or source file.
+        solution: PathBuf,
+        /// Print the result object as one JSON document on stdout.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        opts: JudgeOpts,
+    },
+    /// Evaluate every task of a suite with its solutions; print the table and suite metrics.
+    Bench {
+        /// Suite directory (subdirectories are tasks).
+        suite: PathBuf,
+        /// Directory of solutions: DIR/<task>/ (with solution.toml) or DIR/<task>.c. Default: each task's solutions/.
+        #[arg(long)]
+        solutions: Option<PathBuf>,
+        /// Only solutions with this name (e.g. `fast`).
+        #[arg(long)]
+        solution: Option<String>,
+        /// Evaluate everything N times (an A/A repeatability test when N > 1).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+        repeat: u32,
+        /// Start a new bench run instead of resuming an unfinished one.
+        #[arg(long)]
+        fresh: bool,
+        /// Print the summary as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        opts: JudgeOpts,
+    },
+    /// Check a task (or every task of a suite): definition, reference, tolerances, solutions.
+    Validate {
+        /// Task or suite directory.
+        path: PathBuf,
+        /// Static checks only (do not run the reference).
+        #[arg(long)]
+        no_run: bool,
+    },
+    /// Measure (once, then cached) and show this machine's roofline.
+    Hw {
+        /// Measure again even if cached.
+        #[arg(long)]
+        refresh: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a stored evaluation.
+    Show {
+        /// Evaluation id.
+        id: i64,
+        /// Print the stored result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export stored evaluations.
+    Export {
+        /// Output format.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// Output directory.
+        #[arg(long, default_value = "ksmith-traces")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Copy, Clone, ValueEnum)]
+enum ExportFormat {
+    /// FlashInfer Trace schema (definitions/, solutions/, traces/*.jsonl).
+    FlashinferTrace,
+}
+
+/// An error with the exit code it maps to.
+#[derive(Debug)]
+struct Exit(u8, anyhow::Error);
+
+fn input(e: impl Into<anyhow::Error>) -> Exit {
+    Exit(EXIT_INPUT, e.into())
+}
+
+fn env_err(e: impl Into<anyhow::Error>) -> Exit {
+    Exit(EXIT_ENV, e.into())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(Exit(code, e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<u8, Exit> {
+    let threads = cli.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let ctx = Ctx { store_dir: cli.store.clone(), python: cli.python.clone(), threads };
+    match cli.cmd {
+        Cmd::Eval { task, solution, json, opts } => cmd_eval(&ctx, &task, &solution, json, &opts),
+        Cmd::Bench { suite, solutions, solution, repeat, fresh, json, opts } => {
+            bench::run(&ctx, &bench::BenchArgs { suite, solutions, solution, repeat, fresh, json, opts })
+        }
+        Cmd::Validate { path, no_run } => cmd_validate(&ctx, &path, no_run),
+        Cmd::Hw { refresh, json } => cmd_hw(&ctx, refresh, json),
+        Cmd::Show { id, json } => cmd_show(&ctx, id, json),
+        Cmd::Export { format: ExportFormat::FlashinferTrace, out } => {
+            let store = ctx.store()?;
+            let n = ksmith_store::export_flashinfer(&store, &out).map_err(env_err)?;
+            println!("wrote {n} traces to {}", out.display());
+            Ok(0)
+        }
+    }
+}
+
+/// What every command needs to build a judge or open the store.
+pub(crate) struct Ctx {
+    store_dir: PathBuf,
+    python: Option<PathBuf>,
+    threads: usize,
+}
+
+impl Ctx {
+    fn store(&self) -> Result<Store, Exit> {
+        Store::open(&self.store_dir).map_err(env_err)
+    }
+
+    fn hardware(&self, compiler: &Compiler, refresh: bool) -> Result<hw::Hardware, Exit> {
+        let path = self.store_dir.join("hw.json");
+        let cached = path.exists() && !refresh;
+        if !cached {
+            eprintln!("ksmith: measuring this machine's roofline (cached in {})...", path.display());
+        }
+        let (hw, _) = hw::load_or_measure(&path, compiler, self.threads, refresh).map_err(env_err)?;
+        Ok(hw)
+    }
+
+    fn judge(&self, opts: &JudgeOpts) -> Result<Judge, Exit> {
+        let compiler = Compiler::detect().map_err(env_err)?;
+        let env = PythonEnv::resolve(self.python.as_deref(), &|m| eprintln!("ksmith: {m}")).map_err(env_err)?;
+        let hw = self.hardware(&compiler, false)?;
+        let mut config = JudgeConfig::new(self.store_dir.join("cache"), self.threads);
+        config.call_timeout = Duration::from_secs_f64(opts.timeout.max(0.1));
+        config.min_time = Duration::from_millis(opts.min_time_ms);
+        config.timing = !opts.no_timing;
+        config.flush = match opts.flush {
+            FlushArg::Auto => Flush::Auto,
+            FlushArg::Always => Flush::Always,
+            FlushArg::Never => Flush::Never,
+        };
+        let base: u64 = if opts.fresh_seeds {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_000).unwrap_or(7) + 1000
+        } else {
+            1
+        };
+        config.seeds = (0..opts.seeds).map(|i| base + i).collect();
+        Ok(Judge::new(config, env, compiler, hw))
+    }
+}
+
+/// Loads a task, reporting every problem as `file: field: message`.
+pub(crate) fn load_task(path: &Path) -> Result<Task, Exit> {
+    Task::load(path).map_err(|p| input(anyhow!("invalid task {}:\n{p}", path.display())))
+}
+
+fn cmd_eval(ctx: &Ctx, task_dir: &Path, sol: &Path, json: bool, opts: &JudgeOpts) -> Result<u8, Exit> {
+    let task = load_task(task_dir)?;
+    if !sol.exists() {
+        return Err(input(anyhow!("solution {} does not exist", sol.display())));
+    }
+    let solution = Solution::load(sol, &task).map_err(|p| input(anyhow!("invalid solution {}:\n{p}", sol.display())))?;
+    let mut store = ctx.store()?;
+    let mut judge = ctx.judge(opts)?;
+    let result = judge.evaluate(&task, &solution).map_err(env_err)?;
+    let key = bench::eval_key(&judge, &task, &solution);
+    let id = store.record(&key, &task, &solution, &result).map_err(env_err)?;
+    if json {
+        let mut v = serde_json::to_value(&result).map_err(env_err)?;
+        v["id"] = serde_json::json!(id);
+        println!("{v}");
+    } else {
+        report::print_result(&result, Some(id));
+    }
+    Ok(if result.status == Status::Passed { 0 } else { EXIT_FAILED })
+}
+
+fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {
+    if path.join(ksmith_task::TASK_FILE_NAME).exists() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let rd = std::fs::read_dir(path).with_context(|| format!("cannot read {}", path.display())).map_err(input)?;
+    let mut dirs: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join(ksmith_task::TASK_FILE_NAME).exists()).collect();
+    dirs.sort();
+    if dirs.is_empty() {
+        return Err(input(anyhow!("{}: not a task (no task.toml) and no task directories inside", path.display())));
+    }
+    Ok(dirs)
+}
+
+pub(crate) use task_dirs as suite_tasks;
+
+fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool) -> Result<u8, Exit> {
+    let dirs = task_dirs(path)?;
+    let mut judge = None;
+    let mut bad = 0usize;
+    for dir in &dirs {
+        let mut problems: Vec<String> = Vec::new();
+        match Task::load(dir) {
+            Err(p) => problems.extend(p.0.iter().map(|p| p.to_string())),
+            Ok(task) => {
+                for sol in bench::task_solutions(&task, None, None) {
+                    if let Err(p) = Solution::load(&sol, &task) {
+                        problems.extend(p.0.iter().map(|p| p.to_string()));
+                    }
+                }
+                if !no_run {
+                    if judge.is_none() {
+                        judge = Some(ctx.judge(&default_opts())?);
+                    }
+                    let j = judge.as_mut().expect("just set");
+                    match j.validate_task(&task) {
+                        Ok(list) => {
+                            let file = dir.join(ksmith_task::TASK_FILE_NAME);
+                            problems.extend(list.into_iter().map(|(f, m)| format!("{}: {f}: {m}", file.display())))
+                        }
+                        Err(ksmith_judge::JudgeError::Task { message, .. }) => {
+                            problems.push(format!("{}: -: {message}", task.reference_path().display()))
+                        }
+                        Err(e) => return Err(env_err(e)),
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            println!("ok    {}", dir.display());
+        } else {
+            bad += 1;
+            println!("FAIL  {}", dir.display());
+            for p in problems {
+                println!("  {p}");
+            }
+        }
+    }
+    println!("{} of {} tasks valid", dirs.len() - bad, dirs.len());
+    Ok(if bad > 0 { EXIT_INPUT } else { 0 })
+}
+
+fn default_opts() -> JudgeOpts {
+    JudgeOpts { timeout: 30.0, seeds: 3, fresh_seeds: false, no_timing: true, flush: FlushArg::Auto, min_time_ms: 200 }
+}
+
+fn cmd_hw(ctx: &Ctx, refresh: bool, json: bool) -> Result<u8, Exit> {
+    let compiler = Compiler::detect().map_err(env_err)?;
+    let hw = ctx.hardware(&compiler, refresh)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&hw).map_err(env_err)?);
+    } else {
+        report::print_hw(&hw);
+    }
+    Ok(0)
+}
+
+fn cmd_show(ctx: &Ctx, id: i64, json: bool) -> Result<u8, Exit> {
+    let store = ctx.store()?;
+    let ev = store.get(id).map_err(env_err)?.ok_or_else(|| input(anyhow!("no evaluation with id {id} in {}", ctx.store_dir.display())))?;
+    if json {
+        let mut v = serde_json::to_value(&ev.result).map_err(env_err)?;
+        v["id"] = serde_json::json!(ev.id);
+        v["created_at"] = serde_json::json!(ev.created_at);
+        println!("{v}");
+    } else {
+        println!("evaluation {} recorded {}", ev.id, ev.created_at);
+        report::print_result(&ev.result, None);
+        for (name, hash) in &ev.sources {
+            println!("  source {name}: artifact {}", &hash[..16]);
+        }
+    }
+    Ok(0)
+}

@@ -1,1 +1,548 @@
-//! ksmith-judge
+//! The judge: the evaluation cascade for one candidate, cheapest first, with early exit:
+//! static policy → build (+ symbol policy) → load in the sandbox → quick check on the smallest
+//! workload → full check (every workload, several seeds) → timing against the XLA baseline in
+//! alternating rounds (+ re-check of timed outputs) → roofline figures.
+
+mod result;
+mod timing;
+
+pub use result::*;
+
+use ksmith_backend::c::{self, Compiler};
+use ksmith_backend::hw::Hardware;
+use ksmith_harness::{CallError, HarnessError, Peer, PythonEnv};
+use ksmith_sandbox::{signal_name, Exit, Limits};
+use ksmith_task::{Solution, Task};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Whether to flush caches between timed calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    /// Flush when a workload's data would fit in the last-level cache.
+    Auto,
+    /// Always flush.
+    Always,
+    /// Never flush.
+    Never,
+}
+
+/// Judge settings. Frozen for the judge's lifetime.
+#[derive(Debug, Clone)]
+pub struct JudgeConfig {
+    /// Seeds for the full check (at least 3; the first two are the timing input sets).
+    pub seeds: Vec<u64>,
+    /// OpenMP threads for candidates.
+    pub threads: usize,
+    /// Wall-clock limit per candidate request.
+    pub call_timeout: Duration,
+    /// Minimum total timed time per side per workload.
+    pub min_time: Duration,
+    /// Minimum alternating rounds per workload.
+    pub min_rounds: usize,
+    /// Maximum alternating rounds per workload.
+    pub max_rounds: usize,
+    /// Cache flushing between timed calls.
+    pub flush: Flush,
+    /// Whether to time at all (correctness only otherwise).
+    pub timing: bool,
+    /// Candidates faster than roofline floor / this factor are flagged `implausible_speed`.
+    pub plausibility_margin: f64,
+    /// Where builds and reference outputs are cached.
+    pub cache_dir: PathBuf,
+}
+
+impl JudgeConfig {
+    /// Defaults with the given cache directory.
+    pub fn new(cache_dir: PathBuf, threads: usize) -> JudgeConfig {
+        JudgeConfig {
+            seeds: vec![1, 2, 3],
+            threads,
+            call_timeout: Duration::from_secs(30),
+            min_time: Duration::from_millis(200),
+            min_rounds: 4,
+            max_rounds: 60,
+            flush: Flush::Auto,
+            timing: true,
+            plausibility_margin: 1.5,
+            cache_dir,
+        }
+    }
+}
+
+/// Failures that are not the candidate's fault (harness, task, machine).
+#[derive(Debug, thiserror::Error)]
+pub enum JudgeError {
+    /// Python harness problem.
+    #[error(transparent)]
+    Harness(#[from] HarnessError),
+    /// Backend problem (no compiler, cache I/O).
+    #[error(transparent)]
+    Backend(#[from] c::BackendError),
+    /// The trusted side failed on this task (reference error, bad generator...).
+    #[error("task {task}: {message}")]
+    Task {
+        /// Task name.
+        task: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Long-lived judge: keeps the trusted server (and its loaded tasks) across evaluations.
+pub struct Judge {
+    config: JudgeConfig,
+    env: PythonEnv,
+    compiler: Compiler,
+    hw: Hardware,
+    trusted: Option<Peer>,
+    loaded: BTreeSet<String>,
+    environment: Environment,
+}
+
+/// Why the cascade stopped early.
+struct Verdict {
+    status: Status,
+    reason: String,
+    detail: String,
+}
+
+impl Verdict {
+    fn new(status: Status, reason: &str, detail: impl Into<String>) -> Verdict {
+        Verdict { status, reason: reason.into(), detail: detail.into() }
+    }
+}
+
+const TRUSTED_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl Judge {
+    /// Creates a judge; the trusted server starts on first use.
+    pub fn new(config: JudgeConfig, env: PythonEnv, compiler: Compiler, hw: Hardware) -> Judge {
+        let environment = Environment {
+            cpu: hw.cpu.clone(),
+            cores: hw.cores,
+            threads: config.threads,
+            compiler: compiler.version.clone(),
+            flags: c::DEFAULT_FLAGS.iter().map(|s| s.to_string()).collect(),
+            isolation: ksmith_sandbox::isolation().note.clone(),
+            ..Environment::default()
+        };
+        Judge { config, env, compiler, hw, trusted: None, loaded: BTreeSet::new(), environment }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &JudgeConfig {
+        &self.config
+    }
+
+    /// The measured machine.
+    pub fn hardware(&self) -> &Hardware {
+        &self.hw
+    }
+
+    /// Environment recorded with every result (complete once the trusted server started).
+    pub fn environment(&mut self) -> Result<&Environment, JudgeError> {
+        self.trusted()?;
+        Ok(&self.environment)
+    }
+
+    fn trusted(&mut self) -> Result<&mut Peer, JudgeError> {
+        if self.trusted.is_none() {
+            let mut peer = ksmith_harness::start_trusted(&self.env)?;
+            let hello = peer.call(&json!({"cmd": "hello"}), TRUSTED_TIMEOUT).map_err(HarnessError::from)?;
+            self.environment.harness_version = hello["harness_version"].as_str().unwrap_or("").to_string();
+            if let Some(v) = hello["versions"].as_object() {
+                self.environment.versions = v.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect();
+            }
+            let mut e = self.environment.clone();
+            e.fingerprint.clear();
+            e.fingerprint = ksmith_task::content_hash(serde_json::to_string(&e).unwrap_or_default().as_bytes())[..16].to_string();
+            self.environment = e;
+            self.trusted = Some(peer);
+        }
+        Ok(self.trusted.as_mut().expect("just started"))
+    }
+
+    fn trusted_call(&mut self, task: &Task, req: Value) -> Result<Value, JudgeError> {
+        let peer = self.trusted()?;
+        match peer.call(&req, TRUSTED_TIMEOUT) {
+            Ok(v) => Ok(v),
+            Err(CallError::Remote { message, .. }) => Err(JudgeError::Task { task: task.name.clone(), message }),
+            Err(e) => {
+                // The trusted server is gone or confused; start a fresh one next time.
+                self.trusted = None;
+                self.loaded.clear();
+                Err(HarnessError::from(e).into())
+            }
+        }
+    }
+
+    fn ensure_loaded(&mut self, task: &Task) -> Result<(), JudgeError> {
+        if !self.loaded.contains(&task.content_hash) {
+            let spec = serde_json::to_value(task).map_err(|e| JudgeError::Task { task: task.name.clone(), message: e.to_string() })?;
+            self.trusted_call(task, json!({"cmd": "load_task", "task": spec}))?;
+            self.loaded.insert(task.content_hash.clone());
+        }
+        Ok(())
+    }
+
+    fn ref_cache(&self) -> String {
+        self.config.cache_dir.join("reference").display().to_string()
+    }
+
+    /// Makes sure inputs and the float64 reference exist for (workload, seed); returns the inputs path.
+    fn prepare(&mut self, task: &Task, workload: usize, seed: u64) -> Result<String, JudgeError> {
+        self.ensure_loaded(task)?;
+        let req = json!({"cmd": "prepare", "task": task.content_hash, "workload": workload, "seed": seed, "cache_dir": self.ref_cache()});
+        let v = self.trusted_call(task, req)?;
+        Ok(v["inputs"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// Runs the reference checks of `ksmith validate`; returns `(field, message)` problems.
+    pub fn validate_task(&mut self, task: &Task) -> Result<Vec<(String, String)>, JudgeError> {
+        self.ensure_loaded(task)?;
+        let v = self.trusted_call(task, json!({"cmd": "validate", "task": task.content_hash, "cache_dir": self.ref_cache()}))?;
+        Ok(v["problems"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|p| (p["field"].as_str().unwrap_or("-").to_string(), p["message"].as_str().unwrap_or("").to_string()))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// Evaluates one candidate. Errors only for problems that are not the candidate's.
+    pub fn evaluate(&mut self, task: &Task, solution: &Solution) -> Result<EvalResult, JudgeError> {
+        let start = Instant::now();
+        self.trusted()?;
+        let mut r = EvalResult {
+            status: Status::Passed,
+            reason: None,
+            detail: None,
+            stage: Stage::Policy,
+            task: task.name.clone(),
+            task_hash: task.content_hash.clone(),
+            solution: solution.name.clone(),
+            solution_hash: solution.content_hash.clone(),
+            policy: Vec::new(),
+            build: None,
+            correctness: None,
+            performance: None,
+            log: String::new(),
+            environment: self.environment.clone(),
+            elapsed_s: 0.0,
+        };
+        if let Some(v) = self.cascade(task, solution, &mut r)? {
+            r.status = v.status;
+            r.reason = Some(v.reason);
+            r.detail = Some(v.detail);
+        } else {
+            r.stage = Stage::Done;
+        }
+        r.elapsed_s = start.elapsed().as_secs_f64();
+        Ok(r)
+    }
+
+    fn cascade(&mut self, task: &Task, solution: &Solution, r: &mut EvalResult) -> Result<Option<Verdict>, JudgeError> {
+        // 1. Static policy on the source.
+        r.policy = solution.sources.iter().flat_map(|(n, s)| c::check_source(n, s)).collect();
+        if let Some(v) = r.policy.first() {
+            return Ok(Some(Verdict::new(Status::PolicyRejected, "forbidden_call", format!("{}:{}: {}", v.file, v.line, v.message))));
+        }
+        // 2. Build, then the policy on the library's imports.
+        r.stage = Stage::Build;
+        let built = match c::build(&self.compiler, task, solution, &[], &self.config.cache_dir.join("build"))? {
+            Ok(b) => b,
+            Err(f) => {
+                let first = f.diagnostics.iter().find(|d| d.severity.contains("error")).map(|d| d.to_string());
+                let detail = first.unwrap_or_else(|| f.log.lines().last().unwrap_or("").to_string());
+                r.build = Some(BuildInfo { cached: false, seconds: 0.0, command: f.command, diagnostics: f.diagnostics, log: f.log });
+                return Ok(Some(Verdict::new(Status::CompileError, &f.reason, detail)));
+            }
+        };
+        r.build = Some(BuildInfo {
+            cached: built.cached,
+            seconds: built.seconds,
+            command: built.command.clone(),
+            diagnostics: built.diagnostics.clone(),
+            log: built.log.clone(),
+        });
+        if let Some(v) = c::check_symbols(&built.library) {
+            r.policy = v;
+            if let Some(v) = r.policy.first() {
+                return Ok(Some(Verdict::new(Status::PolicyRejected, "forbidden_call", v.message.clone())));
+            }
+        }
+        // 3. Load in the sandbox.
+        r.stage = Stage::Load;
+        let mut runner = ksmith_harness::start_runner(&self.env, self.runner_limits(task), self.config.threads)?;
+        let sig = json!({
+            "cmd": "load",
+            "library": built.library.display().to_string(),
+            "entry": solution.entry_point,
+            "inputs": task.inputs,
+            "outputs": task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>(),
+            "naxes": task.axes.len(),
+        });
+        let outcome = self.run_checks(task, &mut runner, sig, r);
+        r.log = runner.log();
+        let verdict = match outcome {
+            Ok(v) => v,
+            Err(Failure::Candidate(e)) => Some(classify(e, &runner)),
+            Err(Failure::Judge(e)) => return Err(e),
+        };
+        runner.shutdown();
+        Ok(verdict)
+    }
+
+    fn runner_limits(&self, task: &Task) -> Limits {
+        let max_bytes = (0..task.workloads.len())
+            .map(|w| {
+                let axes = &task.workloads[w].axes;
+                task.inputs.iter().map(|t| t.numel(axes) as u64 * t.dtype.size() as u64).sum::<u64>()
+                    + task.outputs.iter().map(|o| o.tensor.numel(axes) as u64 * o.tensor.dtype.size() as u64).sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0);
+        Limits {
+            cpu_seconds: 1800,
+            // Two slots of buffers, file staging copies, Python, OpenMP stacks.
+            address_space: (8 * max_bytes + (4 << 30)).min(1 << 40),
+            file_size: (4 * max_bytes).max(64 << 20),
+            open_files: 256,
+            processes: 512,
+            env: Vec::new(),
+            isolate: true,
+        }
+    }
+
+    fn run_checks(&mut self, task: &Task, runner: &mut Peer, load: Value, r: &mut EvalResult) -> Result<Option<Verdict>, Failure> {
+        let timeout = self.config.call_timeout;
+        runner.call(&load, timeout).map_err(Failure::Candidate)?;
+        let seeds = self.config.seeds.clone();
+        let mut corr = Correctness { seeds: seeds.clone(), ..Correctness::default() };
+        // 4. Quick check on the smallest workload, then 5. the full check.
+        r.stage = Stage::QuickCheck;
+        let smallest = task.smallest_workload();
+        let mut order = vec![smallest];
+        order.extend((0..task.workloads.len()).filter(|&w| w != smallest));
+        let mut elapsed_ns = vec![0u64; task.workloads.len()];
+        let quick = [(smallest, seeds[0])];
+        let full = order.iter().flat_map(|&w| seeds.iter().map(move |&s| (w, s)));
+        for (i, (w, seed)) in quick.into_iter().chain(full).enumerate() {
+            if i == 1 {
+                r.stage = Stage::FullCheck;
+            }
+            let inputs = self.prepare(task, w, seed).map_err(Failure::Judge)?;
+            let prefix = runner.dir().join(format!("out_w{w}_s{seed}")).display().to_string();
+            let req = json!({
+                "cmd": "run",
+                "inputs_path": inputs,
+                "axes": axis_values(task, w),
+                "in_shapes": task.inputs.iter().map(|t| t.dims(&task.workloads[w].axes)).collect::<Vec<_>>(),
+                "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(&task.workloads[w].axes)).collect::<Vec<_>>(),
+                "out_prefix": prefix,
+            });
+            let reply = runner.call(&req, timeout).map_err(Failure::Candidate)?;
+            elapsed_ns[w] = reply["elapsed_ns"].as_u64().unwrap_or(0);
+            let earlier: Vec<u64> = seeds.iter().copied().take_while(|&s| s != seed).collect();
+            if let Some(v) = self.check(task, w, seed, &reply["outputs"], &reply["input_hashes"], &earlier, &mut corr)? {
+                r.correctness = Some(corr);
+                return Ok(Some(v));
+            }
+        }
+        r.correctness = Some(corr);
+        if !self.config.timing {
+            return Ok(None);
+        }
+        // 6. Timing, 7. roofline.
+        r.stage = Stage::Timing;
+        let mut perf = Vec::new();
+        for w in 0..task.workloads.len() {
+            match self.time_workload(task, runner, w, elapsed_ns[w], r)? {
+                Ok(p) => perf.push(p),
+                Err(v) => return Ok(Some(v)),
+            }
+        }
+        let geo = |f: &dyn Fn(&WorkloadPerf) -> f64| (perf.iter().map(|p| f(p).max(1e-12).ln()).sum::<f64>() / perf.len().max(1) as f64).exp();
+        let performance = Performance { speedup: geo(&|p| p.speedup), roofline_fraction: geo(&|p| p.roofline_fraction), workloads: perf };
+        let implausible = performance.workloads.iter().find(|p| p.roofline_fraction > self.config.plausibility_margin).cloned();
+        r.performance = Some(performance);
+        if let Some(p) = implausible {
+            return Ok(Some(Verdict::new(
+                Status::PolicyRejected,
+                "implausible_speed",
+                format!(
+                    "workload {}: {:.4} ms is {:.1}x faster than the measured roofline floor {:.4} ms",
+                    p.workload, p.candidate.median_ms, p.roofline_fraction, p.floor_ms
+                ),
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Asks the trusted server to judge one set of outputs; updates the running figures.
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        &mut self,
+        task: &Task,
+        w: usize,
+        seed: u64,
+        outputs: &Value,
+        input_hashes: &Value,
+        earlier: &[u64],
+        corr: &mut Correctness,
+    ) -> Result<Option<Verdict>, Failure> {
+        let req = json!({
+            "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,
+            "outputs": outputs, "input_hashes": input_hashes, "previous_seeds": earlier, "cache_dir": self.ref_cache(),
+        });
+        let v = self.trusted_call(task, req).map_err(Failure::Judge)?;
+        corr.checks += 1;
+        for o in v["outputs"].as_array().into_iter().flatten() {
+            let abs = o["max_abs_error"].as_f64().unwrap_or(f64::INFINITY);
+            let rel = o["max_rel_error"].as_f64().unwrap_or(f64::INFINITY);
+            corr.max_rel_error = corr.max_rel_error.max(rel);
+            if abs >= corr.max_abs_error || corr.worst.is_none() {
+                corr.max_abs_error = abs;
+                corr.worst = Some(WorstElement {
+                    workload: w,
+                    seed,
+                    output: o["name"].as_str().unwrap_or("").to_string(),
+                    index: o["worst_index"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default(),
+                    got: o["worst_value"].as_f64(),
+                    expected: o["worst_expected"].as_f64(),
+                });
+            }
+            if o["fraction_bad"].as_f64().unwrap_or(0.0) > 0.0 {
+                corr.fraction_bad = o["fraction_bad"].as_f64().unwrap_or(0.0);
+            }
+        }
+        if v["passed"].as_bool() == Some(true) {
+            return Ok(None);
+        }
+        let status = v["status"].as_str().and_then(Status::parse).unwrap_or(Status::IncorrectNumerical);
+        let reason = v["reason"].as_str().unwrap_or("numerical_mismatch");
+        let detail = format!("workload {w} seed {seed}: {}", v["detail"].as_str().unwrap_or(""));
+        Ok(Some(Verdict::new(status, reason, detail)))
+    }
+
+    fn time_workload(&mut self, task: &Task, runner: &mut Peer, w: usize, est_ns: u64, r: &mut EvalResult) -> Result<Result<WorkloadPerf, Verdict>, Failure> {
+        let seeds = [self.config.seeds[0], self.config.seeds[1]];
+        let mut paths = Vec::new();
+        for s in seeds {
+            paths.push(self.prepare(task, w, s).map_err(Failure::Judge)?);
+        }
+        let axes = &task.workloads[w].axes;
+        let flops = task.flops_of(w);
+        let bytes = task.bytes_of(w);
+        let flush = match self.config.flush {
+            Flush::Always => true,
+            Flush::Never => false,
+            Flush::Auto => bytes < self.hw.llc_bytes() as f64 * 2.0,
+        };
+        let flush_bytes = if flush { (self.hw.llc_bytes() * 2).max(8 << 20) } else { 0 };
+        let plan = timing::RoundPlan::new(est_ns, &self.config);
+        let prefixes: Vec<String> = seeds.iter().map(|s| runner.dir().join(format!("timed_w{w}_s{s}")).display().to_string()).collect();
+        let mut cand = Vec::new();
+        let mut base = Vec::new();
+        let mut last_reply = Value::Null;
+        for round in 0..self.config.max_rounds {
+            let warmup = if round == 0 { 2 } else { 0 };
+            let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": seeds, "reps": plan.baseline_reps(&base),
+                              "warmup": warmup, "flush_bytes": flush_bytes, "cache_dir": self.ref_cache()});
+            let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
+            base.extend(b["samples_ns"].as_array().into_iter().flatten().filter_map(Value::as_u64));
+            let creq = json!({
+                "cmd": "time", "inputs_paths": paths, "axes": axis_values(task, w),
+                "in_shapes": task.inputs.iter().map(|t| t.dims(axes)).collect::<Vec<_>>(),
+                "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(axes)).collect::<Vec<_>>(),
+                "reps": plan.candidate_reps(&cand), "warmup": warmup, "flush_bytes": flush_bytes, "out_prefixes": prefixes,
+            });
+            let c = runner.call(&creq, self.config.call_timeout).map_err(Failure::Candidate)?;
+            cand.extend(c["samples_ns"].as_array().into_iter().flatten().filter_map(Value::as_u64));
+            last_reply = c;
+            if plan.done(round + 1, &cand, &base) {
+                break;
+            }
+        }
+        // Re-check the outputs of the timed calls (one per input set).
+        let mut corr = r.correctness.take().unwrap_or_default();
+        for (i, s) in seeds.iter().enumerate() {
+            let out = &last_reply["outputs"][i];
+            let hashes = &last_reply["input_hashes"][i];
+            if let Some(mut v) = self.check(task, w, *s, out, hashes, &[], &mut corr)? {
+                v.detail = format!("timed run: {}", v.detail);
+                r.correctness = Some(corr);
+                return Ok(Err(v));
+            }
+        }
+        r.correctness = Some(corr);
+        let c = Timing::from_ns(&cand);
+        let b = Timing::from_ns(&base);
+        let secs = c.median_ms / 1e3;
+        let floor = self.hw.floor_seconds(flops, bytes);
+        Ok(Ok(WorkloadPerf {
+            workload: w,
+            axes: axes.clone(),
+            speedup: b.median_ms / c.median_ms.max(1e-9),
+            gflops: flops / secs.max(1e-12) / 1e9,
+            gbps: bytes / secs.max(1e-12) / 1e9,
+            floor_ms: floor * 1e3,
+            roofline_fraction: floor / secs.max(1e-12),
+            cache_flushed: flush,
+            candidate: c,
+            baseline: b,
+        }))
+    }
+}
+
+/// Errors inside the candidate part of the cascade: the candidate's fault, or the judge's.
+enum Failure {
+    Candidate(CallError),
+    Judge(JudgeError),
+}
+
+impl From<JudgeError> for Failure {
+    fn from(e: JudgeError) -> Self {
+        Failure::Judge(e)
+    }
+}
+
+fn axis_values(task: &Task, w: usize) -> Vec<i64> {
+    task.axes.iter().map(|a| task.workloads[w].axes[&a.name]).collect()
+}
+
+/// Maps a failed runner request to a status and reason.
+fn classify(e: CallError, runner: &Peer) -> Verdict {
+    let alloc_failed = runner.dir().join(ksmith_harness::ALLOC_FAILED_MARKER);
+    let alloc_note = std::fs::read_to_string(&alloc_failed).ok().and_then(|s| s.lines().next().map(str::to_string));
+    match e {
+        CallError::Timeout(t) => Verdict::new(Status::Timeout, "wall_timeout", format!("no result within {:.1} s; the process group was killed", t.as_secs_f64())),
+        _ if alloc_note.is_some() => Verdict::new(
+            Status::RuntimeError,
+            "memory_limit",
+            format!("an allocation of {} bytes failed (address-space limit)", alloc_note.unwrap_or_default()),
+        ),
+        CallError::Died { exit: Exit::Signal(s), .. } if s == libc_sigxcpu() => {
+            Verdict::new(Status::Timeout, "cpu_time_limit", "the CPU-time limit was reached")
+        }
+        CallError::Died { exit: Exit::Signal(s), .. } => {
+            let name = signal_name(s);
+            Verdict::new(Status::RuntimeError, &format!("signal_{name}"), format!("the candidate process was killed by {name}"))
+        }
+        CallError::Died { exit: Exit::Code(c), .. } => {
+            Verdict::new(Status::RuntimeError, "early_exit", format!("the candidate process exited with code {c} during a call"))
+        }
+        CallError::Died { exit: Exit::Running, .. } => Verdict::new(Status::RuntimeError, "protocol_violation", "the candidate closed the harness channel"),
+        CallError::Protocol(m) => Verdict::new(Status::RuntimeError, "protocol_violation", m),
+        CallError::Remote { message, .. } => Verdict::new(Status::RuntimeError, "load_failed", message),
+    }
+}
+
+fn libc_sigxcpu() -> i32 {
+    nix::sys::signal::Signal::SIGXCPU as i32
+}

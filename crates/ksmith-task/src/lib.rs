@@ -11,7 +11,8 @@ mod task;
 
 pub use dtype::DType;
 pub use formula::{Formula, FormulaError};
-pub use solution::{Language, Solution, Tunable};
+pub use solution::{Language, Solution, Tunable, SOLUTION_FILE};
+pub use task::TASK_FILE as TASK_FILE_NAME;
 pub use task::{
     Axis, AxisKind, Distribution, OpClass, OutputSpec, ReferenceSpec, Task, TensorSpec, Workload,
 };

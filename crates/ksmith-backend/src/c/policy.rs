@@ -59,7 +59,7 @@ const FORBIDDEN: &[(&str, &str)] = &[
 ];
 
 /// A policy violation at a place in a source file (line 0: found in the built library).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PolicyViolation {
     /// Source file (or the library).
     pub file: String,

@@ -6,6 +6,7 @@
  *   - OpenMP over MC row blocks; edges handled by zero-padded packing and a
  *     scratch tile.  Accumulation order along k differs from XLA's (blocked by KC).
  */
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,9 @@ static inline void ukernel(int64_t kc, const float* restrict Ap, const float* re
                            float* restrict C, int64_t ldc, int first, int64_t mr, int64_t nr) {
     v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+#pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
+        __builtin_prefetch(Bp + k * NR + 8 * NR);
         v8f b0 = *(const v8f*)(Bp + k * NR);
         v8f b1 = *(const v8f*)(Bp + k * NR + 8);
         const float* ap = Ap + k * MR;
@@ -112,7 +115,13 @@ void matmul(const float* a, const float* b, float* c, int64_t M, int64_t K, int6
     int64_t ncmax = imin(NCB, (N + NR - 1) / NR * NR);
     int64_t kcmax = imin(KC, K);
     float* Bp = aligned_alloc(64, (size_t)(ncmax * kcmax * sizeof(float) + 64) / 64 * 64);
+    /* Balance the row blocks over the threads: a multiple of nthreads blocks of
+     * (nearly) equal height, each <= MCB and a multiple of MR where possible. */
+    int64_t nth = omp_get_max_threads();
     int64_t nblocks_m = (M + MCB - 1) / MCB;
+    nblocks_m = (nblocks_m + nth - 1) / nth * nth;
+    int64_t mcb = ((M + nblocks_m - 1) / nblocks_m + MR - 1) / MR * MR;
+    nblocks_m = (M + mcb - 1) / mcb;
 
 #pragma omp parallel
     {
@@ -127,10 +136,10 @@ void matmul(const float* a, const float* b, float* c, int64_t M, int64_t K, int6
                     pack_b_panel(kc, imin(NR, nc - jp * NR), b + pc * N + jc + jp * NR, N,
                                  Bp + jp * kc * NR);
                 /* implicit barrier: Bp complete */
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static)
                 for (int64_t ib = 0; ib < nblocks_m; ib++) {
-                    int64_t ic = ib * MCB;
-                    int64_t mc = imin(MCB, M - ic);
+                    int64_t ic = ib * mcb;
+                    int64_t mc = imin(mcb, M - ic);
                     pack_a(mc, kc, a + ic * K + pc, K, Ap);
                     for (int64_t jp = 0; jp < npanels; jp++) {
                         int64_t nr = imin(NR, nc - jp * NR);

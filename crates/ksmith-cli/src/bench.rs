@@ -1,0 +1,161 @@
+//! `ksmith bench`: every task of a suite, resumable, with the summary table and suite metrics.
+
+use crate::{env_err, input, load_task, report, suite_tasks, Ctx, Exit, JudgeOpts};
+use anyhow::anyhow;
+use indicatif::{ProgressBar, ProgressStyle};
+use ksmith_judge::{EvalResult, Judge, JudgeError, Status};
+use ksmith_task::{Solution, Task};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Arguments of `ksmith bench`.
+pub(crate) struct BenchArgs {
+    pub suite: PathBuf,
+    pub solutions: Option<PathBuf>,
+    pub solution: Option<String>,
+    pub repeat: u32,
+    pub fresh: bool,
+    pub json: bool,
+    pub opts: JudgeOpts,
+}
+
+/// Solution paths for a task: from `dir` (DIR/<task>/ or DIR/<task>.c) or the task's `solutions/`.
+pub(crate) fn task_solutions(task: &Task, dir: Option<&Path>, only: Option<&str>) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = match dir {
+        Some(d) => [d.join(&task.name), d.join(format!("{}.c", task.name))].into_iter().filter(|p| p.exists()).collect(),
+        None => std::fs::read_dir(task.dir.join("solutions"))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.join(ksmith_task::SOLUTION_FILE).exists() || p.extension().is_some_and(|x| x == "c"))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    found.sort();
+    if let Some(name) = only {
+        found.retain(|p| p.file_stem().and_then(|s| s.to_str()) == Some(name));
+    }
+    found
+}
+
+/// Key under which an evaluation is comparable: same task, same code, same machine and judge settings.
+pub(crate) fn eval_key(judge: &Judge, task: &Task, solution: &Solution) -> String {
+    let c = judge.config();
+    let settings = format!(
+        "{}|{}|{:?}|{}|{:?}|{:?}|{}|{}",
+        task.content_hash, solution.content_hash, c.seeds, c.threads, c.call_timeout, c.flush, c.timing, c.min_time.as_millis()
+    );
+    ksmith_task::content_hash(settings.as_bytes())
+}
+
+/// One unit of bench work.
+struct Item {
+    id: String,
+    task: usize,
+    solution: Solution,
+    repeat: u32,
+}
+
+/// The outcome of one item.
+pub(crate) struct Row {
+    pub task: String,
+    pub solution: String,
+    pub repeat: u32,
+    pub eval_id: Option<i64>,
+    pub result: Option<EvalResult>,
+    pub error: Option<String>,
+}
+
+pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
+    let started = Instant::now();
+    let tasks: Vec<Task> = suite_tasks(&args.suite)?.iter().map(|d| load_task(d)).collect::<Result<_, _>>()?;
+    let mut items = Vec::new();
+    for (ti, task) in tasks.iter().enumerate() {
+        let paths = task_solutions(task, args.solutions.as_deref(), args.solution.as_deref());
+        for p in paths {
+            let sol = Solution::load(&p, task).map_err(|e| input(anyhow!("invalid solution {}:\n{e}", p.display())))?;
+            for repeat in 0..args.repeat {
+                items.push(Item { id: format!("{}/{}#{repeat}", task.name, sol.name), task: ti, solution: sol.clone(), repeat });
+            }
+        }
+    }
+    if items.is_empty() {
+        return Err(input(anyhow!("no solutions found for the tasks in {}", args.suite.display())));
+    }
+    let mut store = ctx.store()?;
+    let mut judge = ctx.judge(&args.opts)?;
+    let fingerprint = judge.environment().map_err(env_err)?.fingerprint.clone();
+    let suite_abs = std::fs::canonicalize(&args.suite).unwrap_or_else(|_| args.suite.clone());
+    let mut run_key = format!("{}|{fingerprint}", suite_abs.display());
+    for it in &items {
+        run_key.push_str(&format!("|{}={}", it.id, eval_key(&judge, &tasks[it.task], &it.solution)));
+    }
+    let run_key = ksmith_task::content_hash(run_key.as_bytes());
+    let (run_id, resumed) = store.bench_run(&run_key, &suite_abs.display().to_string(), args.fresh).map_err(env_err)?;
+    if resumed {
+        eprintln!("ksmith: resuming bench run {run_id} (use --fresh to start over)");
+    }
+    let bar = ProgressBar::new(items.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut rows = Vec::new();
+    let mut best: Option<(f64, String)> = None;
+    for it in &items {
+        let task = &tasks[it.task];
+        bar.set_message(format!("{}{}", it.id, best.as_ref().map(|(s, n)| format!("  (best so far {s:.2}x {n})")).unwrap_or_default()));
+        let mut row = Row { task: task.name.clone(), solution: it.solution.name.clone(), repeat: it.repeat, eval_id: None, result: None, error: None };
+        match store.bench_item(run_id, &it.id).map_err(env_err)? {
+            Some((Some(id), _)) => {
+                row.eval_id = Some(id);
+                row.result = store.get(id).map_err(env_err)?.map(|e| e.result);
+            }
+            Some((None, Some(err))) => row.error = Some(err),
+            _ => match judge.evaluate(task, &it.solution) {
+                Ok(result) => {
+                    let id = store.record(&eval_key(&judge, task, &it.solution), task, &it.solution, &result).map_err(env_err)?;
+                    store.set_bench_item(run_id, &it.id, Some(id), None).map_err(env_err)?;
+                    row.eval_id = Some(id);
+                    row.result = Some(result);
+                }
+                Err(JudgeError::Task { message, .. }) => {
+                    store.set_bench_item(run_id, &it.id, None, Some(&message)).map_err(env_err)?;
+                    row.error = Some(message);
+                }
+                Err(e) => {
+                    bar.abandon();
+                    return Err(env_err(e));
+                }
+            },
+        }
+        if let Some(r) = row.result.as_ref().filter(|r| r.status == Status::Passed) {
+            if let Some(p) = &r.performance {
+                if best.as_ref().is_none_or(|(s, _)| p.speedup > *s) {
+                    best = Some((p.speedup, it.id.clone()));
+                }
+            }
+        }
+        rows.push(row);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    store.finish_bench(run_id).map_err(env_err)?;
+    let summary = report::BenchSummary::new(&tasks, &rows, started.elapsed().as_secs_f64(), run_id);
+    if args.json {
+        println!("{}", summary.to_json());
+    } else {
+        summary.print();
+    }
+    Ok(0)
+}
+
+/// Rows grouped by (task, solution), in first-seen order.
+pub(crate) fn group(rows: &[Row]) -> BTreeMap<(String, String), Vec<&Row>> {
+    let mut m: BTreeMap<(String, String), Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        m.entry((r.task.clone(), r.solution.clone())).or_default().push(r);
+    }
+    m
+}

@@ -1,0 +1,242 @@
+//! Human-readable output: one evaluation, the machine, and the bench summary.
+
+use crate::bench::{group, Row};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use ksmith_backend::hw::Hardware;
+use ksmith_judge::{EvalResult, Status};
+use ksmith_task::Task;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(header.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    t
+}
+
+fn axes_str(axes: &BTreeMap<String, i64>) -> String {
+    axes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+}
+
+/// Prints one evaluation result.
+pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
+    let head = match &r.reason {
+        Some(reason) => format!("{} ({reason})", r.status),
+        None => r.status.to_string(),
+    };
+    println!("{} [{}] on task {}: {head}", r.solution, &r.solution_hash[..8], r.task);
+    if let Some(d) = &r.detail {
+        println!("  {d}");
+    }
+    for v in &r.policy {
+        println!("  policy: {}:{}: {}", v.file, v.line, v.message);
+    }
+    if let Some(b) = &r.build {
+        if r.status == Status::CompileError {
+            for d in b.diagnostics.iter().filter(|d| d.severity != "note").take(10) {
+                println!("  {d}");
+            }
+            if b.diagnostics.is_empty() {
+                println!("{}", b.log.lines().take(20).collect::<Vec<_>>().join("\n"));
+            }
+        } else {
+            println!("  build: {:.2} s{}", b.seconds, if b.cached { " (cached)" } else { "" });
+        }
+    }
+    if let Some(c) = &r.correctness {
+        println!(
+            "  correctness: {} checks, seeds {:?}; max abs error {:.3e}, max rel error {:.3e}",
+            c.checks, c.seeds, c.max_abs_error, c.max_rel_error
+        );
+        if r.status != Status::Passed {
+            if let Some(w) = &c.worst {
+                println!(
+                    "  worst element: workload {} seed {} {}{:?}: got {:?}, expected {:?}",
+                    w.workload, w.seed, w.output, w.index, w.got, w.expected
+                );
+            }
+        }
+    }
+    if let Some(p) = &r.performance {
+        let mut t = table(&["workload", "axes", "candidate ms (p10-p90)", "XLA ms", "speedup", "GFLOP/s", "GB/s", "% roofline", "samples"]);
+        for w in &p.workloads {
+            t.add_row(vec![
+                w.workload.to_string(),
+                axes_str(&w.axes),
+                format!("{:.3} ({:.3}-{:.3})", w.candidate.median_ms, w.candidate.p10_ms, w.candidate.p90_ms),
+                format!("{:.3}", w.baseline.median_ms),
+                format!("{:.2}x", w.speedup),
+                format!("{:.1}", w.gflops),
+                format!("{:.1}", w.gbps),
+                format!("{:.0}%", w.roofline_fraction * 100.0),
+                format!("{}/{}", w.candidate.samples, w.baseline.samples),
+            ]);
+        }
+        println!("{t}");
+        println!("  speedup vs XLA (geomean): {:.2}x; roofline (geomean): {:.0}%", p.speedup, p.roofline_fraction * 100.0);
+    }
+    if r.status != Status::Passed && !r.log.trim().is_empty() {
+        let lines: Vec<&str> = r.log.lines().collect();
+        println!("  candidate output ({} lines, first 5; never parsed):", lines.len());
+        for l in lines.iter().take(5) {
+            println!("    | {}", l.chars().take(160).collect::<String>());
+        }
+    }
+    println!(
+        "  environment: {} ({} threads), {}, harness {}; {:.1} s",
+        r.environment.cpu, r.environment.threads, r.environment.compiler, r.environment.harness_version, r.elapsed_s
+    );
+    if let Some(id) = id {
+        println!("  stored as evaluation {id} (ksmith show {id})");
+    }
+}
+
+/// Prints the machine's roofline.
+pub(crate) fn print_hw(hw: &Hardware) {
+    println!("cpu:              {}", hw.cpu);
+    println!("cores:            {} (measured with {} threads)", hw.cores, hw.threads);
+    for c in &hw.caches {
+        println!("cache L{} {:<12} {} KiB", c.level, c.kind, c.bytes >> 10);
+    }
+    println!("simd:             {}", hw.simd.join(" "));
+    println!("DRAM bandwidth:   {:.1} GB/s (triad, buffers >> LLC)", hw.dram_bandwidth / 1e9);
+    println!("cache bandwidth:  {:.1} GB/s (triad, LLC-resident)", hw.cache_bandwidth / 1e9);
+    println!("peak FP32:        {:.1} GFLOP/s ({}-bit FMA)", hw.peak_fp32_flops / 1e9, hw.vector_bits);
+    println!("ridge point:      {:.1} FLOP/byte", hw.peak_fp32_flops / hw.dram_bandwidth.max(1.0));
+    for c in &hw.compilers {
+        println!("compiler:         {c}");
+    }
+    println!("isolation:        {}", ksmith_sandbox::isolation().note);
+}
+
+/// Suite metrics for one solution name.
+struct Metrics {
+    solution: String,
+    correct: usize,
+    total: usize,
+    geomean: Option<f64>,
+    fast: Vec<(f64, f64)>,
+}
+
+/// Everything `bench` reports.
+pub(crate) struct BenchSummary<'a> {
+    rows: &'a [Row],
+    metrics: Vec<Metrics>,
+    aa: Option<(f64, f64, usize)>,
+    wall_s: f64,
+    run_id: i64,
+}
+
+const FAST_P: [f64; 4] = [0.0, 1.0, 1.5, 2.0];
+
+impl<'a> BenchSummary<'a> {
+    pub(crate) fn new(tasks: &[Task], rows: &'a [Row], wall_s: f64, run_id: i64) -> BenchSummary<'a> {
+        let mut names: Vec<String> = rows.iter().map(|r| r.solution.clone()).collect();
+        names.sort();
+        names.dedup();
+        let metrics = names
+            .into_iter()
+            .map(|name| {
+                let speedups: Vec<Option<f64>> = tasks
+                    .iter()
+                    .map(|t| {
+                        let r = rows.iter().find(|r| r.task == t.name && r.solution == name && r.repeat == 0)?.result.as_ref()?;
+                        (r.status == Status::Passed).then(|| r.performance.as_ref().map(|p| p.speedup))?
+                    })
+                    .collect();
+                let ok: Vec<f64> = speedups.iter().flatten().copied().collect();
+                let geomean = (!ok.is_empty()).then(|| (ok.iter().map(|s| s.ln()).sum::<f64>() / ok.len() as f64).exp());
+                let fast = FAST_P.iter().map(|&p| (p, ok.iter().filter(|&&s| s > p).count() as f64 / tasks.len() as f64)).collect();
+                Metrics { solution: name, correct: ok.len(), total: tasks.len(), geomean, fast }
+            })
+            .collect();
+        BenchSummary { rows, metrics, aa: aa_spread(rows), wall_s, run_id }
+    }
+
+    pub(crate) fn print(&self) {
+        let mut t = table(&["task", "solution", "status", "speedup vs XLA", "% roofline", "candidate ms", "XLA ms", "eval"]);
+        for r in self.rows {
+            let (status, speed, roof, cand, base) = match &r.result {
+                Some(res) => {
+                    let s = match &res.reason {
+                        Some(reason) => format!("{} ({reason})", res.status),
+                        None => res.status.to_string(),
+                    };
+                    match &res.performance {
+                        Some(p) => (
+                            s,
+                            format!("{:.2}x", p.speedup),
+                            format!("{:.0}%", p.roofline_fraction * 100.0),
+                            format!("{:.3}", p.workloads.iter().map(|w| w.candidate.median_ms).sum::<f64>()),
+                            format!("{:.3}", p.workloads.iter().map(|w| w.baseline.median_ms).sum::<f64>()),
+                        ),
+                        None => (s, "-".into(), "-".into(), "-".into(), "-".into()),
+                    }
+                }
+                None => (format!("ERROR: {}", r.error.as_deref().unwrap_or("?")), "-".into(), "-".into(), "-".into(), "-".into()),
+            };
+            let sol = if self.rows.iter().any(|x| x.repeat > 0) { format!("{}#{}", r.solution, r.repeat) } else { r.solution.clone() };
+            t.add_row(vec![r.task.clone(), sol, status, speed, roof, cand, base, r.eval_id.map(|i| i.to_string()).unwrap_or_default()]);
+        }
+        println!("{t}");
+        for m in &self.metrics {
+            let fast: Vec<String> = m.fast.iter().map(|(p, f)| format!("fast_{p}={f:.2}")).collect();
+            println!(
+                "solution {:<10} correct {}/{}  geomean speedup (correct tasks) {}  {}",
+                m.solution,
+                m.correct,
+                m.total,
+                m.geomean.map(|g| format!("{g:.2}x")).unwrap_or_else(|| "-".into()),
+                fast.join(" ")
+            );
+        }
+        if let Some((max, median, n)) = self.aa {
+            println!("A/A repeatability: {n} workload pairs >= 1 ms; speedup spread median {:.2}%, max {:.2}%", median * 100.0, max * 100.0);
+        }
+        println!("bench run {} finished in {:.1} s (suite wall time)", self.run_id, self.wall_s);
+    }
+
+    pub(crate) fn to_json(&self) -> serde_json::Value {
+        json!({
+            "run_id": self.run_id,
+            "wall_s": self.wall_s,
+            "rows": self.rows.iter().map(|r| json!({
+                "task": r.task, "solution": r.solution, "repeat": r.repeat, "eval_id": r.eval_id, "error": r.error,
+                "status": r.result.as_ref().map(|x| x.status.as_str()),
+                "reason": r.result.as_ref().and_then(|x| x.reason.clone()),
+                "speedup": r.result.as_ref().and_then(|x| x.performance.as_ref().map(|p| p.speedup)),
+                "roofline_fraction": r.result.as_ref().and_then(|x| x.performance.as_ref().map(|p| p.roofline_fraction)),
+            })).collect::<Vec<_>>(),
+            "metrics": self.metrics.iter().map(|m| json!({
+                "solution": m.solution, "correct": m.correct, "total": m.total, "geomean_speedup": m.geomean,
+                "fast_p": m.fast.iter().map(|(p, f)| json!({"p": p, "fraction": f})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "aa_spread": self.aa.map(|(max, median, n)| json!({"max": max, "median": median, "pairs": n})),
+        })
+    }
+}
+
+/// Speedup spread between repeats of the same solution, over workloads whose kernel takes >= 1 ms:
+/// (max, median, count) of max/min - 1.
+fn aa_spread(rows: &[Row]) -> Option<(f64, f64, usize)> {
+    let mut spreads = Vec::new();
+    for list in group(rows).values() {
+        let perfs: Vec<_> = list.iter().filter_map(|r| r.result.as_ref()?.performance.as_ref()).collect();
+        if perfs.len() < 2 {
+            continue;
+        }
+        for w in &perfs[0].workloads {
+            let s: Vec<f64> = perfs.iter().filter_map(|p| p.workloads.iter().find(|x| x.workload == w.workload)).map(|x| x.speedup).collect();
+            if w.candidate.median_ms >= 1.0 && s.len() == perfs.len() {
+                let (lo, hi) = s.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                spreads.push(hi / lo - 1.0);
+            }
+        }
+    }
+    if spreads.is_empty() {
+        return None;
+    }
+    spreads.sort_by(|a, b| a.total_cmp(b));
+    Some((*spreads.last().unwrap_or(&0.0), spreads[spreads.len() / 2], spreads.len()))
+}

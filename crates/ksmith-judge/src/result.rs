@@ -1,0 +1,248 @@
+//! The evaluation result: what `ksmith eval --json` prints and the store keeps.
+
+use ksmith_backend::c::PolicyViolation;
+use ksmith_backend::Diagnostic;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Outcome of one evaluation (FlashInfer-Bench's seven plus POLICY_REJECTED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    /// Correct on every check (and timed, when timing ran).
+    Passed,
+    /// The source did not build.
+    CompileError,
+    /// The candidate crashed, exited, or could not be loaded.
+    RuntimeError,
+    /// A call ran past its wall-clock or CPU budget.
+    Timeout,
+    /// An output had the wrong number of elements.
+    IncorrectShape,
+    /// An output had the wrong element type.
+    IncorrectDtype,
+    /// Outputs were wrong (or inputs modified, or outputs stale/unwritten).
+    IncorrectNumerical,
+    /// Static policy or the judge's plausibility rules refused the candidate.
+    PolicyRejected,
+}
+
+impl Status {
+    /// Upper-case name as in DESIGN.md.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Passed => "PASSED",
+            Status::CompileError => "COMPILE_ERROR",
+            Status::RuntimeError => "RUNTIME_ERROR",
+            Status::Timeout => "TIMEOUT",
+            Status::IncorrectShape => "INCORRECT_SHAPE",
+            Status::IncorrectDtype => "INCORRECT_DTYPE",
+            Status::IncorrectNumerical => "INCORRECT_NUMERICAL",
+            Status::PolicyRejected => "POLICY_REJECTED",
+        }
+    }
+
+    /// Parses the upper-case name.
+    pub fn parse(s: &str) -> Option<Status> {
+        serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The cascade stage an evaluation reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Static source policy.
+    Policy,
+    /// Compilation and symbol policy.
+    Build,
+    /// Loading the library in the sandbox.
+    Load,
+    /// One call on the smallest workload.
+    QuickCheck,
+    /// Every workload, several seeds.
+    FullCheck,
+    /// Timing against the baseline.
+    Timing,
+    /// Everything ran.
+    Done,
+}
+
+/// Build facts kept with the result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BuildInfo {
+    /// Came from the build cache.
+    pub cached: bool,
+    /// Compile wall time.
+    pub seconds: f64,
+    /// Compiler command line.
+    pub command: Vec<String>,
+    /// Parsed diagnostics.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Compiler output, truncated.
+    pub log: String,
+}
+
+/// Correctness figures over every check that ran (worst case).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Correctness {
+    /// Checks run (workload x seed calls, plus re-checks of timed outputs).
+    pub checks: usize,
+    /// Seeds used per workload.
+    pub seeds: Vec<u64>,
+    /// Largest absolute error seen.
+    pub max_abs_error: f64,
+    /// Largest relative error seen.
+    pub max_rel_error: f64,
+    /// Where the failing (or worst) element was: workload, seed, output, index.
+    pub worst: Option<WorstElement>,
+    /// Fraction of elements out of tolerance in the failing check (0 when passed).
+    pub fraction_bad: f64,
+}
+
+/// Location of the worst element.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorstElement {
+    /// Workload index.
+    pub workload: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Output name.
+    pub output: String,
+    /// Multi-index.
+    pub index: Vec<i64>,
+    /// Candidate value.
+    pub got: Option<f64>,
+    /// Reference value.
+    pub expected: Option<f64>,
+}
+
+/// Summary of timing samples.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Timing {
+    /// Median latency in ms.
+    pub median_ms: f64,
+    /// 10th percentile in ms.
+    pub p10_ms: f64,
+    /// 90th percentile in ms.
+    pub p90_ms: f64,
+    /// Number of timed calls.
+    pub samples: usize,
+}
+
+impl Timing {
+    /// Summarizes raw nanosecond samples.
+    pub fn from_ns(samples: &[u64]) -> Timing {
+        let mut s: Vec<f64> = samples.iter().map(|&n| n as f64 / 1e6).collect();
+        s.sort_by(|a, b| a.total_cmp(b));
+        let q = |p: f64| {
+            if s.is_empty() {
+                return 0.0;
+            }
+            let pos = p * (s.len() - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+        };
+        Timing { median_ms: q(0.5), p10_ms: q(0.1), p90_ms: q(0.9), samples: s.len() }
+    }
+}
+
+/// Performance on one workload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkloadPerf {
+    /// Workload index.
+    pub workload: usize,
+    /// Axis values.
+    pub axes: BTreeMap<String, i64>,
+    /// The candidate.
+    pub candidate: Timing,
+    /// The XLA baseline.
+    pub baseline: Timing,
+    /// baseline median / candidate median.
+    pub speedup: f64,
+    /// Achieved GFLOP/s.
+    pub gflops: f64,
+    /// Achieved GB/s.
+    pub gbps: f64,
+    /// Roofline time floor in ms (measured peaks).
+    pub floor_ms: f64,
+    /// floor / candidate median: 1.0 is the roofline.
+    pub roofline_fraction: f64,
+    /// Whether the input sets were flushed from cache between calls.
+    pub cache_flushed: bool,
+}
+
+/// Performance over all workloads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Performance {
+    /// Geometric mean of per-workload speedups.
+    pub speedup: f64,
+    /// Geometric mean of roofline fractions.
+    pub roofline_fraction: f64,
+    /// Per workload.
+    pub workloads: Vec<WorkloadPerf>,
+}
+
+/// Where and with what an evaluation ran.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Environment {
+    /// CPU model.
+    pub cpu: String,
+    /// Logical cores.
+    pub cores: usize,
+    /// OpenMP threads given to the candidate (fixed).
+    pub threads: usize,
+    /// Compiler version.
+    pub compiler: String,
+    /// Default build flags.
+    pub flags: Vec<String>,
+    /// Harness version.
+    pub harness_version: String,
+    /// Python, numpy, jax, jaxlib versions.
+    pub versions: BTreeMap<String, String>,
+    /// Sandbox isolation in force.
+    pub isolation: String,
+    /// Hash of everything above.
+    pub fingerprint: String,
+}
+
+/// The result of one evaluation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvalResult {
+    /// Outcome.
+    pub status: Status,
+    /// Machine-readable cause when not passed.
+    pub reason: Option<String>,
+    /// Human-readable detail.
+    pub detail: Option<String>,
+    /// Stage reached.
+    pub stage: Stage,
+    /// Task name.
+    pub task: String,
+    /// Task content hash (definition + reference).
+    pub task_hash: String,
+    /// Solution name.
+    pub solution: String,
+    /// Solution content hash.
+    pub solution_hash: String,
+    /// Policy violations found.
+    pub policy: Vec<PolicyViolation>,
+    /// Build facts.
+    pub build: Option<BuildInfo>,
+    /// Correctness figures.
+    pub correctness: Option<Correctness>,
+    /// Timing and roofline.
+    pub performance: Option<Performance>,
+    /// The candidate process's output (truncated; never parsed).
+    pub log: String,
+    /// Environment.
+    pub environment: Environment,
+    /// Wall seconds for the whole evaluation.
+    pub elapsed_s: f64,
+}
