@@ -172,7 +172,9 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<u8, Exit> {
     let threads = cli.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-    let ctx = Ctx { store_dir: cli.store.clone(), python: cli.python.clone(), threads };
+    // Absolute, because the harness processes run in their own directories.
+    let store_dir = std::path::absolute(&cli.store).unwrap_or_else(|_| cli.store.clone());
+    let ctx = Ctx { store_dir, python: cli.python.clone(), threads };
     match cli.cmd {
         Cmd::Eval { task, solution, json, opts } => cmd_eval(&ctx, &task, &solution, json, &opts),
         Cmd::Bench { suite, solutions, solution, repeat, fresh, json, opts } => {

@@ -6,7 +6,7 @@
 //! working directory (the child is expected to point its own stdout there too, so nothing a
 //! candidate prints can be mistaken for a protocol message).
 
-use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -175,14 +175,18 @@ impl Sandboxed {
         // SAFETY: only async-signal-safe calls (setrlimit) run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
-                let set = |r, v: u64| setrlimit(r, v, v).map_err(std::io::Error::from);
-                set(Resource::RLIMIT_CORE, 0)?;
-                // Soft CPU limit raises SIGXCPU; the hard limit one second later kills.
-                setrlimit(Resource::RLIMIT_CPU, l.cpu_seconds, l.cpu_seconds + 1).map_err(std::io::Error::from)?;
-                set(Resource::RLIMIT_AS, l.address_space)?;
-                set(Resource::RLIMIT_FSIZE, l.file_size)?;
-                set(Resource::RLIMIT_NOFILE, l.open_files)?;
-                set(Resource::RLIMIT_NPROC, l.processes)?;
+                // Never ask for more than the current hard limit (raising it needs privileges).
+                let set = |r, soft: u64, hard: u64| -> std::io::Result<()> {
+                    let (_, cur_hard) = getrlimit(r).map_err(std::io::Error::from)?;
+                    setrlimit(r, soft.min(cur_hard), hard.min(cur_hard)).map_err(std::io::Error::from)
+                };
+                set(Resource::RLIMIT_CORE, 0, 0)?;
+                // The soft CPU limit raises SIGXCPU; the hard limit one second later kills.
+                set(Resource::RLIMIT_CPU, l.cpu_seconds, l.cpu_seconds.saturating_add(1))?;
+                set(Resource::RLIMIT_AS, l.address_space, l.address_space)?;
+                set(Resource::RLIMIT_FSIZE, l.file_size, l.file_size)?;
+                set(Resource::RLIMIT_NOFILE, l.open_files, l.open_files)?;
+                set(Resource::RLIMIT_NPROC, l.processes, l.processes)?;
                 Ok(())
             });
         }

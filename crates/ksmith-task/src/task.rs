@@ -206,6 +206,8 @@ pub const TASK_FILE: &str = "task.toml";
 impl Task {
     /// Loads `dir/task.toml`, collecting every problem found.
     pub fn load(dir: &Path) -> Result<Task, Problems> {
+        // Absolute, so the harness (which runs elsewhere) finds the reference.
+        let dir = &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         let file = dir.join(TASK_FILE);
         let text = std::fs::read_to_string(&file).map_err(|e| {
             Problems(vec![Problem::new(&file, "-", format!("cannot read: {e}"))])

@@ -162,7 +162,8 @@ pub fn build(
         std::fs::write(&p, s).map_err(|e| io(&p, e))?;
     }
     let start = Instant::now();
-    let out = Command::new(&command[0]).args(&command[1..]).current_dir(work.path()).output().map_err(|e| io(work.path(), e))?;
+    // C locale: plain ASCII quotes in diagnostics, whatever the user's locale.
+    let out = Command::new(&command[0]).args(&command[1..]).env("LC_ALL", "C").current_dir(work.path()).output().map_err(|e| io(work.path(), e))?;
     let seconds = start.elapsed().as_secs_f64();
     let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let diagnostics = parse_diagnostics(&log);
