@@ -177,6 +177,12 @@ pub fn measure(compiler: &Compiler, threads: usize) -> Result<Hardware, HwError>
 
 /// Loads the cached measurement for this machine from `path`, or measures and caches it.
 pub fn load_or_measure(path: &Path, compiler: &Compiler, threads: usize, refresh: bool) -> Result<(Hardware, bool), HwError> {
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    // One measurement at a time: concurrent ones would disturb each other's numbers.
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path.with_extension("lock"));
+    let _guard = lock.ok().and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).ok());
     if !refresh {
         if let Some(hw) = std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<Hardware>(&b).ok()) {
             if hw.fingerprint == fingerprint(compiler) && hw.threads == threads {
@@ -188,7 +194,7 @@ pub fn load_or_measure(path: &Path, compiler: &Compiler, threads: usize, refresh
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);
     }
-    let tmp = path.with_extension("tmp");
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     if let Ok(text) = serde_json::to_vec_pretty(&hw) {
         if std::fs::write(&tmp, text).is_ok() {
             let _ = std::fs::rename(&tmp, path);

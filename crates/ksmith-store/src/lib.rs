@@ -106,20 +106,43 @@ CREATE TABLE IF NOT EXISTS bench_items (
 PRAGMA user_version = 1;
 "#;
 
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
 impl Store {
     /// Opens (creating if needed) the store rooted at `root`.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(root.join("artifacts")).map_err(|e| StoreError::Io { path: root.to_path_buf(), source: e })?;
         let db_path = root.join("ksmith.db");
         let sql = |e| StoreError::Sql { path: db_path.clone(), source: e };
-        let conn = Connection::open(&db_path).map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(30)).map_err(sql)?;
+        // Several ksmith processes may open a new store at once; switching to WAL can then
+        // report SQLITE_BUSY despite the busy timeout, so retry briefly.
+        let mut attempt = 0;
+        loop {
+            match Self::connect(&db_path) {
+                Ok(conn) => return Ok(Store { conn, root: root.to_path_buf(), db_path }),
+                Err(e) if attempt < 20 && is_busy(&e) => {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50 * attempt));
+                }
+                Err(e) => return Err(sql(e)),
+            }
+        }
+    }
+
+    fn connect(db_path: &Path) -> Result<Connection, rusqlite::Error> {
+        let conn = Connection::open(db_path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))?;
         // WAL + NORMAL: a killed process never loses a committed transaction nor corrupts the file.
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
-        conn.execute_batch(SCHEMA).map_err(sql)?;
-        Ok(Store { conn, root: root.to_path_buf(), db_path })
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(conn)
     }
 
     fn sql(&self, e: rusqlite::Error) -> StoreError {

@@ -1,0 +1,64 @@
+//! Helpers for integration tests: run the real `ksmith` binary on real tasks.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// A store shared by the tests of one run, so reference outputs and builds are computed once.
+pub fn shared_store() -> PathBuf {
+    let p = root().join("target").join("ksmith-test-store");
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+/// Runs ksmith with `args` against `store`.
+pub fn ksmith(store: &Path, args: &[&str]) -> Output {
+    ksmith_env(store, args, &[])
+}
+
+/// Runs ksmith with `args` and extra environment variables.
+pub fn ksmith_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ksmith"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root())
+        .output()
+        .expect("run ksmith")
+}
+
+/// stdout as a string.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stderr as a string.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Parses stdout as exactly one JSON document.
+pub fn json(o: &Output) -> serde_json::Value {
+    let s = stdout(o);
+    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{s}\nstderr:\n{}", stderr(o)))
+}
+
+/// Copies a starter task into `dest` with its workloads replaced by `workloads` (TOML text),
+/// so tests can run real tasks at small sizes.
+pub fn small_task(name: &str, dest: &Path, workloads: &str) -> PathBuf {
+    let src = root().join("tasks/starter").join(name);
+    let dir = dest.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let toml = std::fs::read_to_string(src.join("task.toml")).unwrap();
+    let head = toml.split("[[workloads]]").next().unwrap();
+    std::fs::write(dir.join("task.toml"), format!("{head}{workloads}")).unwrap();
+    std::fs::copy(src.join("reference.py"), dir.join("reference.py")).unwrap();
+    dir
+}
