@@ -172,7 +172,7 @@ impl Sandboxed {
             .stderr(Stdio::from(log_file))
             .process_group(0);
         let l = limits.clone();
-        // SAFETY: only async-signal-safe calls (setrlimit) run between fork and exec.
+        // SAFETY: only async-signal-safe calls (prctl, getrlimit, setrlimit) run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
                 // Never ask for more than the current hard limit (raising it needs privileges).
@@ -180,6 +180,11 @@ impl Sandboxed {
                     let (_, cur_hard) = getrlimit(r).map_err(std::io::Error::from)?;
                     setrlimit(r, soft.min(cur_hard), hard.min(cur_hard)).map_err(std::io::Error::from)
                 };
+                // If ksmith dies (even by SIGKILL), the child dies too; with namespaces,
+                // unshare's --kill-child then takes the whole namespace down.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 set(Resource::RLIMIT_CORE, 0, 0)?;
                 // The soft CPU limit raises SIGXCPU; the hard limit one second later kills.
                 set(Resource::RLIMIT_CPU, l.cpu_seconds, l.cpu_seconds.saturating_add(1))?;
