@@ -51,13 +51,20 @@ pub struct Hardware {
 impl Hardware {
     /// Last-level cache size in bytes (0 if unknown).
     pub fn llc_bytes(&self) -> u64 {
-        self.caches.iter().filter(|c| c.kind != "Instruction").map(|c| (c.level, c.bytes)).max().map(|(_, b)| b).unwrap_or(0)
+        self.caches
+            .iter()
+            .filter(|c| c.kind != "Instruction")
+            .map(|c| (c.level, c.bytes))
+            .max()
+            .map(|(_, b)| b)
+            .unwrap_or(0)
     }
 
     /// Bandwidth that bounds a working set of `bytes`: cache bandwidth if it fits in the LLC.
     pub fn bandwidth_for(&self, bytes: f64) -> f64 {
         if bytes > 0.0 && bytes < self.llc_bytes() as f64 / 2.0 {
-            self.cache_bandwidth
+            // A cache-resident set is never slower than DRAM, whatever a noisy measurement said.
+            self.cache_bandwidth.max(self.dram_bandwidth)
         } else {
             self.dram_bandwidth
         }
@@ -72,18 +79,31 @@ impl Hardware {
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|s| s.trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
 fn simd_flags() -> Vec<String> {
     let flags = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("flags")).map(|l| l.to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("flags"))
+                .map(|l| l.to_string())
+        })
         .unwrap_or_default();
     flags
         .split_whitespace()
-        .filter(|f| ["sse4_2", "avx", "avx2", "fma", "f16c"].contains(f) || f.starts_with("avx512") || f.starts_with("amx"))
+        .filter(|f| {
+            ["sse4_2", "avx", "avx2", "fma", "f16c"].contains(f)
+                || f.starts_with("avx512")
+                || f.starts_with("amx")
+        })
         .map(str::to_string)
         .collect()
 }
@@ -92,15 +112,29 @@ fn caches() -> Vec<CacheLevel> {
     let mut out = Vec::new();
     for i in 0..8 {
         let d = PathBuf::from(format!("/sys/devices/system/cpu/cpu0/cache/index{i}"));
-        let read = |f: &str| std::fs::read_to_string(d.join(f)).ok().map(|s| s.trim().to_string());
-        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size")) else { break };
+        let read = |f: &str| {
+            std::fs::read_to_string(d.join(f))
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
+        else {
+            break;
+        };
         let bytes = size
             .strip_suffix('K')
             .and_then(|n| n.parse::<u64>().ok().map(|n| n << 10))
-            .or_else(|| size.strip_suffix('M').and_then(|n| n.parse::<u64>().ok().map(|n| n << 20)))
+            .or_else(|| {
+                size.strip_suffix('M')
+                    .and_then(|n| n.parse::<u64>().ok().map(|n| n << 20))
+            })
             .or_else(|| size.parse().ok())
             .unwrap_or(0);
-        out.push(CacheLevel { level: level.parse().unwrap_or(0), kind, bytes });
+        out.push(CacheLevel {
+            level: level.parse().unwrap_or(0),
+            kind,
+            bytes,
+        });
     }
     out
 }
@@ -110,14 +144,48 @@ fn compiler_versions() -> Vec<String> {
         .iter()
         .filter_map(|c| {
             let o = Command::new(c).arg("--version").output().ok()?;
-            o.status.success().then(|| format!("{c}: {}", String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").trim()))
+            o.status.success().then(|| {
+                format!(
+                    "{c}: {}",
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                )
+            })
         })
         .collect()
 }
 
+impl Hardware {
+    /// Keeps the higher of two measurements of each peak: contention only ever lowers a peak.
+    pub fn merge_max(&mut self, other: &Hardware) {
+        self.dram_bandwidth = self.dram_bandwidth.max(other.dram_bandwidth);
+        self.cache_bandwidth = self.cache_bandwidth.max(other.cache_bandwidth);
+        self.peak_fp32_flops = self.peak_fp32_flops.max(other.peak_fp32_flops);
+        self.measured_at = other.measured_at;
+    }
+
+    /// Writes the measurement to `path` atomically.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?,
+        )?;
+        std::fs::rename(&tmp, path)
+    }
+}
+
 /// Identity of the machine for cache invalidation.
 pub fn fingerprint(compiler: &Compiler) -> String {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     format!("{} | {} cores | {}", cpu_model(), cores, compiler.version)
 }
 
@@ -138,10 +206,23 @@ pub fn measure(compiler: &Compiler, threads: usize) -> Result<Hardware, HwError>
     let src = dir.path().join("hw_bench.c");
     std::fs::write(&src, BENCH_SRC).map_err(|e| HwError::Bench(e.to_string()))?;
     let exe = dir.path().join("hw_bench");
-    let flags: Vec<&str> = DEFAULT_FLAGS.iter().copied().filter(|f| !matches!(*f, "-shared" | "-fPIC")).collect();
-    let out = Command::new(&compiler.command).args(&flags).arg("-o").arg(&exe).arg(&src).output().map_err(|e| HwError::Bench(e.to_string()))?;
+    let flags: Vec<&str> = DEFAULT_FLAGS
+        .iter()
+        .copied()
+        .filter(|f| !matches!(*f, "-shared" | "-fPIC"))
+        .collect();
+    let out = Command::new(&compiler.command)
+        .args(&flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .map_err(|e| HwError::Bench(e.to_string()))?;
     if !out.status.success() {
-        return Err(HwError::Bench(format!("compiling the microbenchmark: {}", String::from_utf8_lossy(&out.stderr))));
+        return Err(HwError::Bench(format!(
+            "compiling the microbenchmark: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
     }
     let caches = caches();
     let llc = caches.iter().map(|c| c.bytes).max().unwrap_or(32 << 20);
@@ -155,13 +236,19 @@ pub fn measure(compiler: &Compiler, threads: usize) -> Result<Hardware, HwError>
         .output()
         .map_err(|e| HwError::Bench(e.to_string()))?;
     if !run.status.success() {
-        return Err(HwError::Bench(format!("running the microbenchmark: {}", String::from_utf8_lossy(&run.stderr))));
+        return Err(HwError::Bench(format!(
+            "running the microbenchmark: {}",
+            String::from_utf8_lossy(&run.stderr)
+        )));
     }
-    let v: serde_json::Value = serde_json::from_slice(&run.stdout).map_err(|e| HwError::Bench(format!("bad output: {e}")))?;
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout)
+        .map_err(|e| HwError::Bench(format!("bad output: {e}")))?;
     let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
     Ok(Hardware {
         cpu: cpu_model(),
-        cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
         caches,
         simd: simd_flags(),
         compilers: compiler_versions(),
@@ -170,35 +257,45 @@ pub fn measure(compiler: &Compiler, threads: usize) -> Result<Hardware, HwError>
         peak_fp32_flops: f("fp32_flops_per_s"),
         vector_bits: f("vector_bits") as u32,
         threads: f("threads") as usize,
-        measured_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        measured_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
         fingerprint: fingerprint(compiler),
     })
 }
 
 /// Loads the cached measurement for this machine from `path`, or measures and caches it.
-pub fn load_or_measure(path: &Path, compiler: &Compiler, threads: usize, refresh: bool) -> Result<(Hardware, bool), HwError> {
+pub fn load_or_measure(
+    path: &Path,
+    compiler: &Compiler,
+    threads: usize,
+    refresh: bool,
+) -> Result<(Hardware, bool), HwError> {
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);
     }
     // One measurement at a time: concurrent ones would disturb each other's numbers.
-    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path.with_extension("lock"));
-    let _guard = lock.ok().and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).ok());
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path.with_extension("lock"));
+    let _guard = lock
+        .ok()
+        .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).ok());
     if !refresh {
-        if let Some(hw) = std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<Hardware>(&b).ok()) {
+        if let Some(hw) = std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Hardware>(&b).ok())
+        {
             if hw.fingerprint == fingerprint(compiler) && hw.threads == threads {
                 return Ok((hw, true));
             }
         }
     }
     let hw = measure(compiler, threads)?;
-    if let Some(parent) = path.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    if let Ok(text) = serde_json::to_vec_pretty(&hw) {
-        if std::fs::write(&tmp, text).is_ok() {
-            let _ = std::fs::rename(&tmp, path);
-        }
-    }
+    // The cache is an optimisation: failing to write it must not fail the command.
+    let _ = hw.save(path);
     Ok((hw, false))
 }

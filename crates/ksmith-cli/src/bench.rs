@@ -4,6 +4,7 @@ use crate::{env_err, input, load_task, report, suite_tasks, Ctx, Exit, JudgeOpts
 use anyhow::anyhow;
 use indicatif::{ProgressBar, ProgressStyle};
 use ksmith_judge::{EvalResult, Judge, JudgeError, Status};
+use ksmith_store::BenchItem;
 use ksmith_task::{Solution, Task};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,11 +24,30 @@ pub(crate) struct BenchArgs {
 /// Solution paths for a task: from `dir` (DIR/<task>/ or DIR/<task>.c) or the task's `solutions/`.
 pub(crate) fn task_solutions(task: &Task, dir: Option<&Path>, only: Option<&str>) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = match dir {
-        Some(d) => [d.join(&task.name), d.join(format!("{}.c", task.name))].into_iter().filter(|p| p.exists()).collect(),
+        Some(d) => {
+            // By task directory name first (unique in a suite), then by task name.
+            let dir_name = task
+                .dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or(&task.name)
+                .to_string();
+            let mut names = vec![dir_name];
+            if names[0] != task.name {
+                names.push(task.name.clone());
+            }
+            let candidates = names
+                .iter()
+                .flat_map(|n| [d.join(n), d.join(format!("{n}.c"))]);
+            candidates.filter(|p| p.exists()).take(1).collect()
+        }
         None => std::fs::read_dir(task.dir.join("solutions"))
             .map(|rd| {
                 rd.filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.join(ksmith_task::SOLUTION_FILE).exists() || p.extension().is_some_and(|x| x == "c"))
+                    .filter(|p| {
+                        p.join(ksmith_task::SOLUTION_FILE).exists()
+                            || p.extension().is_some_and(|x| x == "c")
+                    })
                     .collect()
             })
             .unwrap_or_default(),
@@ -44,7 +64,14 @@ pub(crate) fn eval_key(judge: &Judge, task: &Task, solution: &Solution) -> Strin
     let c = judge.config();
     let settings = format!(
         "{}|{}|{:?}|{}|{:?}|{:?}|{}|{}",
-        task.content_hash, solution.content_hash, c.seeds, c.threads, c.call_timeout, c.flush, c.timing, c.min_time.as_millis()
+        task.content_hash,
+        solution.content_hash,
+        c.seeds,
+        c.threads,
+        c.call_timeout,
+        c.flush,
+        c.timing,
+        c.min_time.as_millis()
     );
     ksmith_task::content_hash(settings.as_bytes())
 }
@@ -69,19 +96,31 @@ pub(crate) struct Row {
 
 pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     let started = Instant::now();
-    let tasks: Vec<Task> = suite_tasks(&args.suite)?.iter().map(|d| load_task(d)).collect::<Result<_, _>>()?;
+    let tasks: Vec<Task> = suite_tasks(&args.suite)?
+        .iter()
+        .map(|d| load_task(d))
+        .collect::<Result<_, _>>()?;
     let mut items = Vec::new();
     for (ti, task) in tasks.iter().enumerate() {
         let paths = task_solutions(task, args.solutions.as_deref(), args.solution.as_deref());
         for p in paths {
-            let sol = Solution::load(&p, task).map_err(|e| input(anyhow!("invalid solution {}:\n{e}", p.display())))?;
+            let sol = Solution::load(&p, task)
+                .map_err(|e| input(anyhow!("invalid solution {}:\n{e}", p.display())))?;
             for repeat in 0..args.repeat {
-                items.push(Item { id: format!("{}/{}#{repeat}", task.name, sol.name), task: ti, solution: sol.clone(), repeat });
+                items.push(Item {
+                    id: format!("{}/{}#{repeat}", task.name, sol.name),
+                    task: ti,
+                    solution: sol.clone(),
+                    repeat,
+                });
             }
         }
     }
     if items.is_empty() {
-        return Err(input(anyhow!("no solutions found for the tasks in {}", args.suite.display())));
+        return Err(input(anyhow!(
+            "no solutions found for the tasks in {}",
+            args.suite.display()
+        )));
     }
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(&args.opts)?;
@@ -89,10 +128,16 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     let suite_abs = std::fs::canonicalize(&args.suite).unwrap_or_else(|_| args.suite.clone());
     let mut run_key = format!("{}|{fingerprint}", suite_abs.display());
     for it in &items {
-        run_key.push_str(&format!("|{}={}", it.id, eval_key(&judge, &tasks[it.task], &it.solution)));
+        run_key.push_str(&format!(
+            "|{}={}",
+            it.id,
+            eval_key(&judge, &tasks[it.task], &it.solution)
+        ));
     }
     let run_key = ksmith_task::content_hash(run_key.as_bytes());
-    let (run_id, resumed) = store.bench_run(&run_key, &suite_abs.display().to_string(), args.fresh).map_err(env_err)?;
+    let (run_id, resumed) = store
+        .bench_run(&run_key, &suite_abs.display().to_string(), args.fresh)
+        .map_err(env_err)?;
     if resumed {
         eprintln!("ksmith: resuming bench run {run_id} (use --fresh to start over)");
     }
@@ -105,23 +150,47 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     let mut best: Option<(f64, String)> = None;
     for it in &items {
         let task = &tasks[it.task];
-        bar.set_message(format!("{}{}", it.id, best.as_ref().map(|(s, n)| format!("  (best so far {s:.2}x {n})")).unwrap_or_default()));
-        let mut row = Row { task: task.name.clone(), solution: it.solution.name.clone(), repeat: it.repeat, eval_id: None, result: None, error: None };
+        bar.set_message(format!(
+            "{}{}",
+            it.id,
+            best.as_ref()
+                .map(|(s, n)| format!("  (best so far {s:.2}x {n})"))
+                .unwrap_or_default()
+        ));
+        let mut row = Row {
+            task: task.name.clone(),
+            solution: it.solution.name.clone(),
+            repeat: it.repeat,
+            eval_id: None,
+            result: None,
+            error: None,
+        };
         match store.bench_item(run_id, &it.id).map_err(env_err)? {
-            Some((Some(id), _)) => {
+            Some(BenchItem::Evaluated(id)) => {
                 row.eval_id = Some(id);
                 row.result = store.get(id).map_err(env_err)?.map(|e| e.result);
             }
-            Some((None, Some(err))) => row.error = Some(err),
+            Some(BenchItem::Failed(err)) => row.error = Some(err),
             _ => match judge.evaluate(task, &it.solution) {
                 Ok(result) => {
-                    let id = store.record(&eval_key(&judge, task, &it.solution), task, &it.solution, &result).map_err(env_err)?;
-                    store.set_bench_item(run_id, &it.id, Some(id), None).map_err(env_err)?;
+                    let id = store
+                        .record(
+                            &eval_key(&judge, task, &it.solution),
+                            task,
+                            &it.solution,
+                            &result,
+                        )
+                        .map_err(env_err)?;
+                    store
+                        .set_bench_item(run_id, &it.id, Some(id), None)
+                        .map_err(env_err)?;
                     row.eval_id = Some(id);
                     row.result = Some(result);
                 }
                 Err(JudgeError::Task { message, .. }) => {
-                    store.set_bench_item(run_id, &it.id, None, Some(&message)).map_err(env_err)?;
+                    store
+                        .set_bench_item(run_id, &it.id, None, Some(&message))
+                        .map_err(env_err)?;
                     row.error = Some(message);
                 }
                 Err(e) => {
@@ -155,7 +224,9 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
 pub(crate) fn group(rows: &[Row]) -> BTreeMap<(String, String), Vec<&Row>> {
     let mut m: BTreeMap<(String, String), Vec<&Row>> = BTreeMap::new();
     for r in rows {
-        m.entry((r.task.clone(), r.solution.clone())).or_default().push(r);
+        m.entry((r.task.clone(), r.solution.clone()))
+            .or_default()
+            .push(r);
     }
     m
 }

@@ -24,7 +24,11 @@ const EXIT_INPUT: u8 = 2;
 const EXIT_ENV: u8 = 3;
 
 #[derive(Parser)]
-#[command(name = "ksmith", version, about = "KernelSmith: generate, judge and benchmark fast verified kernels")]
+#[command(
+    name = "ksmith",
+    version,
+    about = "KernelSmith: generate, judge and benchmark fast verified kernels"
+)]
 struct Cli {
     /// Project-local store directory (database, caches, artifacts).
     #[arg(long, global = true, env = "KSMITH_STORE", default_value = ".ksmith")]
@@ -171,19 +175,52 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<u8, Exit> {
-    let threads = cli.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let threads = cli.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
     // Absolute, because the harness processes run in their own directories.
     let store_dir = std::path::absolute(&cli.store).unwrap_or_else(|_| cli.store.clone());
-    let ctx = Ctx { store_dir, python: cli.python.clone(), threads };
+    let ctx = Ctx {
+        store_dir,
+        python: cli.python.clone(),
+        threads,
+    };
     match cli.cmd {
-        Cmd::Eval { task, solution, json, opts } => cmd_eval(&ctx, &task, &solution, json, &opts),
-        Cmd::Bench { suite, solutions, solution, repeat, fresh, json, opts } => {
-            bench::run(&ctx, &bench::BenchArgs { suite, solutions, solution, repeat, fresh, json, opts })
-        }
+        Cmd::Eval {
+            task,
+            solution,
+            json,
+            opts,
+        } => cmd_eval(&ctx, &task, &solution, json, &opts),
+        Cmd::Bench {
+            suite,
+            solutions,
+            solution,
+            repeat,
+            fresh,
+            json,
+            opts,
+        } => bench::run(
+            &ctx,
+            &bench::BenchArgs {
+                suite,
+                solutions,
+                solution,
+                repeat,
+                fresh,
+                json,
+                opts,
+            },
+        ),
         Cmd::Validate { path, no_run } => cmd_validate(&ctx, &path, no_run),
         Cmd::Hw { refresh, json } => cmd_hw(&ctx, refresh, json),
         Cmd::Show { id, json } => cmd_show(&ctx, id, json),
-        Cmd::Export { format: ExportFormat::FlashinferTrace, out } => {
+        Cmd::Export {
+            format: ExportFormat::FlashinferTrace,
+            out,
+        } => {
             let store = ctx.store()?;
             let n = ksmith_store::export_flashinfer(&store, &out).map_err(env_err)?;
             println!("wrote {n} traces to {}", out.display());
@@ -208,15 +245,20 @@ impl Ctx {
         let path = self.store_dir.join("hw.json");
         let cached = path.exists() && !refresh;
         if !cached {
-            eprintln!("ksmith: measuring this machine's roofline (cached in {})...", path.display());
+            eprintln!(
+                "ksmith: measuring this machine's roofline (cached in {})...",
+                path.display()
+            );
         }
-        let (hw, _) = hw::load_or_measure(&path, compiler, self.threads, refresh).map_err(env_err)?;
+        let (hw, _) =
+            hw::load_or_measure(&path, compiler, self.threads, refresh).map_err(env_err)?;
         Ok(hw)
     }
 
     fn judge(&self, opts: &JudgeOpts) -> Result<Judge, Exit> {
         let compiler = Compiler::detect().map_err(env_err)?;
-        let env = PythonEnv::resolve(self.python.as_deref(), &|m| eprintln!("ksmith: {m}")).map_err(env_err)?;
+        let env = PythonEnv::resolve(self.python.as_deref(), &|m| eprintln!("ksmith: {m}"))
+            .map_err(env_err)?;
         let hw = self.hardware(&compiler, false)?;
         let mut config = JudgeConfig::new(self.store_dir.join("cache"), self.threads);
         config.call_timeout = Duration::from_secs_f64(opts.timeout.max(0.1));
@@ -228,12 +270,16 @@ impl Ctx {
             FlushArg::Never => Flush::Never,
         };
         let base: u64 = if opts.fresh_seeds {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64 % 1_000_000_000).unwrap_or(7) + 1000
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64 % 1_000_000_000)
+                .unwrap_or(7)
+                + 1000
         } else {
             1
         };
         config.seeds = (0..opts.seeds).map(|i| base + i).collect();
-        Ok(Judge::new(config, env, compiler, hw))
+        Ok(Judge::new(config, env, compiler, hw).with_hw_cache(self.store_dir.join("hw.json")))
     }
 }
 
@@ -242,17 +288,26 @@ pub(crate) fn load_task(path: &Path) -> Result<Task, Exit> {
     Task::load(path).map_err(|p| input(anyhow!("invalid task {}:\n{p}", path.display())))
 }
 
-fn cmd_eval(ctx: &Ctx, task_dir: &Path, sol: &Path, json: bool, opts: &JudgeOpts) -> Result<u8, Exit> {
+fn cmd_eval(
+    ctx: &Ctx,
+    task_dir: &Path,
+    sol: &Path,
+    json: bool,
+    opts: &JudgeOpts,
+) -> Result<u8, Exit> {
     let task = load_task(task_dir)?;
     if !sol.exists() {
         return Err(input(anyhow!("solution {} does not exist", sol.display())));
     }
-    let solution = Solution::load(sol, &task).map_err(|p| input(anyhow!("invalid solution {}:\n{p}", sol.display())))?;
+    let solution = Solution::load(sol, &task)
+        .map_err(|p| input(anyhow!("invalid solution {}:\n{p}", sol.display())))?;
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
     let result = judge.evaluate(&task, &solution).map_err(env_err)?;
     let key = bench::eval_key(&judge, &task, &solution);
-    let id = store.record(&key, &task, &solution, &result).map_err(env_err)?;
+    let id = store
+        .record(&key, &task, &solution, &result)
+        .map_err(env_err)?;
     if json {
         let mut v = serde_json::to_value(&result).map_err(env_err)?;
         v["id"] = serde_json::json!(id);
@@ -260,18 +315,30 @@ fn cmd_eval(ctx: &Ctx, task_dir: &Path, sol: &Path, json: bool, opts: &JudgeOpts
     } else {
         report::print_result(&result, Some(id));
     }
-    Ok(if result.status == Status::Passed { 0 } else { EXIT_FAILED })
+    Ok(if result.status == Status::Passed {
+        0
+    } else {
+        EXIT_FAILED
+    })
 }
 
 fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {
     if path.join(ksmith_task::TASK_FILE_NAME).exists() {
         return Ok(vec![path.to_path_buf()]);
     }
-    let rd = std::fs::read_dir(path).with_context(|| format!("cannot read {}", path.display())).map_err(input)?;
-    let mut dirs: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join(ksmith_task::TASK_FILE_NAME).exists()).collect();
+    let rd = std::fs::read_dir(path)
+        .with_context(|| format!("cannot read {}", path.display()))
+        .map_err(input)?;
+    let mut dirs: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join(ksmith_task::TASK_FILE_NAME).exists())
+        .collect();
     dirs.sort();
     if dirs.is_empty() {
-        return Err(input(anyhow!("{}: not a task (no task.toml) and no task directories inside", path.display())));
+        return Err(input(anyhow!(
+            "{}: not a task (no task.toml) and no task directories inside",
+            path.display()
+        )));
     }
     Ok(dirs)
 }
@@ -300,11 +367,13 @@ fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool) -> Result<u8, Exit> {
                     match j.validate_task(&task) {
                         Ok(list) => {
                             let file = dir.join(ksmith_task::TASK_FILE_NAME);
-                            problems.extend(list.into_iter().map(|(f, m)| format!("{}: {f}: {m}", file.display())))
+                            problems.extend(
+                                list.into_iter()
+                                    .map(|(f, m)| format!("{}: {f}: {m}", file.display())),
+                            )
                         }
-                        Err(ksmith_judge::JudgeError::Task { message, .. }) => {
-                            problems.push(format!("{}: -: {message}", task.reference_path().display()))
-                        }
+                        Err(ksmith_judge::JudgeError::Task { message, .. }) => problems
+                            .push(format!("{}: -: {message}", task.reference_path().display())),
                         Err(e) => return Err(env_err(e)),
                     }
                 }
@@ -325,7 +394,14 @@ fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool) -> Result<u8, Exit> {
 }
 
 fn default_opts() -> JudgeOpts {
-    JudgeOpts { timeout: 30.0, seeds: 3, fresh_seeds: false, no_timing: true, flush: FlushArg::Auto, min_time_ms: 200 }
+    JudgeOpts {
+        timeout: 30.0,
+        seeds: 3,
+        fresh_seeds: false,
+        no_timing: true,
+        flush: FlushArg::Auto,
+        min_time_ms: 200,
+    }
 }
 
 fn cmd_hw(ctx: &Ctx, refresh: bool, json: bool) -> Result<u8, Exit> {
@@ -341,7 +417,12 @@ fn cmd_hw(ctx: &Ctx, refresh: bool, json: bool) -> Result<u8, Exit> {
 
 fn cmd_show(ctx: &Ctx, id: i64, json: bool) -> Result<u8, Exit> {
     let store = ctx.store()?;
-    let ev = store.get(id).map_err(env_err)?.ok_or_else(|| input(anyhow!("no evaluation with id {id} in {}", ctx.store_dir.display())))?;
+    let ev = store.get(id).map_err(env_err)?.ok_or_else(|| {
+        input(anyhow!(
+            "no evaluation with id {id} in {}",
+            ctx.store_dir.display()
+        ))
+    })?;
     if json {
         let mut v = serde_json::to_value(&ev.result).map_err(env_err)?;
         v["id"] = serde_json::json!(ev.id);

@@ -16,7 +16,10 @@ fn table(header: &[&str]) -> Table {
 }
 
 fn axes_str(axes: &BTreeMap<String, i64>) -> String {
-    axes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    axes.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Prints one evaluation result.
@@ -25,7 +28,12 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         Some(reason) => format!("{} ({reason})", r.status),
         None => r.status.to_string(),
     };
-    println!("{} [{}] on task {}: {head}", r.solution, &r.solution_hash[..8], r.task);
+    println!(
+        "{} [{}] on task {}: {head}",
+        r.solution,
+        &r.solution_hash[..8],
+        r.task
+    );
     if let Some(d) = &r.detail {
         println!("  {d}");
     }
@@ -34,14 +42,23 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
     }
     if let Some(b) = &r.build {
         if r.status == Status::CompileError {
-            for d in b.diagnostics.iter().filter(|d| d.severity != "note").take(10) {
+            for d in b
+                .diagnostics
+                .iter()
+                .filter(|d| d.severity != "note")
+                .take(10)
+            {
                 println!("  {d}");
             }
             if b.diagnostics.is_empty() {
                 println!("{}", b.log.lines().take(20).collect::<Vec<_>>().join("\n"));
             }
         } else {
-            println!("  build: {:.2} s{}", b.seconds, if b.cached { " (cached)" } else { "" });
+            println!(
+                "  build: {:.2} s{}",
+                b.seconds,
+                if b.cached { " (cached)" } else { "" }
+            );
         }
     }
     if let Some(c) = &r.correctness {
@@ -59,12 +76,25 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         }
     }
     if let Some(p) = &r.performance {
-        let mut t = table(&["workload", "axes", "candidate ms (p10-p90)", "XLA ms", "speedup", "GFLOP/s", "GB/s", "% roofline", "samples"]);
+        let mut t = table(&[
+            "workload",
+            "axes",
+            "candidate ms (p10-p90)",
+            "XLA ms",
+            "speedup",
+            "GFLOP/s",
+            "GB/s",
+            "% roofline",
+            "samples",
+        ]);
         for w in &p.workloads {
             t.add_row(vec![
                 w.workload.to_string(),
                 axes_str(&w.axes),
-                format!("{:.3} ({:.3}-{:.3})", w.candidate.median_ms, w.candidate.p10_ms, w.candidate.p90_ms),
+                format!(
+                    "{:.3} ({:.3}-{:.3})",
+                    w.candidate.median_ms, w.candidate.p10_ms, w.candidate.p90_ms
+                ),
                 format!("{:.3}", w.baseline.median_ms),
                 format!("{:.2}x", w.speedup),
                 format!("{:.1}", w.gflops),
@@ -74,18 +104,29 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
             ]);
         }
         println!("{t}");
-        println!("  speedup vs XLA (geomean): {:.2}x; roofline (geomean): {:.0}%", p.speedup, p.roofline_fraction * 100.0);
+        println!(
+            "  speedup vs XLA (geomean): {:.2}x; roofline (geomean): {:.0}%",
+            p.speedup,
+            p.roofline_fraction * 100.0
+        );
     }
     if r.status != Status::Passed && !r.log.trim().is_empty() {
         let lines: Vec<&str> = r.log.lines().collect();
-        println!("  candidate output ({} lines, first 5; never parsed):", lines.len());
+        println!(
+            "  candidate output ({} lines, first 5; never parsed):",
+            lines.len()
+        );
         for l in lines.iter().take(5) {
             println!("    | {}", l.chars().take(160).collect::<String>());
         }
     }
     println!(
         "  environment: {} ({} threads), {}, harness {}; {:.1} s",
-        r.environment.cpu, r.environment.threads, r.environment.compiler, r.environment.harness_version, r.elapsed_s
+        r.environment.cpu,
+        r.environment.threads,
+        r.environment.compiler,
+        r.environment.harness_version,
+        r.elapsed_s
     );
     if let Some(id) = id {
         println!("  stored as evaluation {id} (ksmith show {id})");
@@ -95,15 +136,31 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
 /// Prints the machine's roofline.
 pub(crate) fn print_hw(hw: &Hardware) {
     println!("cpu:              {}", hw.cpu);
-    println!("cores:            {} (measured with {} threads)", hw.cores, hw.threads);
+    println!(
+        "cores:            {} (measured with {} threads)",
+        hw.cores, hw.threads
+    );
     for c in &hw.caches {
         println!("cache L{} {:<12} {} KiB", c.level, c.kind, c.bytes >> 10);
     }
     println!("simd:             {}", hw.simd.join(" "));
-    println!("DRAM bandwidth:   {:.1} GB/s (triad, buffers >> LLC)", hw.dram_bandwidth / 1e9);
-    println!("cache bandwidth:  {:.1} GB/s (triad, LLC-resident)", hw.cache_bandwidth / 1e9);
-    println!("peak FP32:        {:.1} GFLOP/s ({}-bit FMA)", hw.peak_fp32_flops / 1e9, hw.vector_bits);
-    println!("ridge point:      {:.1} FLOP/byte", hw.peak_fp32_flops / hw.dram_bandwidth.max(1.0));
+    println!(
+        "DRAM bandwidth:   {:.1} GB/s (triad, buffers >> LLC)",
+        hw.dram_bandwidth / 1e9
+    );
+    println!(
+        "cache bandwidth:  {:.1} GB/s (triad, LLC-resident)",
+        hw.cache_bandwidth / 1e9
+    );
+    println!(
+        "peak FP32:        {:.1} GFLOP/s ({}-bit FMA)",
+        hw.peak_fp32_flops / 1e9,
+        hw.vector_bits
+    );
+    println!(
+        "ridge point:      {:.1} FLOP/byte",
+        hw.peak_fp32_flops / hw.dram_bandwidth.max(1.0)
+    );
     for c in &hw.compilers {
         println!("compiler:         {c}");
     }
@@ -131,7 +188,12 @@ pub(crate) struct BenchSummary<'a> {
 const FAST_P: [f64; 4] = [0.0, 1.0, 1.5, 2.0];
 
 impl<'a> BenchSummary<'a> {
-    pub(crate) fn new(tasks: &[Task], rows: &'a [Row], wall_s: f64, run_id: i64) -> BenchSummary<'a> {
+    pub(crate) fn new(
+        tasks: &[Task],
+        rows: &'a [Row],
+        wall_s: f64,
+        run_id: i64,
+    ) -> BenchSummary<'a> {
         let mut names: Vec<String> = rows.iter().map(|r| r.solution.clone()).collect();
         names.sort();
         names.dedup();
@@ -141,21 +203,56 @@ impl<'a> BenchSummary<'a> {
                 let speedups: Vec<Option<f64>> = tasks
                     .iter()
                     .map(|t| {
-                        let r = rows.iter().find(|r| r.task == t.name && r.solution == name && r.repeat == 0)?.result.as_ref()?;
-                        (r.status == Status::Passed).then(|| r.performance.as_ref().map(|p| p.speedup))?
+                        let r = rows
+                            .iter()
+                            .find(|r| r.task == t.name && r.solution == name && r.repeat == 0)?
+                            .result
+                            .as_ref()?;
+                        (r.status == Status::Passed)
+                            .then(|| r.performance.as_ref().map(|p| p.speedup))?
                     })
                     .collect();
                 let ok: Vec<f64> = speedups.iter().flatten().copied().collect();
-                let geomean = (!ok.is_empty()).then(|| (ok.iter().map(|s| s.ln()).sum::<f64>() / ok.len() as f64).exp());
-                let fast = FAST_P.iter().map(|&p| (p, ok.iter().filter(|&&s| s > p).count() as f64 / tasks.len() as f64)).collect();
-                Metrics { solution: name, correct: ok.len(), total: tasks.len(), geomean, fast }
+                let geomean = (!ok.is_empty())
+                    .then(|| (ok.iter().map(|s| s.ln()).sum::<f64>() / ok.len() as f64).exp());
+                let fast = FAST_P
+                    .iter()
+                    .map(|&p| {
+                        (
+                            p,
+                            ok.iter().filter(|&&s| s > p).count() as f64 / tasks.len() as f64,
+                        )
+                    })
+                    .collect();
+                Metrics {
+                    solution: name,
+                    correct: ok.len(),
+                    total: tasks.len(),
+                    geomean,
+                    fast,
+                }
             })
             .collect();
-        BenchSummary { rows, metrics, aa: aa_spread(rows), wall_s, run_id }
+        BenchSummary {
+            rows,
+            metrics,
+            aa: aa_spread(rows),
+            wall_s,
+            run_id,
+        }
     }
 
     pub(crate) fn print(&self) {
-        let mut t = table(&["task", "solution", "status", "speedup vs XLA", "% roofline", "candidate ms", "XLA ms", "eval"]);
+        let mut t = table(&[
+            "task",
+            "solution",
+            "status",
+            "speedup vs XLA",
+            "% roofline",
+            "candidate ms",
+            "XLA ms",
+            "eval",
+        ]);
         for r in self.rows {
             let (status, speed, roof, cand, base) = match &r.result {
                 Some(res) => {
@@ -168,33 +265,73 @@ impl<'a> BenchSummary<'a> {
                             s,
                             format!("{:.2}x", p.speedup),
                             format!("{:.0}%", p.roofline_fraction * 100.0),
-                            format!("{:.3}", p.workloads.iter().map(|w| w.candidate.median_ms).sum::<f64>()),
-                            format!("{:.3}", p.workloads.iter().map(|w| w.baseline.median_ms).sum::<f64>()),
+                            format!(
+                                "{:.3}",
+                                p.workloads
+                                    .iter()
+                                    .map(|w| w.candidate.median_ms)
+                                    .sum::<f64>()
+                            ),
+                            format!(
+                                "{:.3}",
+                                p.workloads
+                                    .iter()
+                                    .map(|w| w.baseline.median_ms)
+                                    .sum::<f64>()
+                            ),
                         ),
                         None => (s, "-".into(), "-".into(), "-".into(), "-".into()),
                     }
                 }
-                None => (format!("ERROR: {}", r.error.as_deref().unwrap_or("?")), "-".into(), "-".into(), "-".into(), "-".into()),
+                None => (
+                    format!("ERROR: {}", r.error.as_deref().unwrap_or("?")),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ),
             };
-            let sol = if self.rows.iter().any(|x| x.repeat > 0) { format!("{}#{}", r.solution, r.repeat) } else { r.solution.clone() };
-            t.add_row(vec![r.task.clone(), sol, status, speed, roof, cand, base, r.eval_id.map(|i| i.to_string()).unwrap_or_default()]);
+            let sol = if self.rows.iter().any(|x| x.repeat > 0) {
+                format!("{}#{}", r.solution, r.repeat)
+            } else {
+                r.solution.clone()
+            };
+            t.add_row(vec![
+                r.task.clone(),
+                sol,
+                status,
+                speed,
+                roof,
+                cand,
+                base,
+                r.eval_id.map(|i| i.to_string()).unwrap_or_default(),
+            ]);
         }
         println!("{t}");
         for m in &self.metrics {
-            let fast: Vec<String> = m.fast.iter().map(|(p, f)| format!("fast_{p}={f:.2}")).collect();
+            let fast: Vec<String> = m
+                .fast
+                .iter()
+                .map(|(p, f)| format!("fast_{p}={f:.2}"))
+                .collect();
             println!(
                 "solution {:<10} correct {}/{}  geomean speedup (correct tasks) {}  {}",
                 m.solution,
                 m.correct,
                 m.total,
-                m.geomean.map(|g| format!("{g:.2}x")).unwrap_or_else(|| "-".into()),
+                m.geomean
+                    .map(|g| format!("{g:.2}x"))
+                    .unwrap_or_else(|| "-".into()),
                 fast.join(" ")
             );
         }
         if let Some((max, median, n)) = self.aa {
             println!("A/A repeatability: {n} workload pairs >= 1 ms; speedup spread median {:.2}%, max {:.2}%", median * 100.0, max * 100.0);
         }
-        println!("bench run {} finished in {:.1} s (suite wall time)", self.run_id, self.wall_s);
+        println!(
+            "bench run {} finished in {:.1} s (suite wall time)",
+            self.run_id, self.wall_s
+        );
     }
 
     pub(crate) fn to_json(&self) -> serde_json::Value {
@@ -222,14 +359,23 @@ impl<'a> BenchSummary<'a> {
 fn aa_spread(rows: &[Row]) -> Option<(f64, f64, usize)> {
     let mut spreads = Vec::new();
     for list in group(rows).values() {
-        let perfs: Vec<_> = list.iter().filter_map(|r| r.result.as_ref()?.performance.as_ref()).collect();
+        let perfs: Vec<_> = list
+            .iter()
+            .filter_map(|r| r.result.as_ref()?.performance.as_ref())
+            .collect();
         if perfs.len() < 2 {
             continue;
         }
         for w in &perfs[0].workloads {
-            let s: Vec<f64> = perfs.iter().filter_map(|p| p.workloads.iter().find(|x| x.workload == w.workload)).map(|x| x.speedup).collect();
+            let s: Vec<f64> = perfs
+                .iter()
+                .filter_map(|p| p.workloads.iter().find(|x| x.workload == w.workload))
+                .map(|x| x.speedup)
+                .collect();
             if w.candidate.median_ms >= 1.0 && s.len() == perfs.len() {
-                let (lo, hi) = s.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                let (lo, hi) = s
+                    .iter()
+                    .fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
                 spreads.push(hi / lo - 1.0);
             }
         }
@@ -238,5 +384,9 @@ fn aa_spread(rows: &[Row]) -> Option<(f64, f64, usize)> {
         return None;
     }
     spreads.sort_by(|a, b| a.total_cmp(b));
-    Some((*spreads.last().unwrap_or(&0.0), spreads[spreads.len() / 2], spreads.len()))
+    Some((
+        *spreads.last().unwrap_or(&0.0),
+        spreads[spreads.len() / 2],
+        spreads.len(),
+    ))
 }

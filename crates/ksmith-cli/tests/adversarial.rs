@@ -7,13 +7,31 @@ mod common;
 use common::*;
 
 fn expectation(file: &str) -> (String, String, Option<String>, Option<u64>) {
-    let path = root().join("crates/ksmith-cli/tests/adversarial").join(file);
-    let first = std::fs::read_to_string(&path).unwrap().lines().next().unwrap().to_string();
-    let task = first.split("task: ").nth(1).unwrap().split(';').next().unwrap().trim().to_string();
+    let path = root()
+        .join("crates/ksmith-cli/tests/adversarial")
+        .join(file);
+    let first = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    let task = first
+        .split("task: ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .trim()
+        .to_string();
     let mut exp = first.split("expect: ").nth(1).unwrap().split_whitespace();
     let status = exp.next().unwrap().to_string();
     let reason = exp.next().map(str::to_string);
-    let line = exp.next().and_then(|l| l.strip_prefix("line=")).map(|l| l.parse().unwrap());
+    let line = exp
+        .next()
+        .and_then(|l| l.strip_prefix("line="))
+        .map(|l| l.parse().unwrap());
     (task, status, reason, line)
 }
 
@@ -23,17 +41,36 @@ fn check(file: &str) {
     let task_dir = format!("tasks/starter/{task}");
     let sol = format!("crates/ksmith-cli/tests/adversarial/{file}");
     // Correctness only (timing is exercised elsewhere); a short wall-clock limit for the hang.
-    let out = ksmith(&store, &["eval", &task_dir, &sol, "--json", "--no-timing", "--timeout", "5"]);
+    let out = ksmith(
+        &store,
+        &[
+            "eval",
+            &task_dir,
+            &sol,
+            "--json",
+            "--no-timing",
+            "--timeout",
+            "5",
+        ],
+    );
     let v = json(&out);
     assert_eq!(v["status"], status.as_str(), "{file}: {v:#}");
     if let Some(r) = &reason {
         assert_eq!(v["reason"], r.as_str(), "{file}: {v:#}");
     }
     let expected_code = if status == "PASSED" { 0 } else { 1 };
-    assert_eq!(out.status.code(), Some(expected_code), "{file}: exit code; stderr {}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(expected_code),
+        "{file}: exit code; stderr {}",
+        stderr(&out)
+    );
     if let Some(line) = line {
         let diags = v["build"]["diagnostics"].as_array().unwrap();
-        let err = diags.iter().find(|d| d["severity"] == "error").expect("an error diagnostic");
+        let err = diags
+            .iter()
+            .find(|d| d["severity"] == "error")
+            .expect("an error diagnostic");
         assert_eq!(err["line"].as_u64(), Some(line), "{file}: {err}");
         assert_eq!(err["file"], file);
     }
@@ -73,7 +110,8 @@ adversarial!(
 #[test]
 fn every_adversarial_file_has_a_test() {
     let dir = root().join("crates/ksmith-cli/tests/adversarial");
-    let src = std::fs::read_to_string(root().join("crates/ksmith-cli/tests/adversarial.rs")).unwrap();
+    let src =
+        std::fs::read_to_string(root().join("crates/ksmith-cli/tests/adversarial.rs")).unwrap();
     for e in std::fs::read_dir(dir).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();
         let stem = name.trim_end_matches(".c");
@@ -84,11 +122,27 @@ fn every_adversarial_file_has_a_test() {
 #[test]
 fn flood_is_captured_truncated_and_never_parsed() {
     let store = shared_store();
-    let out = ksmith(&store, &["eval", "tasks/starter/rmsnorm", "crates/ksmith-cli/tests/adversarial/stdout_flood.c", "--json", "--no-timing"]);
+    let out = ksmith(
+        &store,
+        &[
+            "eval",
+            "tasks/starter/rmsnorm",
+            "crates/ksmith-cli/tests/adversarial/stdout_flood.c",
+            "--json",
+            "--no-timing",
+        ],
+    );
     let v = json(&out);
     let log = v["log"].as_str().unwrap();
-    assert!(log.contains("PASSED"), "the flood should be in the captured log");
-    assert!(log.len() <= 20_000, "log not truncated: {} bytes", log.len());
+    assert!(
+        log.contains("PASSED"),
+        "the flood should be in the captured log"
+    );
+    assert!(
+        log.len() <= 20_000,
+        "log not truncated: {} bytes",
+        log.len()
+    );
     assert_eq!(v["status"], "INCORRECT_NUMERICAL");
 }
 
@@ -99,7 +153,15 @@ fn no_candidate_process_survives_an_evaluation() {
     let tmp = tempfile::tempdir().unwrap();
     let out = ksmith_env(
         &store,
-        &["eval", "tasks/starter/vector_add", "crates/ksmith-cli/tests/adversarial/infinite_loop.c", "--json", "--no-timing", "--timeout", "2"],
+        &[
+            "eval",
+            "tasks/starter/vector_add",
+            "crates/ksmith-cli/tests/adversarial/infinite_loop.c",
+            "--json",
+            "--no-timing",
+            "--timeout",
+            "2",
+        ],
         &[("TMPDIR", tmp.path().to_str().unwrap())],
     );
     assert_eq!(json(&out)["status"], "TIMEOUT");
@@ -107,7 +169,14 @@ fn no_candidate_process_survives_an_evaluation() {
     let leftovers: Vec<u32> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).map(|c| c.starts_with(tmp.path())).unwrap_or(false))
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .map(|c| c.starts_with(tmp.path()))
+                .unwrap_or(false)
+        })
         .collect();
-    assert!(leftovers.is_empty(), "processes left running: {leftovers:?}");
+    assert!(
+        leftovers.is_empty(),
+        "processes left running: {leftovers:?}"
+    );
 }

@@ -22,14 +22,27 @@ inputs = { a = { dist = "uniform", low = -50.0, high = 50.0 }, b = { dist = "nor
 "#;
 
 fn fast_vector_add() -> String {
-    root().join("tasks/starter/vector_add/solutions/fast").display().to_string()
+    root()
+        .join("tasks/starter/vector_add/solutions/fast")
+        .display()
+        .to_string()
 }
 
 #[test]
 fn eval_prints_one_json_result_with_timing_and_roofline() {
     let tmp = tempfile::tempdir().unwrap();
     let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
-    let out = ksmith(&shared_store(), &["eval", task.to_str().unwrap(), &fast_vector_add(), "--json", "--min-time-ms", "30"]);
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            &fast_vector_add(),
+            "--json",
+            "--min-time-ms",
+            "30",
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
     assert_eq!(v["status"], "PASSED");
@@ -58,8 +71,22 @@ fn bare_source_file_uses_the_task_name_and_human_output_is_readable() {
     let tmp = tempfile::tempdir().unwrap();
     let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
     let src = root().join("tasks/starter/vector_add/solutions/naive/kernel.c");
-    let out = ksmith(&shared_store(), &["eval", task.to_str().unwrap(), src.to_str().unwrap(), "--no-timing"]);
-    assert_eq!(out.status.code(), Some(0), "{}\n{}", stdout(&out), stderr(&out));
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            src.to_str().unwrap(),
+            "--no-timing",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
     let s = stdout(&out);
     assert!(s.contains("on task vector_add: PASSED"), "{s}");
     assert!(s.contains("ksmith show"), "{s}");
@@ -70,29 +97,60 @@ fn bad_task_and_solution_files_get_file_field_message_and_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
     let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
-    let broken = toml.replace("axes = { N = 65537 }", "axes = { M = 65537 }").replace("rtol = 1e-6", "rtol = -1.0");
+    let broken = toml
+        .replace("axes = { N = 65537 }", "axes = { M = 65537 }")
+        .replace("rtol = 1e-6", "rtol = -1.0");
     std::fs::write(task.join("task.toml"), broken).unwrap();
     let out = ksmith(&shared_store(), &["validate", task.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let s = stdout(&out);
-    assert!(s.contains("task.toml: workloads[0].axes.N: missing value for var axis N"), "{s}");
-    assert!(s.contains("task.toml: workloads[0].axes.M: not a declared axis"), "{s}");
-    assert!(s.contains("task.toml: outputs[0].rtol: must be a finite number >= 0"), "{s}");
-    let out = ksmith(&shared_store(), &["eval", task.to_str().unwrap(), &fast_vector_add()]);
+    assert!(
+        s.contains("task.toml: workloads[0].axes.N: missing value for var axis N"),
+        "{s}"
+    );
+    assert!(
+        s.contains("task.toml: workloads[0].axes.M: not a declared axis"),
+        "{s}"
+    );
+    assert!(
+        s.contains("task.toml: outputs[0].rtol: must be a finite number >= 0"),
+        "{s}"
+    );
+    let out = ksmith(
+        &shared_store(),
+        &["eval", task.to_str().unwrap(), &fast_vector_add()],
+    );
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("workloads[0].axes.N"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("workloads[0].axes.N"),
+        "{}",
+        stderr(&out)
+    );
 
     let good = small_task("vector_add", &tmp.path().join("g"), SMALL_VECTOR_ADD);
     let sol = tmp.path().join("sol");
     std::fs::create_dir_all(&sol).unwrap();
-    std::fs::write(sol.join("solution.toml"), "language = \"fortran\"\nsources = [\"missing.c\"]\nspeed = 1\n").unwrap();
-    let out = ksmith(&shared_store(), &["eval", good.to_str().unwrap(), sol.to_str().unwrap()]);
+    std::fs::write(
+        sol.join("solution.toml"),
+        "language = \"fortran\"\nsources = [\"missing.c\"]\nspeed = 1\n",
+    )
+    .unwrap();
+    let out = ksmith(
+        &shared_store(),
+        &["eval", good.to_str().unwrap(), sol.to_str().unwrap()],
+    );
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
-    assert!(e.contains("solution.toml: language: unsupported language `fortran`"), "{e}");
+    assert!(
+        e.contains("solution.toml: language: unsupported language `fortran`"),
+        "{e}"
+    );
     assert!(e.contains("solution.toml: sources[0]: cannot read"), "{e}");
     assert!(e.contains("solution.toml: speed: unknown field"), "{e}");
-    let out = ksmith(&shared_store(), &["eval", good.to_str().unwrap(), "/nonexistent/kernel.c"]);
+    let out = ksmith(
+        &shared_store(),
+        &["eval", good.to_str().unwrap(), "/nonexistent/kernel.c"],
+    );
     assert_eq!(out.status.code(), Some(2));
     let out = ksmith(&shared_store(), &["eval", "--bogus-flag"]);
     assert_eq!(out.status.code(), Some(2));
@@ -104,10 +162,18 @@ fn validate_rejects_tasks_that_cannot_catch_wrong_kernels() {
     // Vacuous tolerance: atol far above the output scale lets zeros pass.
     let loose = small_task("vector_add", &tmp.path().join("loose"), SMALL_VECTOR_ADD);
     let t = std::fs::read_to_string(loose.join("task.toml")).unwrap();
-    std::fs::write(loose.join("task.toml"), t.replace("atol = 1e-6", "atol = 1000.0")).unwrap();
+    std::fs::write(
+        loose.join("task.toml"),
+        t.replace("atol = 1e-6", "atol = 1000.0"),
+    )
+    .unwrap();
     // Near-constant output.
     let constant = small_task("vector_add", &tmp.path().join("constant"), SMALL_VECTOR_ADD);
-    std::fs::write(constant.join("reference.py"), "import jax.numpy as jnp\n\ndef reference(a, b):\n    return jnp.zeros_like(a) + 3.0\n").unwrap();
+    std::fs::write(
+        constant.join("reference.py"),
+        "import jax.numpy as jnp\n\ndef reference(a, b):\n    return jnp.zeros_like(a) + 3.0\n",
+    )
+    .unwrap();
     // Tolerance too tight for float32 (softmax with exact comparison).
     let tight = small_task(
         "softmax",
@@ -115,9 +181,25 @@ fn validate_rejects_tasks_that_cannot_catch_wrong_kernels() {
         "[[workloads]]\naxes = { M = 64, N = 1000 }\ninputs = { x = { dist = \"normal\", mean = 0.0, std = 3.0 } }\n",
     );
     let t = std::fs::read_to_string(tight.join("task.toml")).unwrap();
-    let t = t.lines().map(|l| if l.starts_with("atol") { "atol = 0.0" } else if l.starts_with("rtol") { "rtol = 0.0" } else { l }).collect::<Vec<_>>().join("\n");
+    let t = t
+        .lines()
+        .map(|l| {
+            if l.starts_with("atol") {
+                "atol = 0.0"
+            } else if l.starts_with("rtol") {
+                "rtol = 0.0"
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     std::fs::write(tight.join("task.toml"), t).unwrap();
-    for (dir, needle) in [(&loose, "vacuous tolerance"), (&constant, "near-constant"), (&tight, "tolerance too tight")] {
+    for (dir, needle) in [
+        (&loose, "vacuous tolerance"),
+        (&constant, "near-constant"),
+        (&tight, "tolerance too tight"),
+    ] {
         let out = ksmith(&shared_store(), &["validate", dir.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
         assert!(stdout(&out).contains(needle), "{needle}: {}", stdout(&out));
@@ -127,13 +209,26 @@ fn validate_rejects_tasks_that_cannot_catch_wrong_kernels() {
 #[test]
 fn starter_suite_is_valid() {
     let out = ksmith(&shared_store(), &["validate", "tasks/starter"]);
-    assert_eq!(out.status.code(), Some(0), "{}\n{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
     assert!(stdout(&out).contains("5 of 5 tasks valid"));
 }
 
 fn bench_items(store: &Path) -> i64 {
-    let Ok(c) = rusqlite::Connection::open(store.join("ksmith.db")) else { return 0 };
-    c.query_row("SELECT COUNT(*) FROM bench_items WHERE eval_id IS NOT NULL", [], |r| r.get(0)).unwrap_or(0)
+    let Ok(c) = rusqlite::Connection::open(store.join("ksmith.db")) else {
+        return 0;
+    };
+    c.query_row(
+        "SELECT COUNT(*) FROM bench_items WHERE eval_id IS NOT NULL",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap_or(0)
 }
 
 #[test]
@@ -147,15 +242,41 @@ fn bench_survives_kill_9_and_resumes_then_show_and_export_work() {
     std::fs::remove_dir(suite.join("a")).unwrap();
     small_task("vector_add", &suite, SMALL_VECTOR_ADD);
     std::fs::rename(suite.join("vector_add"), suite.join("b_vector_add")).unwrap();
+    for t in ["a_vector_add", "b_vector_add"] {
+        let p = suite.join(t).join("task.toml");
+        let text = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("name = \"vector_add\"", &format!("name = \"{t}\""));
+        std::fs::write(p, text).unwrap();
+    }
     let sols = tmp.path().join("solutions");
     std::fs::create_dir_all(&sols).unwrap();
-    for (task, src) in [("a_vector_add", "tasks/starter/vector_add/solutions/fast/kernel.c"), ("b_vector_add", "crates/ksmith-cli/tests/adversarial/infinite_loop.c")] {
+    for (task, src) in [
+        (
+            "a_vector_add",
+            "tasks/starter/vector_add/solutions/fast/kernel.c",
+        ),
+        (
+            "b_vector_add",
+            "crates/ksmith-cli/tests/adversarial/infinite_loop.c",
+        ),
+    ] {
         let d = sols.join(task);
         std::fs::create_dir_all(&d).unwrap();
         std::fs::copy(root().join(src), d.join("kernel.c")).unwrap();
         std::fs::write(d.join("solution.toml"), "name = \"cand\"\nlanguage = \"c\"\nentry_point = \"vector_add\"\nsources = [\"kernel.c\"]\n").unwrap();
     }
-    let args = ["bench", suite.to_str().unwrap(), "--solutions", sols.to_str().unwrap(), "--min-time-ms", "20", "--timeout", "4", "--json"];
+    let args = [
+        "bench",
+        suite.to_str().unwrap(),
+        "--solutions",
+        sols.to_str().unwrap(),
+        "--min-time-ms",
+        "20",
+        "--timeout",
+        "4",
+        "--json",
+    ];
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
         .arg("--store")
         .arg(&store)
@@ -167,7 +288,14 @@ fn bench_survives_kill_9_and_resumes_then_show_and_export_work() {
         .unwrap();
     let start = Instant::now();
     while bench_items(&store) < 1 {
-        assert!(start.elapsed() < Duration::from_secs(300), "first bench item never recorded");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "bench exited before the first item was recorded"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "first bench item never recorded"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // kill -9 while the second (hanging) candidate is being evaluated.
@@ -175,18 +303,42 @@ fn bench_survives_kill_9_and_resumes_then_show_and_export_work() {
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
     let c = rusqlite::Connection::open(store.join("ksmith.db")).unwrap();
-    let check: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    let check: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(check, "ok");
-    let first_id: i64 = c.query_row("SELECT eval_id FROM bench_items WHERE item LIKE 'a_vector_add/%'", [], |r| r.get(0)).unwrap();
+    let first_id: i64 = c
+        .query_row(
+            "SELECT eval_id FROM bench_items WHERE item LIKE 'a_vector_add/%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let second: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM bench_items WHERE item LIKE 'b_vector_add/%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(second, 0, "the second item was in flight when killed");
     drop(c);
 
     let out = ksmith(&store, &args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("resuming bench run"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("resuming bench run"),
+        "{}",
+        stderr(&out)
+    );
     let v = json(&out);
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0]["eval_id"].as_i64(), Some(first_id), "completed evaluation was not reused");
+    assert_eq!(
+        rows[0]["eval_id"].as_i64(),
+        Some(first_id),
+        "completed evaluation was not reused"
+    );
     assert_eq!(rows[0]["status"], "PASSED");
     assert_eq!(rows[1]["status"], "TIMEOUT");
     let m = &v["metrics"][0];
@@ -199,15 +351,42 @@ fn bench_survives_kill_9_and_resumes_then_show_and_export_work() {
     assert_eq!(ksmith(&store, &["show", "99999"]).status.code(), Some(2));
 
     let out_dir = tmp.path().join("traces");
-    let exp = ksmith(&store, &["export", "--format", "flashinfer-trace", "--out", out_dir.to_str().unwrap()]);
+    let exp = ksmith(
+        &store,
+        &[
+            "export",
+            "--format",
+            "flashinfer-trace",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
     assert_eq!(exp.status.code(), Some(0), "{}", stderr(&exp));
-    let lines = std::fs::read_to_string(out_dir.join("traces/vector_add.jsonl")).unwrap();
-    let traces: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut traces: Vec<serde_json::Value> = Vec::new();
+    for t in ["a_vector_add", "b_vector_add"] {
+        let lines = std::fs::read_to_string(out_dir.join(format!("traces/{t}.jsonl"))).unwrap();
+        traces.extend(
+            lines
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()),
+        );
+    }
     assert_eq!(traces.len(), 6, "3 workloads x 2 evaluations");
-    let passed = traces.iter().find(|t| t["evaluation"]["status"] == "PASSED").unwrap();
-    assert!(passed["evaluation"]["performance"]["speedup_factor"].as_f64().unwrap() > 0.0);
+    let passed = traces
+        .iter()
+        .find(|t| t["evaluation"]["status"] == "PASSED")
+        .unwrap();
+    assert!(
+        passed["evaluation"]["performance"]["speedup_factor"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     assert!(passed["workload"]["axes"]["N"].is_number());
-    let def: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("definitions/vector_add.json")).unwrap()).unwrap();
+    let def: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("definitions/a_vector_add.json")).unwrap(),
+    )
+    .unwrap();
     assert!(def["reference"].as_str().unwrap().contains("def reference"));
 }
 

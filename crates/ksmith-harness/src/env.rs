@@ -6,13 +6,34 @@ use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
 const FILES: [(&str, &str); 7] = [
-    ("ksmith_harness/__init__.py", include_str!("../../../harness/ksmith_harness/__init__.py")),
-    ("ksmith_harness/protocol.py", include_str!("../../../harness/ksmith_harness/protocol.py")),
-    ("ksmith_harness/tensors.py", include_str!("../../../harness/ksmith_harness/tensors.py")),
-    ("ksmith_harness/trusted.py", include_str!("../../../harness/ksmith_harness/trusted.py")),
-    ("ksmith_harness/runner.py", include_str!("../../../harness/ksmith_harness/runner.py")),
-    ("ksmith_harness/allocguard.c", include_str!("../../../harness/ksmith_harness/allocguard.c")),
-    ("requirements.txt", include_str!("../../../harness/requirements.txt")),
+    (
+        "ksmith_harness/__init__.py",
+        include_str!("../../../harness/ksmith_harness/__init__.py"),
+    ),
+    (
+        "ksmith_harness/protocol.py",
+        include_str!("../../../harness/ksmith_harness/protocol.py"),
+    ),
+    (
+        "ksmith_harness/tensors.py",
+        include_str!("../../../harness/ksmith_harness/tensors.py"),
+    ),
+    (
+        "ksmith_harness/trusted.py",
+        include_str!("../../../harness/ksmith_harness/trusted.py"),
+    ),
+    (
+        "ksmith_harness/runner.py",
+        include_str!("../../../harness/ksmith_harness/runner.py"),
+    ),
+    (
+        "ksmith_harness/allocguard.c",
+        include_str!("../../../harness/ksmith_harness/allocguard.c"),
+    ),
+    (
+        "requirements.txt",
+        include_str!("../../../harness/requirements.txt"),
+    ),
 ];
 
 /// Modules the harness imports; an interpreter missing one is rejected with a clear message.
@@ -39,7 +60,9 @@ pub fn cache_root() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
         return PathBuf::from(d).join("ksmith");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     home.join(".cache").join("ksmith")
 }
 
@@ -77,24 +100,45 @@ impl Lock {
 impl PythonEnv {
     /// Resolves the interpreter: `explicit`, else `$KSMITH_PYTHON`, else the managed environment
     /// (created on first use; `progress` receives one-line status messages).
-    pub fn resolve(explicit: Option<&Path>, progress: &dyn Fn(&str)) -> Result<PythonEnv, HarnessError> {
+    pub fn resolve(
+        explicit: Option<&Path>,
+        progress: &dyn Fn(&str),
+    ) -> Result<PythonEnv, HarnessError> {
         let root = cache_root();
-        std::fs::create_dir_all(&root).map_err(|e| setup_err(format!("cannot create cache directory {}: {e}", root.display())))?;
+        std::fs::create_dir_all(&root).map_err(|e| {
+            setup_err(format!(
+                "cannot create cache directory {}: {e}",
+                root.display()
+            ))
+        })?;
         let harness_dir = write_harness(&root)?;
         let allocguard = build_allocguard(&harness_dir);
         let from_env = std::env::var_os("KSMITH_PYTHON").map(PathBuf::from);
         if let Some(py) = explicit.map(Path::to_path_buf).or(from_env) {
             check_modules(&py, &harness_dir)?;
-            return Ok(PythonEnv { python: py, harness_dir, allocguard, managed: false });
+            return Ok(PythonEnv {
+                python: py,
+                harness_dir,
+                allocguard,
+                managed: false,
+            });
         }
         let python = managed_venv(&root, &harness_dir, progress)?;
-        Ok(PythonEnv { python, harness_dir, allocguard, managed: true })
+        Ok(PythonEnv {
+            python,
+            harness_dir,
+            allocguard,
+            managed: true,
+        })
     }
 
     /// Environment for a harness process: PYTHONPATH plus `extra`; nothing else is inherited.
     pub fn process_env(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let mut env = vec![
-            ("PYTHONPATH".to_string(), self.harness_dir.display().to_string()),
+            (
+                "PYTHONPATH".to_string(),
+                self.harness_dir.display().to_string(),
+            ),
             ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
             ("TF_CPP_MIN_LOG_LEVEL".to_string(), "2".to_string()),
         ];
@@ -117,7 +161,8 @@ fn write_harness(root: &Path) -> Result<PathBuf, HarnessError> {
     if dir.join(".complete").exists() {
         return Ok(dir);
     }
-    let io = |e: std::io::Error| setup_err(format!("cannot write harness to {}: {e}", dir.display()));
+    let io =
+        |e: std::io::Error| setup_err(format!("cannot write harness to {}: {e}", dir.display()));
     for (name, text) in FILES {
         let p = dir.join(name);
         std::fs::create_dir_all(p.parent().unwrap_or(&dir)).map_err(io)?;
@@ -153,9 +198,17 @@ fn check_modules(python: &Path, harness_dir: &Path) -> Result<(), HarnessError> 
     let out = Command::new(python)
         .args(["-c", &script])
         .output()
-        .map_err(|e| setup_err(format!("cannot run Python interpreter {}: {e}", python.display())))?;
+        .map_err(|e| {
+            setup_err(format!(
+                "cannot run Python interpreter {}: {e}",
+                python.display()
+            ))
+        })?;
     if out.status.code() == Some(3) {
-        return Err(setup_err(format!("{} is older than Python 3.10, which the harness needs", python.display())));
+        return Err(setup_err(format!(
+            "{} is older than Python 3.10, which the harness needs",
+            python.display()
+        )));
     }
     let missing = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || !missing.is_empty() {
@@ -169,10 +222,18 @@ fn check_modules(python: &Path, harness_dir: &Path) -> Result<(), HarnessError> 
     Ok(())
 }
 
-fn managed_venv(root: &Path, harness_dir: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, HarnessError> {
+fn managed_venv(
+    root: &Path,
+    harness_dir: &Path,
+    progress: &dyn Fn(&str),
+) -> Result<PathBuf, HarnessError> {
     let reqs = harness_dir.join("requirements.txt");
-    let reqs_text = std::fs::read_to_string(&reqs).map_err(|e| setup_err(format!("{}: {e}", reqs.display())))?;
-    let venv = root.join(format!("venv-{}", &blake3::hash(reqs_text.as_bytes()).to_hex()[..12]));
+    let reqs_text = std::fs::read_to_string(&reqs)
+        .map_err(|e| setup_err(format!("{}: {e}", reqs.display())))?;
+    let venv = root.join(format!(
+        "venv-{}",
+        &blake3::hash(reqs_text.as_bytes()).to_hex()[..12]
+    ));
     let python = venv.join("bin").join("python");
     let stamp = venv.join(".ksmith-ready");
     if stamp.exists() {
@@ -182,23 +243,33 @@ fn managed_venv(root: &Path, harness_dir: &Path, progress: &dyn Fn(&str)) -> Res
     if stamp.exists() {
         return Ok(python);
     }
-    let bootstrap = std::env::var_os("KSMITH_BOOTSTRAP_PYTHON").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("python3"));
+    let bootstrap = std::env::var_os("KSMITH_BOOTSTRAP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("python3"));
     progress(&format!(
         "setting up the Python environment in {} (first use only; about a minute)...",
         venv.display()
     ));
     let _ = std::fs::remove_dir_all(&venv);
     let log_path = root.join("venv-setup.log");
-    let log = std::fs::File::create(&log_path).map_err(|e| setup_err(format!("{}: {e}", log_path.display())))?;
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| setup_err(format!("{}: {e}", log_path.display())))?;
     let run = |cmd: &mut Command, what: &str| -> Result<(), HarnessError> {
         let log2 = log.try_clone().map_err(|e| setup_err(e.to_string()))?;
         let log3 = log.try_clone().map_err(|e| setup_err(e.to_string()))?;
-        let st = cmd.stdout(log2).stderr(log3).status().map_err(|e| setup_err(format!("{what}: cannot run: {e}")))?;
+        let st = cmd
+            .stdout(log2)
+            .stderr(log3)
+            .status()
+            .map_err(|e| setup_err(format!("{what}: cannot run: {e}")))?;
         if st.success() {
             Ok(())
         } else {
             let tail = ksmith_sandbox::read_truncated(&log_path, 4000);
-            Err(setup_err(format!("{what} failed ({st}); log {}:\n{tail}", log_path.display())))
+            Err(setup_err(format!(
+                "{what} failed ({st}); log {}:\n{tail}",
+                log_path.display()
+            )))
         }
     };
     run(Command::new(&bootstrap).args(["-m", "venv"]).arg(&venv), &format!(
@@ -207,11 +278,21 @@ fn managed_venv(root: &Path, harness_dir: &Path, progress: &dyn Fn(&str)) -> Res
     ))?;
     progress("installing numpy, jax (CPU) and safetensors with pip...");
     run(
-        Command::new(&python).args(["-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-r"]).arg(&reqs),
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "-r",
+            ])
+            .arg(&reqs),
         "pip install of the harness requirements",
     )?;
     check_modules(&python, harness_dir)?;
-    std::fs::write(&stamp, reqs_text).map_err(|e| setup_err(format!("{}: {e}", stamp.display())))?;
+    std::fs::write(&stamp, reqs_text)
+        .map_err(|e| setup_err(format!("{}: {e}", stamp.display())))?;
     progress("Python environment ready.");
     Ok(python)
 }

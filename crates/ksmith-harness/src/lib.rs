@@ -64,7 +64,12 @@ pub struct Peer {
 
 impl Peer {
     fn start(env: &PythonEnv, module: &str, limits: Limits) -> Result<Peer, HarnessError> {
-        let args = vec!["-s".to_string(), "-B".into(), "-m".into(), format!("ksmith_harness.{module}")];
+        let args = vec![
+            "-s".to_string(),
+            "-B".into(),
+            "-m".into(),
+            format!("ksmith_harness.{module}"),
+        ];
         let proc = Sandboxed::spawn(&env.python, &args, &limits)?;
         let mut peer = Peer { proc };
         let hello = peer.call(&json!({"cmd": "hello"}), Duration::from_secs(120))?;
@@ -92,8 +97,15 @@ impl Peer {
                     Ok(v)
                 } else {
                     Err(CallError::Remote {
-                        message: v.get("error").and_then(Value::as_str).unwrap_or("unknown error").to_string(),
-                        traceback: v.get("traceback").and_then(Value::as_str).map(str::to_string),
+                        message: v
+                            .get("error")
+                            .and_then(Value::as_str)
+                            .unwrap_or("unknown error")
+                            .to_string(),
+                        traceback: v
+                            .get("traceback")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
                     })
                 }
             }
@@ -107,7 +119,10 @@ impl Peer {
 
     fn died(&mut self) -> CallError {
         let exit = self.proc.finish(Duration::from_secs(5));
-        CallError::Died { exit, log: self.proc.log(LOG_LIMIT) }
+        CallError::Died {
+            exit,
+            log: self.proc.log(LOG_LIMIT),
+        }
     }
 
     /// The process's private directory.
@@ -150,7 +165,11 @@ pub fn start_trusted(env: &PythonEnv) -> Result<Peer, HarnessError> {
 }
 
 /// Starts an untrusted runner with the given limits; `threads` fixes the kernel's OpenMP threads.
-pub fn start_runner(env: &PythonEnv, mut limits: Limits, threads: usize) -> Result<Peer, HarnessError> {
+pub fn start_runner(
+    env: &PythonEnv,
+    mut limits: Limits,
+    threads: usize,
+) -> Result<Peer, HarnessError> {
     let t = threads.to_string();
     let mut extra = vec![
         ("OMP_NUM_THREADS", t.as_str()),

@@ -100,6 +100,8 @@ pub struct Judge {
     trusted: Option<Peer>,
     loaded: BTreeSet<String>,
     environment: Environment,
+    hw_path: Option<PathBuf>,
+    hw_rechecked: bool,
 }
 
 /// Why the cascade stopped early.
@@ -111,7 +113,11 @@ struct Verdict {
 
 impl Verdict {
     fn new(status: Status, reason: &str, detail: impl Into<String>) -> Verdict {
-        Verdict { status, reason: reason.into(), detail: detail.into() }
+        Verdict {
+            status,
+            reason: reason.into(),
+            detail: detail.into(),
+        }
     }
 }
 
@@ -129,7 +135,38 @@ impl Judge {
             isolation: ksmith_sandbox::isolation().note.clone(),
             ..Environment::default()
         };
-        Judge { config, env, compiler, hw, trusted: None, loaded: BTreeSet::new(), environment }
+        Judge {
+            config,
+            env,
+            compiler,
+            hw,
+            trusted: None,
+            loaded: BTreeSet::new(),
+            environment,
+            hw_path: None,
+            hw_rechecked: false,
+        }
+    }
+
+    /// Where improved roofline measurements are saved (see `recheck_roofline`).
+    pub fn with_hw_cache(mut self, path: PathBuf) -> Judge {
+        self.hw_path = Some(path);
+        self
+    }
+
+    /// Measures the roofline again (once per judge) and keeps the higher peaks: a roofline
+    /// measured while the machine was busy is too low and would flag honest kernels.
+    fn recheck_roofline(&mut self) {
+        if self.hw_rechecked {
+            return;
+        }
+        self.hw_rechecked = true;
+        if let Ok(fresh) = ksmith_backend::hw::measure(&self.compiler, self.config.threads) {
+            self.hw.merge_max(&fresh);
+            if let Some(p) = &self.hw_path {
+                let _ = self.hw.save(p);
+            }
+        }
     }
 
     /// The settings.
@@ -151,14 +188,23 @@ impl Judge {
     fn trusted(&mut self) -> Result<&mut Peer, JudgeError> {
         if self.trusted.is_none() {
             let mut peer = ksmith_harness::start_trusted(&self.env)?;
-            let hello = peer.call(&json!({"cmd": "hello"}), TRUSTED_TIMEOUT).map_err(HarnessError::from)?;
-            self.environment.harness_version = hello["harness_version"].as_str().unwrap_or("").to_string();
+            let hello = peer
+                .call(&json!({"cmd": "hello"}), TRUSTED_TIMEOUT)
+                .map_err(HarnessError::from)?;
+            self.environment.harness_version =
+                hello["harness_version"].as_str().unwrap_or("").to_string();
             if let Some(v) = hello["versions"].as_object() {
-                self.environment.versions = v.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect();
+                self.environment.versions = v
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                    .collect();
             }
             let mut e = self.environment.clone();
             e.fingerprint.clear();
-            e.fingerprint = ksmith_task::content_hash(serde_json::to_string(&e).unwrap_or_default().as_bytes())[..16].to_string();
+            e.fingerprint =
+                ksmith_task::content_hash(serde_json::to_string(&e).unwrap_or_default().as_bytes())
+                    [..16]
+                    .to_string();
             self.environment = e;
             self.trusted = Some(peer);
         }
@@ -169,7 +215,10 @@ impl Judge {
         let peer = self.trusted()?;
         match peer.call(&req, TRUSTED_TIMEOUT) {
             Ok(v) => Ok(v),
-            Err(CallError::Remote { message, .. }) => Err(JudgeError::Task { task: task.name.clone(), message }),
+            Err(CallError::Remote { message, .. }) => Err(JudgeError::Task {
+                task: task.name.clone(),
+                message,
+            }),
             Err(e) => {
                 // The trusted server is gone or confused; start a fresh one next time.
                 self.trusted = None;
@@ -181,7 +230,10 @@ impl Judge {
 
     fn ensure_loaded(&mut self, task: &Task) -> Result<(), JudgeError> {
         if !self.loaded.contains(&task.content_hash) {
-            let spec = serde_json::to_value(task).map_err(|e| JudgeError::Task { task: task.name.clone(), message: e.to_string() })?;
+            let spec = serde_json::to_value(task).map_err(|e| JudgeError::Task {
+                task: task.name.clone(),
+                message: e.to_string(),
+            })?;
             self.trusted_call(task, json!({"cmd": "load_task", "task": spec}))?;
             self.loaded.insert(task.content_hash.clone());
         }
@@ -189,7 +241,11 @@ impl Judge {
     }
 
     fn ref_cache(&self) -> String {
-        self.config.cache_dir.join("reference").display().to_string()
+        self.config
+            .cache_dir
+            .join("reference")
+            .display()
+            .to_string()
     }
 
     /// Makes sure inputs and the float64 reference exist for (workload, seed); returns the inputs path.
@@ -203,12 +259,20 @@ impl Judge {
     /// Runs the reference checks of `ksmith validate`; returns `(field, message)` problems.
     pub fn validate_task(&mut self, task: &Task) -> Result<Vec<(String, String)>, JudgeError> {
         self.ensure_loaded(task)?;
-        let v = self.trusted_call(task, json!({"cmd": "validate", "task": task.content_hash, "cache_dir": self.ref_cache()}))?;
+        let v = self.trusted_call(
+            task,
+            json!({"cmd": "validate", "task": task.content_hash, "cache_dir": self.ref_cache()}),
+        )?;
         Ok(v["problems"]
             .as_array()
             .map(|a| {
                 a.iter()
-                    .map(|p| (p["field"].as_str().unwrap_or("-").to_string(), p["message"].as_str().unwrap_or("").to_string()))
+                    .map(|p| {
+                        (
+                            p["field"].as_str().unwrap_or("-").to_string(),
+                            p["message"].as_str().unwrap_or("").to_string(),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default())
@@ -246,20 +310,50 @@ impl Judge {
         Ok(r)
     }
 
-    fn cascade(&mut self, task: &Task, solution: &Solution, r: &mut EvalResult) -> Result<Option<Verdict>, JudgeError> {
+    fn cascade(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        r: &mut EvalResult,
+    ) -> Result<Option<Verdict>, JudgeError> {
         // 1. Static policy on the source.
-        r.policy = solution.sources.iter().flat_map(|(n, s)| c::check_source(n, s)).collect();
+        r.policy = solution
+            .sources
+            .iter()
+            .flat_map(|(n, s)| c::check_source(n, s))
+            .collect();
         if let Some(v) = r.policy.first() {
-            return Ok(Some(Verdict::new(Status::PolicyRejected, "forbidden_call", format!("{}:{}: {}", v.file, v.line, v.message))));
+            return Ok(Some(Verdict::new(
+                Status::PolicyRejected,
+                "forbidden_call",
+                format!("{}:{}: {}", v.file, v.line, v.message),
+            )));
         }
         // 2. Build, then the policy on the library's imports.
         r.stage = Stage::Build;
-        let built = match c::build(&self.compiler, task, solution, &[], &self.config.cache_dir.join("build"))? {
+        let built = match c::build(
+            &self.compiler,
+            task,
+            solution,
+            &[],
+            &self.config.cache_dir.join("build"),
+        )? {
             Ok(b) => b,
             Err(f) => {
-                let first = f.diagnostics.iter().find(|d| d.severity.contains("error")).map(|d| d.to_string());
-                let detail = first.unwrap_or_else(|| f.log.lines().last().unwrap_or("").to_string());
-                r.build = Some(BuildInfo { cached: false, seconds: 0.0, command: f.command, diagnostics: f.diagnostics, log: f.log });
+                let first = f
+                    .diagnostics
+                    .iter()
+                    .find(|d| d.severity.contains("error"))
+                    .map(|d| d.to_string());
+                let detail =
+                    first.unwrap_or_else(|| f.log.lines().last().unwrap_or("").to_string());
+                r.build = Some(BuildInfo {
+                    cached: false,
+                    seconds: 0.0,
+                    command: f.command,
+                    diagnostics: f.diagnostics,
+                    log: f.log,
+                });
                 return Ok(Some(Verdict::new(Status::CompileError, &f.reason, detail)));
             }
         };
@@ -273,12 +367,17 @@ impl Judge {
         if let Some(v) = c::check_symbols(&built.library) {
             r.policy = v;
             if let Some(v) = r.policy.first() {
-                return Ok(Some(Verdict::new(Status::PolicyRejected, "forbidden_call", v.message.clone())));
+                return Ok(Some(Verdict::new(
+                    Status::PolicyRejected,
+                    "forbidden_call",
+                    v.message.clone(),
+                )));
             }
         }
         // 3. Load in the sandbox.
         r.stage = Stage::Load;
-        let mut runner = ksmith_harness::start_runner(&self.env, self.runner_limits(task), self.config.threads)?;
+        let mut runner =
+            ksmith_harness::start_runner(&self.env, self.runner_limits(task), self.config.threads)?;
         let sig = json!({
             "cmd": "load",
             "library": built.library.display().to_string(),
@@ -302,8 +401,15 @@ impl Judge {
         let max_bytes = (0..task.workloads.len())
             .map(|w| {
                 let axes = &task.workloads[w].axes;
-                task.inputs.iter().map(|t| t.numel(axes) as u64 * t.dtype.size() as u64).sum::<u64>()
-                    + task.outputs.iter().map(|o| o.tensor.numel(axes) as u64 * o.tensor.dtype.size() as u64).sum::<u64>()
+                task.inputs
+                    .iter()
+                    .map(|t| t.numel(axes) as u64 * t.dtype.size() as u64)
+                    .sum::<u64>()
+                    + task
+                        .outputs
+                        .iter()
+                        .map(|o| o.tensor.numel(axes) as u64 * o.tensor.dtype.size() as u64)
+                        .sum::<u64>()
             })
             .max()
             .unwrap_or(0);
@@ -319,11 +425,20 @@ impl Judge {
         }
     }
 
-    fn run_checks(&mut self, task: &Task, runner: &mut Peer, load: Value, r: &mut EvalResult) -> Result<Option<Verdict>, Failure> {
+    fn run_checks(
+        &mut self,
+        task: &Task,
+        runner: &mut Peer,
+        load: Value,
+        r: &mut EvalResult,
+    ) -> Result<Option<Verdict>, Failure> {
         let timeout = self.config.call_timeout;
         runner.call(&load, timeout).map_err(Failure::Candidate)?;
         let seeds = self.config.seeds.clone();
-        let mut corr = Correctness { seeds: seeds.clone(), ..Correctness::default() };
+        let mut corr = Correctness {
+            seeds: seeds.clone(),
+            ..Correctness::default()
+        };
         // 4. Quick check on the smallest workload, then 5. the full check.
         r.stage = Stage::QuickCheck;
         let smallest = task.smallest_workload();
@@ -331,13 +446,19 @@ impl Judge {
         order.extend((0..task.workloads.len()).filter(|&w| w != smallest));
         let mut elapsed_ns = vec![0u64; task.workloads.len()];
         let quick = [(smallest, seeds[0])];
-        let full = order.iter().flat_map(|&w| seeds.iter().map(move |&s| (w, s)));
+        let full = order
+            .iter()
+            .flat_map(|&w| seeds.iter().map(move |&s| (w, s)));
         for (i, (w, seed)) in quick.into_iter().chain(full).enumerate() {
             if i == 1 {
                 r.stage = Stage::FullCheck;
             }
             let inputs = self.prepare(task, w, seed).map_err(Failure::Judge)?;
-            let prefix = runner.dir().join(format!("out_w{w}_s{seed}")).display().to_string();
+            let prefix = runner
+                .dir()
+                .join(format!("out_w{w}_s{seed}"))
+                .display()
+                .to_string();
             let req = json!({
                 "cmd": "run",
                 "inputs_path": inputs,
@@ -349,7 +470,15 @@ impl Judge {
             let reply = runner.call(&req, timeout).map_err(Failure::Candidate)?;
             elapsed_ns[w] = reply["elapsed_ns"].as_u64().unwrap_or(0);
             let earlier: Vec<u64> = seeds.iter().copied().take_while(|&s| s != seed).collect();
-            if let Some(v) = self.check(task, w, seed, &reply["outputs"], &reply["input_hashes"], &earlier, &mut corr)? {
+            if let Some(v) = self.check(
+                task,
+                w,
+                seed,
+                &reply["outputs"],
+                &reply["input_hashes"],
+                &earlier,
+                &mut corr,
+            )? {
                 r.correctness = Some(corr);
                 return Ok(Some(v));
             }
@@ -361,15 +490,40 @@ impl Judge {
         // 6. Timing, 7. roofline.
         r.stage = Stage::Timing;
         let mut perf = Vec::new();
-        for w in 0..task.workloads.len() {
-            match self.time_workload(task, runner, w, elapsed_ns[w], r)? {
+        for (w, &est) in elapsed_ns.iter().enumerate() {
+            match self.time_workload(task, runner, w, est, r)? {
                 Ok(p) => perf.push(p),
                 Err(v) => return Ok(Some(v)),
             }
         }
-        let geo = |f: &dyn Fn(&WorkloadPerf) -> f64| (perf.iter().map(|p| f(p).max(1e-12).ln()).sum::<f64>() / perf.len().max(1) as f64).exp();
-        let performance = Performance { speedup: geo(&|p| p.speedup), roofline_fraction: geo(&|p| p.roofline_fraction), workloads: perf };
-        let implausible = performance.workloads.iter().find(|p| p.roofline_fraction > self.config.plausibility_margin).cloned();
+        if perf
+            .iter()
+            .any(|p| p.roofline_fraction > self.config.plausibility_margin)
+        {
+            // Before accusing the candidate, make sure the roofline itself is not stale.
+            self.recheck_roofline();
+            for p in &mut perf {
+                let floor = self
+                    .hw
+                    .floor_seconds(task.flops_of(p.workload), task.bytes_of(p.workload));
+                p.floor_ms = floor * 1e3;
+                p.roofline_fraction = floor / (p.candidate.median_ms / 1e3).max(1e-12);
+            }
+        }
+        let geo = |f: &dyn Fn(&WorkloadPerf) -> f64| {
+            (perf.iter().map(|p| f(p).max(1e-12).ln()).sum::<f64>() / perf.len().max(1) as f64)
+                .exp()
+        };
+        let performance = Performance {
+            speedup: geo(&|p| p.speedup),
+            roofline_fraction: geo(&|p| p.roofline_fraction),
+            workloads: perf,
+        };
+        let implausible = performance
+            .workloads
+            .iter()
+            .find(|p| p.roofline_fraction > self.config.plausibility_margin)
+            .cloned();
         r.performance = Some(performance);
         if let Some(p) = implausible {
             return Ok(Some(Verdict::new(
@@ -412,7 +566,10 @@ impl Judge {
                     workload: w,
                     seed,
                     output: o["name"].as_str().unwrap_or("").to_string(),
-                    index: o["worst_index"].as_array().map(|a| a.iter().filter_map(Value::as_i64).collect()).unwrap_or_default(),
+                    index: o["worst_index"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(Value::as_i64).collect())
+                        .unwrap_or_default(),
                     got: o["worst_value"].as_f64(),
                     expected: o["worst_expected"].as_f64(),
                 });
@@ -424,13 +581,26 @@ impl Judge {
         if v["passed"].as_bool() == Some(true) {
             return Ok(None);
         }
-        let status = v["status"].as_str().and_then(Status::parse).unwrap_or(Status::IncorrectNumerical);
+        let status = v["status"]
+            .as_str()
+            .and_then(Status::parse)
+            .unwrap_or(Status::IncorrectNumerical);
         let reason = v["reason"].as_str().unwrap_or("numerical_mismatch");
-        let detail = format!("workload {w} seed {seed}: {}", v["detail"].as_str().unwrap_or(""));
+        let detail = format!(
+            "workload {w} seed {seed}: {}",
+            v["detail"].as_str().unwrap_or("")
+        );
         Ok(Some(Verdict::new(status, reason, detail)))
     }
 
-    fn time_workload(&mut self, task: &Task, runner: &mut Peer, w: usize, est_ns: u64, r: &mut EvalResult) -> Result<Result<WorkloadPerf, Verdict>, Failure> {
+    fn time_workload(
+        &mut self,
+        task: &Task,
+        runner: &mut Peer,
+        w: usize,
+        est_ns: u64,
+        r: &mut EvalResult,
+    ) -> Result<Result<WorkloadPerf, Verdict>, Failure> {
         let seeds = [self.config.seeds[0], self.config.seeds[1]];
         let mut paths = Vec::new();
         for s in seeds {
@@ -444,9 +614,22 @@ impl Judge {
             Flush::Never => false,
             Flush::Auto => bytes < self.hw.llc_bytes() as f64 * 2.0,
         };
-        let flush_bytes = if flush { (self.hw.llc_bytes() * 2).max(8 << 20) } else { 0 };
+        let flush_bytes = if flush {
+            (self.hw.llc_bytes() * 2).max(8 << 20)
+        } else {
+            0
+        };
         let plan = timing::RoundPlan::new(est_ns, &self.config);
-        let prefixes: Vec<String> = seeds.iter().map(|s| runner.dir().join(format!("timed_w{w}_s{s}")).display().to_string()).collect();
+        let prefixes: Vec<String> = seeds
+            .iter()
+            .map(|s| {
+                runner
+                    .dir()
+                    .join(format!("timed_w{w}_s{s}"))
+                    .display()
+                    .to_string()
+            })
+            .collect();
         let mut cand = Vec::new();
         let mut base = Vec::new();
         let mut last_reply = Value::Null;
@@ -455,15 +638,29 @@ impl Judge {
             let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": seeds, "reps": plan.baseline_reps(&base),
                               "warmup": warmup, "flush_bytes": flush_bytes, "cache_dir": self.ref_cache()});
             let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
-            base.extend(b["samples_ns"].as_array().into_iter().flatten().filter_map(Value::as_u64));
+            base.extend(
+                b["samples_ns"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_u64),
+            );
             let creq = json!({
                 "cmd": "time", "inputs_paths": paths, "axes": axis_values(task, w),
                 "in_shapes": task.inputs.iter().map(|t| t.dims(axes)).collect::<Vec<_>>(),
                 "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(axes)).collect::<Vec<_>>(),
                 "reps": plan.candidate_reps(&cand), "warmup": warmup, "flush_bytes": flush_bytes, "out_prefixes": prefixes,
             });
-            let c = runner.call(&creq, self.config.call_timeout).map_err(Failure::Candidate)?;
-            cand.extend(c["samples_ns"].as_array().into_iter().flatten().filter_map(Value::as_u64));
+            let c = runner
+                .call(&creq, self.config.call_timeout)
+                .map_err(Failure::Candidate)?;
+            cand.extend(
+                c["samples_ns"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_u64),
+            );
             last_reply = c;
             if plan.done(round + 1, &cand, &base) {
                 break;
@@ -513,33 +710,74 @@ impl From<JudgeError> for Failure {
 }
 
 fn axis_values(task: &Task, w: usize) -> Vec<i64> {
-    task.axes.iter().map(|a| task.workloads[w].axes[&a.name]).collect()
+    task.axes
+        .iter()
+        .map(|a| task.workloads[w].axes[&a.name])
+        .collect()
 }
 
 /// Maps a failed runner request to a status and reason.
 fn classify(e: CallError, runner: &Peer) -> Verdict {
     let alloc_failed = runner.dir().join(ksmith_harness::ALLOC_FAILED_MARKER);
-    let alloc_note = std::fs::read_to_string(&alloc_failed).ok().and_then(|s| s.lines().next().map(str::to_string));
+    let alloc_note = std::fs::read_to_string(&alloc_failed)
+        .ok()
+        .and_then(|s| s.lines().next().map(str::to_string));
     match e {
-        CallError::Timeout(t) => Verdict::new(Status::Timeout, "wall_timeout", format!("no result within {:.1} s; the process group was killed", t.as_secs_f64())),
+        CallError::Timeout(t) => Verdict::new(
+            Status::Timeout,
+            "wall_timeout",
+            format!(
+                "no result within {:.1} s; the process group was killed",
+                t.as_secs_f64()
+            ),
+        ),
         _ if alloc_note.is_some() => Verdict::new(
             Status::RuntimeError,
             "memory_limit",
-            format!("an allocation of {} bytes failed (address-space limit)", alloc_note.unwrap_or_default()),
+            format!(
+                "an allocation of {} bytes failed (address-space limit)",
+                alloc_note.unwrap_or_default()
+            ),
         ),
-        CallError::Died { exit: Exit::Signal(s), .. } if s == libc_sigxcpu() => {
-            Verdict::new(Status::Timeout, "cpu_time_limit", "the CPU-time limit was reached")
-        }
-        CallError::Died { exit: Exit::Signal(s), .. } => {
+        CallError::Died {
+            exit: Exit::Signal(s),
+            ..
+        } if s == libc_sigxcpu() => Verdict::new(
+            Status::Timeout,
+            "cpu_time_limit",
+            "the CPU-time limit was reached",
+        ),
+        CallError::Died {
+            exit: Exit::Signal(s),
+            ..
+        } => {
             let name = signal_name(s);
-            Verdict::new(Status::RuntimeError, &format!("signal_{name}"), format!("the candidate process was killed by {name}"))
+            Verdict::new(
+                Status::RuntimeError,
+                &format!("signal_{name}"),
+                format!("the candidate process was killed by {name}"),
+            )
         }
-        CallError::Died { exit: Exit::Code(c), .. } => {
-            Verdict::new(Status::RuntimeError, "early_exit", format!("the candidate process exited with code {c} during a call"))
-        }
-        CallError::Died { exit: Exit::Running, .. } => Verdict::new(Status::RuntimeError, "protocol_violation", "the candidate closed the harness channel"),
+        CallError::Died {
+            exit: Exit::Code(c),
+            ..
+        } => Verdict::new(
+            Status::RuntimeError,
+            "early_exit",
+            format!("the candidate process exited with code {c} during a call"),
+        ),
+        CallError::Died {
+            exit: Exit::Running,
+            ..
+        } => Verdict::new(
+            Status::RuntimeError,
+            "protocol_violation",
+            "the candidate closed the harness channel",
+        ),
         CallError::Protocol(m) => Verdict::new(Status::RuntimeError, "protocol_violation", m),
-        CallError::Remote { message, .. } => Verdict::new(Status::RuntimeError, "load_failed", message),
+        CallError::Remote { message, .. } => {
+            Verdict::new(Status::RuntimeError, "load_failed", message)
+        }
     }
 }
 

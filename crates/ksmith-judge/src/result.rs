@@ -149,7 +149,12 @@ impl Timing {
             let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
             s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
         };
-        Timing { median_ms: q(0.5), p10_ms: q(0.1), p90_ms: q(0.9), samples: s.len() }
+        Timing {
+            median_ms: q(0.5),
+            p10_ms: q(0.1),
+            p90_ms: q(0.9),
+            samples: s.len(),
+        }
     }
 }
 

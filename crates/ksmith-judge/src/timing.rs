@@ -14,7 +14,11 @@ pub(crate) struct RoundPlan {
 
 impl RoundPlan {
     pub(crate) fn new(est_ns: u64, cfg: &JudgeConfig) -> RoundPlan {
-        RoundPlan { est_ns: est_ns.max(1000) as f64, min_total_ns: cfg.min_time.as_nanos() as f64, min_rounds: cfg.min_rounds }
+        RoundPlan {
+            est_ns: est_ns.max(1000) as f64,
+            min_total_ns: cfg.min_time.as_nanos() as f64,
+            min_rounds: cfg.min_rounds,
+        }
     }
 
     fn reps(est: f64) -> usize {
@@ -40,6 +44,8 @@ impl RoundPlan {
 
     pub(crate) fn done(&self, rounds: usize, cand: &[u64], base: &[u64]) -> bool {
         let total = |s: &[u64]| s.iter().sum::<u64>() as f64;
-        rounds >= self.min_rounds && total(cand) >= self.min_total_ns && total(base) >= self.min_total_ns
+        rounds >= self.min_rounds
+            && total(cand) >= self.min_total_ns
+            && total(base) >= self.min_total_ns
     }
 }

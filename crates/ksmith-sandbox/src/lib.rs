@@ -77,7 +77,6 @@ pub struct Isolation {
     pub note: String,
 }
 
-
 const UNSHARE: &str = "unshare";
 const UNSHARE_ARGS: [&str; 5] = ["--net", "--pid", "--fork", "--kill-child", "--"];
 
@@ -146,7 +145,11 @@ pub struct Sandboxed {
 
 impl Sandboxed {
     /// Starts `program args` in a fresh temp dir with the given limits.
-    pub fn spawn(program: &Path, args: &[String], limits: &Limits) -> Result<Sandboxed, SandboxError> {
+    pub fn spawn(
+        program: &Path,
+        args: &[String],
+        limits: &Limits,
+    ) -> Result<Sandboxed, SandboxError> {
         let dir = tempfile::Builder::new().prefix("ksmith-sbx-").tempdir()?;
         let log = dir.path().join("output.log");
         let log_file = std::fs::File::create(&log)?;
@@ -178,7 +181,8 @@ impl Sandboxed {
                 // Never ask for more than the current hard limit (raising it needs privileges).
                 let set = |r, soft: u64, hard: u64| -> std::io::Result<()> {
                     let (_, cur_hard) = getrlimit(r).map_err(std::io::Error::from)?;
-                    setrlimit(r, soft.min(cur_hard), hard.min(cur_hard)).map_err(std::io::Error::from)
+                    setrlimit(r, soft.min(cur_hard), hard.min(cur_hard))
+                        .map_err(std::io::Error::from)
                 };
                 // If ksmith dies (even by SIGKILL), the child dies too; with namespaces,
                 // unshare's --kill-child then takes the whole namespace down.
@@ -187,7 +191,11 @@ impl Sandboxed {
                 }
                 set(Resource::RLIMIT_CORE, 0, 0)?;
                 // The soft CPU limit raises SIGXCPU; the hard limit one second later kills.
-                set(Resource::RLIMIT_CPU, l.cpu_seconds, l.cpu_seconds.saturating_add(1))?;
+                set(
+                    Resource::RLIMIT_CPU,
+                    l.cpu_seconds,
+                    l.cpu_seconds.saturating_add(1),
+                )?;
                 set(Resource::RLIMIT_AS, l.address_space, l.address_space)?;
                 set(Resource::RLIMIT_FSIZE, l.file_size, l.file_size)?;
                 set(Resource::RLIMIT_NOFILE, l.open_files, l.open_files)?;
@@ -195,7 +203,10 @@ impl Sandboxed {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().map_err(|e| SandboxError::Spawn { program: program.display().to_string(), source: e })?;
+        let mut child = cmd.spawn().map_err(|e| SandboxError::Spawn {
+            program: program.display().to_string(),
+            source: e,
+        })?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, rx) = mpsc::channel();
@@ -203,7 +214,10 @@ impl Sandboxed {
             let mut r = BufReader::new(stdout);
             loop {
                 let mut buf = Vec::new();
-                match (&mut r).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buf) {
+                match (&mut r)
+                    .take(MAX_LINE as u64 + 1)
+                    .read_until(b'\n', &mut buf)
+                {
                     Ok(0) | Err(_) => break,
                     Ok(_) if buf.len() > MAX_LINE => break,
                     Ok(_) => {
@@ -216,7 +230,14 @@ impl Sandboxed {
             }
             let _ = tx.send(None);
         });
-        Ok(Sandboxed { child, stdin, lines: rx, dir, log, exit: None })
+        Ok(Sandboxed {
+            child,
+            stdin,
+            lines: rx,
+            dir,
+            log,
+            exit: None,
+        })
     }
 
     /// The child's private working directory.
@@ -226,7 +247,10 @@ impl Sandboxed {
 
     /// Sends one protocol line.
     pub fn send(&mut self, line: &str) -> std::io::Result<()> {
-        let stdin = self.stdin.as_mut().ok_or_else(|| std::io::Error::other("stdin closed"))?;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("stdin closed"))?;
         stdin.write_all(line.as_bytes())?;
         stdin.write_all(b"\n")?;
         stdin.flush()
@@ -251,7 +275,9 @@ impl Sandboxed {
         let exit = loop {
             match self.child.try_wait() {
                 Ok(Some(st)) => break status_to_exit(st),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
                 _ => break Exit::Running,
             }
         };
@@ -295,7 +321,9 @@ fn status_to_exit(st: std::process::ExitStatus) -> Exit {
 
 /// Reads a possibly huge file keeping only its head and tail.
 pub fn read_truncated(path: &Path, max: usize) -> String {
-    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0) as usize;
     let mut out = Vec::new();
     if len <= max {
@@ -306,7 +334,9 @@ pub fn read_truncated(path: &Path, max: usize) -> String {
     let mut head = vec![0; half];
     let _ = f.read_exact(&mut head);
     let mut tail = vec![0; half];
-    let _ = f.seek(SeekFrom::End(-(half as i64))).and_then(|_| f.read_exact(&mut tail));
+    let _ = f
+        .seek(SeekFrom::End(-(half as i64)))
+        .and_then(|_| f.read_exact(&mut tail));
     format!(
         "{}\n[... {} bytes omitted ...]\n{}",
         String::from_utf8_lossy(&head),
@@ -317,7 +347,9 @@ pub fn read_truncated(path: &Path, max: usize) -> String {
 
 /// Name of a signal number (`SIGSEGV`), for result reasons.
 pub fn signal_name(sig: i32) -> String {
-    Signal::try_from(sig).map(|s| s.as_str().to_string()).unwrap_or_else(|_| format!("SIG{sig}"))
+    Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("SIG{sig}"))
 }
 
 #[cfg(test)]
@@ -331,17 +363,26 @@ mod tests {
     fn alive(pid: i32) -> bool {
         // A zombie is dead for our purposes.
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
             .unwrap_or(false)
     }
 
     #[test]
     fn echoes_lines_and_scrubs_environment() {
         std::env::set_var("KSMITH_SECRET_TEST", "x");
-        let mut s = sh("read l; echo \"got $l ${KSMITH_SECRET_TEST:-scrubbed} $FOO\"", &Limits {
-            env: vec![("FOO".into(), "bar".into())],
-            ..Limits::default()
-        });
+        let mut s = sh(
+            "read l; echo \"got $l ${KSMITH_SECRET_TEST:-scrubbed} $FOO\"",
+            &Limits {
+                env: vec![("FOO".into(), "bar".into())],
+                ..Limits::default()
+            },
+        );
         s.send("hi").unwrap();
         match s.recv(Duration::from_secs(10)) {
             Recv::Line(l) => assert_eq!(l, "got hi scrubbed bar"),
@@ -352,8 +393,13 @@ mod tests {
 
     #[test]
     fn timeout_kills_everything_including_detached_grandchildren() {
-        let mut s = sh("setsid sleep 1000 & echo $!; sleep 1000", &Limits::default());
-        let Recv::Line(pid_in_ns) = s.recv(Duration::from_secs(10)) else { panic!("no pid") };
+        let mut s = sh(
+            "setsid sleep 1000 & echo $!; sleep 1000",
+            &Limits::default(),
+        );
+        let Recv::Line(pid_in_ns) = s.recv(Duration::from_secs(10)) else {
+            panic!("no pid")
+        };
         assert!(pid_in_ns.parse::<i32>().is_ok());
         assert!(matches!(s.recv(Duration::from_millis(200)), Recv::Timeout));
         let before: Vec<i32> = sleepers();
@@ -371,14 +417,25 @@ mod tests {
         std::fs::read_dir("/proc")
             .unwrap()
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).map(|c| c == "sleep\01000\0").unwrap_or(false))
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .map(|c| c == "sleep\x001000\x00")
+                    .unwrap_or(false)
+            })
             .filter(|p| alive(*p))
             .collect()
     }
 
     #[test]
     fn reports_signals_and_caps_logs() {
-        let mut s = sh("trap '' XFSZ; yes PASSED | head -c 5000000 >&2; kill -SEGV $$", &Limits { file_size: 1 << 20, isolate: false, ..Limits::default() });
+        let mut s = sh(
+            "trap '' XFSZ; yes PASSED | head -c 5000000 >&2; kill -SEGV $$",
+            &Limits {
+                file_size: 1 << 20,
+                isolate: false,
+                ..Limits::default()
+            },
+        );
         assert!(matches!(s.recv(Duration::from_secs(10)), Recv::Eof));
         assert_eq!(s.finish(Duration::from_secs(5)), Exit::Signal(11));
         assert_eq!(signal_name(11), "SIGSEGV");
@@ -395,8 +452,13 @@ mod tests {
             return;
         }
         // /proc/net/dev lists the interfaces of the caller's network namespace.
-        let mut s = sh("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '; echo", &Limits::default());
-        let Recv::Line(l) = s.recv(Duration::from_secs(10)) else { panic!() };
+        let mut s = sh(
+            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '; echo",
+            &Limits::default(),
+        );
+        let Recv::Line(l) = s.recv(Duration::from_secs(10)) else {
+            panic!()
+        };
         assert_eq!(l.trim(), "lo", "interfaces inside sandbox: {l}");
     }
 }

@@ -57,6 +57,15 @@ pub struct StoredEval {
     pub sources: Vec<(String, String)>,
 }
 
+/// What a bench run recorded for one item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BenchItem {
+    /// Evaluated; the evaluation id.
+    Evaluated(i64),
+    /// Could not be evaluated for a reason that is not the candidate's (task error).
+    Failed(String),
+}
+
 /// Handle on the project-local store (default `.ksmith/`).
 pub struct Store {
     conn: Connection,
@@ -107,21 +116,36 @@ PRAGMA user_version = 1;
 "#;
 
 fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 impl Store {
     /// Opens (creating if needed) the store rooted at `root`.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(root.join("artifacts")).map_err(|e| StoreError::Io { path: root.to_path_buf(), source: e })?;
+        std::fs::create_dir_all(root.join("artifacts")).map_err(|e| StoreError::Io {
+            path: root.to_path_buf(),
+            source: e,
+        })?;
         let db_path = root.join("ksmith.db");
-        let sql = |e| StoreError::Sql { path: db_path.clone(), source: e };
+        let sql = |e| StoreError::Sql {
+            path: db_path.clone(),
+            source: e,
+        };
         // Several ksmith processes may open a new store at once; switching to WAL can then
         // report SQLITE_BUSY despite the busy timeout, so retry briefly.
         let mut attempt = 0;
         loop {
             match Self::connect(&db_path) {
-                Ok(conn) => return Ok(Store { conn, root: root.to_path_buf(), db_path }),
+                Ok(conn) => {
+                    return Ok(Store {
+                        conn,
+                        root: root.to_path_buf(),
+                        db_path,
+                    })
+                }
                 Err(e) if attempt < 20 && is_busy(&e) => {
                     attempt += 1;
                     std::thread::sleep(std::time::Duration::from_millis(50 * attempt));
@@ -146,7 +170,10 @@ impl Store {
     }
 
     fn sql(&self, e: rusqlite::Error) -> StoreError {
-        StoreError::Sql { path: self.db_path.clone(), source: e }
+        StoreError::Sql {
+            path: self.db_path.clone(),
+            source: e,
+        }
     }
 
     /// Root directory.
@@ -155,7 +182,10 @@ impl Store {
     }
 
     fn artifact_path(&self, hash: &str) -> PathBuf {
-        self.root.join("artifacts").join(&hash[..2]).join(&hash[2..])
+        self.root
+            .join("artifacts")
+            .join(&hash[..2])
+            .join(&hash[2..])
     }
 
     /// Stores bytes content-addressed; returns the blake3 hex hash.
@@ -165,7 +195,10 @@ impl Store {
         if path.exists() {
             return Ok(hash);
         }
-        let io = |e| StoreError::Io { path: path.clone(), source: e };
+        let io = |e| StoreError::Io {
+            path: path.clone(),
+            source: e,
+        };
         let dir = path.parent().expect("artifact path has a parent");
         std::fs::create_dir_all(dir).map_err(io)?;
         // Write-then-rename: a reader never sees a partial artifact.
@@ -182,11 +215,27 @@ impl Store {
     }
 
     /// Records one evaluation (artifacts first, then one transaction); returns its id.
-    pub fn record(&mut self, key: &str, task: &Task, solution: &Solution, result: &EvalResult) -> Result<i64, StoreError> {
-        let sources: Vec<(String, String)> =
-            solution.sources.iter().map(|(n, s)| Ok((n.clone(), self.put_artifact(s.as_bytes())?))).collect::<Result<_, StoreError>>()?;
-        let log = (!result.log.is_empty()).then(|| self.put_artifact(result.log.as_bytes())).transpose()?;
-        let build = result.build.as_ref().filter(|b| !b.log.is_empty()).map(|b| self.put_artifact(b.log.as_bytes())).transpose()?;
+    pub fn record(
+        &mut self,
+        key: &str,
+        task: &Task,
+        solution: &Solution,
+        result: &EvalResult,
+    ) -> Result<i64, StoreError> {
+        let sources: Vec<(String, String)> = solution
+            .sources
+            .iter()
+            .map(|(n, s)| Ok((n.clone(), self.put_artifact(s.as_bytes())?)))
+            .collect::<Result<_, StoreError>>()?;
+        let log = (!result.log.is_empty())
+            .then(|| self.put_artifact(result.log.as_bytes()))
+            .transpose()?;
+        let build = result
+            .build
+            .as_ref()
+            .filter(|b| !b.log.is_empty())
+            .map(|b| self.put_artifact(b.log.as_bytes()))
+            .transpose()?;
         let mut sol = serde_json::to_value(solution).unwrap_or_default();
         if let Some(o) = sol.as_object_mut() {
             o.remove("sources");
@@ -194,7 +243,10 @@ impl Store {
         let result_json = serde_json::to_string(result).unwrap_or_default();
         let task_json = serde_json::to_string(task).unwrap_or_default();
         let speedup = result.performance.as_ref().map(|p| p.speedup);
-        let tx = self.conn.transaction().map_err(|e| StoreError::Sql { path: self.db_path.clone(), source: e })?;
+        let tx = self.conn.transaction().map_err(|e| StoreError::Sql {
+            path: self.db_path.clone(),
+            source: e,
+        })?;
         tx.execute(
             "INSERT INTO evaluations (eval_key, task, task_hash, solution, solution_hash, status, reason, speedup, env_fingerprint,
                                       result_json, task_json, solution_json, log_artifact, build_artifact)
@@ -219,10 +271,19 @@ impl Store {
         .map_err(|e| StoreError::Sql { path: self.db_path.clone(), source: e })?;
         let id = tx.last_insert_rowid();
         for (name, art) in &sources {
-            tx.execute("INSERT INTO eval_sources (eval_id, name, artifact) VALUES (?1, ?2, ?3)", params![id, name, art])
-                .map_err(|e| StoreError::Sql { path: self.db_path.clone(), source: e })?;
+            tx.execute(
+                "INSERT INTO eval_sources (eval_id, name, artifact) VALUES (?1, ?2, ?3)",
+                params![id, name, art],
+            )
+            .map_err(|e| StoreError::Sql {
+                path: self.db_path.clone(),
+                source: e,
+            })?;
         }
-        tx.commit().map_err(|e| StoreError::Sql { path: self.db_path.clone(), source: e })?;
+        tx.commit().map_err(|e| StoreError::Sql {
+            path: self.db_path.clone(),
+            source: e,
+        })?;
         Ok(id)
     }
 
@@ -237,10 +298,16 @@ impl Store {
             )
             .optional()
             .map_err(|e| self.sql(e))?;
-        let Some((id, created_at, result, task, solution)) = row else { return Ok(None) };
+        let Some((id, created_at, result, task, solution)) = row else {
+            return Ok(None);
+        };
         let corrupt = |m: String| StoreError::Corrupt { id, message: m };
-        let result: EvalResult = serde_json::from_str(&result).map_err(|e| corrupt(e.to_string()))?;
-        let mut stmt = self.conn.prepare("SELECT name, artifact FROM eval_sources WHERE eval_id = ?1").map_err(|e| self.sql(e))?;
+        let result: EvalResult =
+            serde_json::from_str(&result).map_err(|e| corrupt(e.to_string()))?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name, artifact FROM eval_sources WHERE eval_id = ?1")
+            .map_err(|e| self.sql(e))?;
         let sources = stmt
             .query_map(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
@@ -257,13 +324,24 @@ impl Store {
 
     /// Ids of all evaluations, oldest first.
     pub fn ids(&self) -> Result<Vec<i64>, StoreError> {
-        let mut stmt = self.conn.prepare("SELECT id FROM evaluations ORDER BY id").map_err(|e| self.sql(e))?;
-        let ids = stmt.query_map([], |r| r.get(0)).and_then(|rows| rows.collect::<Result<Vec<i64>, _>>()).map_err(|e| self.sql(e))?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id FROM evaluations ORDER BY id")
+            .map_err(|e| self.sql(e))?;
+        let ids = stmt
+            .query_map([], |r| r.get(0))
+            .and_then(|rows| rows.collect::<Result<Vec<i64>, _>>())
+            .map_err(|e| self.sql(e))?;
         Ok(ids)
     }
 
     /// Finds or creates the unfinished bench run with this key; returns (id, resumed).
-    pub fn bench_run(&self, run_key: &str, suite: &str, fresh: bool) -> Result<(i64, bool), StoreError> {
+    pub fn bench_run(
+        &self,
+        run_key: &str,
+        suite: &str,
+        fresh: bool,
+    ) -> Result<(i64, bool), StoreError> {
         if !fresh {
             let existing: Option<i64> = self
                 .conn
@@ -274,20 +352,40 @@ impl Store {
                 return Ok((id, true));
             }
         }
-        self.conn.execute("INSERT INTO bench_runs (run_key, suite) VALUES (?1, ?2)", params![run_key, suite]).map_err(|e| self.sql(e))?;
+        self.conn
+            .execute(
+                "INSERT INTO bench_runs (run_key, suite) VALUES (?1, ?2)",
+                params![run_key, suite],
+            )
+            .map_err(|e| self.sql(e))?;
         Ok((self.conn.last_insert_rowid(), false))
     }
 
-    /// The evaluation already recorded for `item` in a bench run, if any.
-    pub fn bench_item(&self, run: i64, item: &str) -> Result<Option<(Option<i64>, Option<String>)>, StoreError> {
-        self.conn
-            .query_row("SELECT eval_id, error FROM bench_items WHERE run_id = ?1 AND item = ?2", params![run, item], |r| Ok((r.get(0)?, r.get(1)?)))
+    /// The outcome already recorded for `item` in a bench run, if any.
+    pub fn bench_item(&self, run: i64, item: &str) -> Result<Option<BenchItem>, StoreError> {
+        let row: Option<(Option<i64>, Option<String>)> = self
+            .conn
+            .query_row(
+                "SELECT eval_id, error FROM bench_items WHERE run_id = ?1 AND item = ?2",
+                params![run, item],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()
-            .map_err(|e| self.sql(e))
+            .map_err(|e| self.sql(e))?;
+        Ok(row.map(|(id, err)| match id {
+            Some(id) => BenchItem::Evaluated(id),
+            None => BenchItem::Failed(err.unwrap_or_default()),
+        }))
     }
 
     /// Records the outcome of one bench item (an evaluation id, or an error that is not the candidate's).
-    pub fn set_bench_item(&self, run: i64, item: &str, eval_id: Option<i64>, error: Option<&str>) -> Result<(), StoreError> {
+    pub fn set_bench_item(
+        &self,
+        run: i64,
+        item: &str,
+        eval_id: Option<i64>,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
         self.conn
             .execute("INSERT OR REPLACE INTO bench_items (run_id, item, eval_id, error) VALUES (?1, ?2, ?3, ?4)", params![run, item, eval_id, error])
             .map_err(|e| self.sql(e))?;
@@ -296,17 +394,28 @@ impl Store {
 
     /// Marks a bench run finished (a later `bench` starts a new one).
     pub fn finish_bench(&self, run: i64) -> Result<(), StoreError> {
-        self.conn.execute("UPDATE bench_runs SET finished = 1 WHERE id = ?1", params![run]).map_err(|e| self.sql(e))?;
+        self.conn
+            .execute(
+                "UPDATE bench_runs SET finished = 1 WHERE id = ?1",
+                params![run],
+            )
+            .map_err(|e| self.sql(e))?;
         Ok(())
     }
 
     /// Count of evaluations per status (for summaries and tests).
     pub fn status_counts(&self) -> Result<Vec<(Status, i64)>, StoreError> {
-        let mut stmt = self.conn.prepare("SELECT status, COUNT(*) FROM evaluations GROUP BY status").map_err(|e| self.sql(e))?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT status, COUNT(*) FROM evaluations GROUP BY status")
+            .map_err(|e| self.sql(e))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.sql(e))?;
-        Ok(rows.into_iter().filter_map(|(s, n)| Some((Status::parse(&s)?, n))).collect())
+        Ok(rows
+            .into_iter()
+            .filter_map(|(s, n)| Some((Status::parse(&s)?, n)))
+            .collect())
     }
 }

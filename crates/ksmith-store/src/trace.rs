@@ -9,7 +9,14 @@ use std::path::Path;
 
 fn uuid_like(seed: &str) -> String {
     let h = ksmith_task::content_hash(seed.as_bytes());
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 fn definition(task: &Value, reference: &str) -> Value {
@@ -30,7 +37,12 @@ fn definition(task: &Value, reference: &str) -> Value {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|t| (t["name"].as_str().unwrap_or("").to_string(), json!({"shape": t["shape"], "dtype": t["dtype"]})))
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap_or("").to_string(),
+                    json!({"shape": t["shape"], "dtype": t["dtype"]}),
+                )
+            })
             .collect()
     };
     json!({
@@ -47,7 +59,10 @@ fn definition(task: &Value, reference: &str) -> Value {
 
 /// Writes every stored evaluation under `out`; returns the number of traces written.
 pub fn export_flashinfer(store: &Store, out: &Path) -> Result<usize, StoreError> {
-    let io = |p: &Path, e| StoreError::Io { path: p.to_path_buf(), source: e };
+    let io = |p: &Path, e| StoreError::Io {
+        path: p.to_path_buf(),
+        source: e,
+    };
     for d in ["definitions", "solutions", "traces"] {
         std::fs::create_dir_all(out.join(d)).map_err(|e| io(out, e))?;
     }
@@ -58,16 +73,28 @@ pub fn export_flashinfer(store: &Store, out: &Path) -> Result<usize, StoreError>
         let def_name = r.task.clone();
         let reference = ev.task["dir"]
             .as_str()
-            .map(|d| Path::new(d).join(ev.task["reference"]["file"].as_str().unwrap_or("reference.py")))
+            .map(|d| {
+                Path::new(d).join(
+                    ev.task["reference"]["file"]
+                        .as_str()
+                        .unwrap_or("reference.py"),
+                )
+            })
             .and_then(|p| std::fs::read_to_string(p).ok())
             .unwrap_or_default();
         let def_path = out.join("definitions").join(format!("{def_name}.json"));
-        std::fs::write(&def_path, serde_json::to_vec_pretty(&definition(&ev.task, &reference)).unwrap_or_default()).map_err(|e| io(&def_path, e))?;
+        std::fs::write(
+            &def_path,
+            serde_json::to_vec_pretty(&definition(&ev.task, &reference)).unwrap_or_default(),
+        )
+        .map_err(|e| io(&def_path, e))?;
         let sol_name = format!("{}_{}", r.solution, &r.solution_hash[..8]);
         let sources: Vec<Value> = ev
             .sources
             .iter()
-            .map(|(n, h)| Ok(json!({"path": n, "content": String::from_utf8_lossy(&store.artifact(h)?)})))
+            .map(|(n, h)| {
+                Ok(json!({"path": n, "content": String::from_utf8_lossy(&store.artifact(h)?)}))
+            })
             .collect::<Result<_, StoreError>>()?;
         let sol_dir = out.join("solutions").join(&def_name);
         std::fs::create_dir_all(&sol_dir).map_err(|e| io(&sol_dir, e))?;
@@ -81,11 +108,24 @@ pub fn export_flashinfer(store: &Store, out: &Path) -> Result<usize, StoreError>
             "description": format!("solution hash {}", r.solution_hash),
         });
         let sol_path = sol_dir.join(format!("{sol_name}.json"));
-        std::fs::write(&sol_path, serde_json::to_vec_pretty(&solution).unwrap_or_default()).map_err(|e| io(&sol_path, e))?;
-        let mut libs: Map<String, Value> = r.environment.versions.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        std::fs::write(
+            &sol_path,
+            serde_json::to_vec_pretty(&solution).unwrap_or_default(),
+        )
+        .map_err(|e| io(&sol_path, e))?;
+        let mut libs: Map<String, Value> = r
+            .environment
+            .versions
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
         libs.insert("compiler".into(), json!(r.environment.compiler));
-        libs.insert("ksmith_harness".into(), json!(r.environment.harness_version));
-        let environment = json!({"device": r.environment.cpu, "libs": libs, "threads": r.environment.threads});
+        libs.insert(
+            "ksmith_harness".into(),
+            json!(r.environment.harness_version),
+        );
+        let environment =
+            json!({"device": r.environment.cpu, "libs": libs, "threads": r.environment.threads});
         let corr = r.correctness.as_ref();
         let correctness = json!({
             "max_relative_error": corr.map(|c| c.max_rel_error).unwrap_or(0.0),
@@ -93,12 +133,20 @@ pub fn export_flashinfer(store: &Store, out: &Path) -> Result<usize, StoreError>
         });
         let workloads: Vec<Value> = ev.task["workloads"].as_array().cloned().unwrap_or_default();
         for (wi, w) in workloads.iter().enumerate() {
-            let perf = r.performance.as_ref().and_then(|p| p.workloads.iter().find(|x| x.workload == wi));
+            let perf = r
+                .performance
+                .as_ref()
+                .and_then(|p| p.workloads.iter().find(|x| x.workload == wi));
             let inputs: Map<String, Value> = w["inputs"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .map(|pair| (pair[0].as_str().unwrap_or("").to_string(), json!({"type": "random", "distribution": pair[1]})))
+                .map(|pair| {
+                    (
+                        pair[0].as_str().unwrap_or("").to_string(),
+                        json!({"type": "random", "distribution": pair[1]}),
+                    )
+                })
                 .collect();
             traces.entry(def_name.clone()).or_default().push(json!({
                 "definition": def_name,

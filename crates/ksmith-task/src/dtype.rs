@@ -88,7 +88,10 @@ impl DType {
 
     /// Whether the type is floating point (tolerances apply, NaN poisoning possible).
     pub fn is_float(self) -> bool {
-        matches!(self, DType::Float32 | DType::Float64 | DType::Float16 | DType::Bfloat16)
+        matches!(
+            self,
+            DType::Float32 | DType::Float64 | DType::Float16 | DType::Bfloat16
+        )
     }
 }
 
@@ -101,9 +104,13 @@ impl fmt::Display for DType {
 impl FromStr for DType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DType::ALL.iter().copied().find(|d| d.name() == s).ok_or_else(|| {
-            let names: Vec<_> = DType::ALL.iter().map(|d| d.name()).collect();
-            format!("unknown dtype `{s}` (expected one of {})", names.join(", "))
-        })
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = DType::ALL.iter().map(|d| d.name()).collect();
+                format!("unknown dtype `{s}` (expected one of {})", names.join(", "))
+            })
     }
 }

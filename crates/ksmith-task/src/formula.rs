@@ -43,12 +43,24 @@ impl Formula {
     /// Parses `text`, checking that every identifier is in `names`.
     pub fn parse(text: &str, names: &[&str]) -> Result<Formula, FormulaError> {
         let tree = evalexpr::build_operator_tree::<DefaultNumericTypes>(text).map_err(|e| {
-            FormulaError::Parse { text: text.to_string(), message: e.to_string() }
+            FormulaError::Parse {
+                text: text.to_string(),
+                message: e.to_string(),
+            }
         })?;
-        if let Some(bad) = tree.iter_variable_identifiers().find(|v| !names.contains(v)) {
-            return Err(FormulaError::UnknownName { text: text.to_string(), name: bad.to_string() });
+        if let Some(bad) = tree
+            .iter_variable_identifiers()
+            .find(|v| !names.contains(v))
+        {
+            return Err(FormulaError::UnknownName {
+                text: text.to_string(),
+                name: bad.to_string(),
+            });
         }
-        Ok(Formula { text: text.to_string(), tree })
+        Ok(Formula {
+            text: text.to_string(),
+            tree,
+        })
     }
 
     /// The source text.
@@ -56,10 +68,17 @@ impl Formula {
         &self.text
     }
 
-    fn context(values: &BTreeMap<String, i64>, as_float: bool) -> HashMapContext<DefaultNumericTypes> {
+    fn context(
+        values: &BTreeMap<String, i64>,
+        as_float: bool,
+    ) -> HashMapContext<DefaultNumericTypes> {
         let mut ctx = HashMapContext::<DefaultNumericTypes>::new();
         for (k, v) in values {
-            let value = if as_float { Value::Float(*v as f64) } else { Value::Int(*v) };
+            let value = if as_float {
+                Value::Float(*v as f64)
+            } else {
+                Value::Int(*v)
+            };
             // Setting a fresh identifier in a HashMapContext cannot fail.
             let _ = ctx.set_value(k.clone(), value);
         }
@@ -70,14 +89,20 @@ impl Formula {
     pub fn eval_f64(&self, values: &BTreeMap<String, i64>) -> Result<f64, FormulaError> {
         self.tree
             .eval_number_with_context(&Self::context(values, true))
-            .map_err(|e| FormulaError::Eval { text: self.text.clone(), message: e.to_string() })
+            .map_err(|e| FormulaError::Eval {
+                text: self.text.clone(),
+                message: e.to_string(),
+            })
     }
 
     /// Evaluates as a boolean constraint with integer semantics (`N % BN == 0`).
     pub fn eval_bool(&self, values: &BTreeMap<String, i64>) -> Result<bool, FormulaError> {
         self.tree
             .eval_boolean_with_context(&Self::context(values, false))
-            .map_err(|e| FormulaError::Eval { text: self.text.clone(), message: e.to_string() })
+            .map_err(|e| FormulaError::Eval {
+                text: self.text.clone(),
+                message: e.to_string(),
+            })
     }
 }
 
@@ -97,8 +122,13 @@ mod tests {
 
     #[test]
     fn rejects_unknown_names_and_bad_syntax() {
-        assert!(matches!(Formula::parse("2 * M * Q", &["M"]), Err(FormulaError::UnknownName { name, .. }) if name == "Q"));
-        assert!(matches!(Formula::parse("2 * (M", &["M"]), Err(FormulaError::Parse { .. })));
+        assert!(
+            matches!(Formula::parse("2 * M * Q", &["M"]), Err(FormulaError::UnknownName { name, .. }) if name == "Q")
+        );
+        assert!(matches!(
+            Formula::parse("2 * (M", &["M"]),
+            Err(FormulaError::Parse { .. })
+        ));
     }
 
     #[test]

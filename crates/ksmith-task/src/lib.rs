@@ -33,14 +33,28 @@ pub struct Problem {
 
 impl Problem {
     /// Builds a problem from its three parts.
-    pub fn new(file: impl Into<PathBuf>, field: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { file: file.into(), field: field.into(), message: message.into() }
+    pub fn new(
+        file: impl Into<PathBuf>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Problem {
+            file: file.into(),
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.file.display(), self.field, self.message)
+        write!(
+            f,
+            "{}: {}: {}",
+            self.file.display(),
+            self.field,
+            self.message
+        )
     }
 }
 

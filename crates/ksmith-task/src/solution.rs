@@ -79,7 +79,14 @@ impl Solution {
     }
 
     /// Builds a solution from in-memory source (used by proposers and tests).
-    pub fn from_source(name: &str, language: Language, entry_point: &str, file: &str, source: String, flags: Vec<String>) -> Solution {
+    pub fn from_source(
+        name: &str,
+        language: Language,
+        entry_point: &str,
+        file: &str,
+        source: String,
+        flags: Vec<String>,
+    ) -> Solution {
         let mut s = Solution {
             name: name.to_string(),
             language,
@@ -95,32 +102,70 @@ impl Solution {
 
     fn load_file(path: &Path, task: &Task) -> Result<Solution, Problems> {
         let one = |msg: String| Problems(vec![Problem::new(path, "-", msg)]);
-        let language = Language::from_extension(path)
-            .ok_or_else(|| one("unknown source language (expected a .c file or a directory with solution.toml)".into()))?;
+        let language = Language::from_extension(path).ok_or_else(|| {
+            one(
+                "unknown source language (expected a .c file or a directory with solution.toml)"
+                    .into(),
+            )
+        })?;
         let source = std::fs::read_to_string(path).map_err(|e| one(format!("cannot read: {e}")))?;
-        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("kernel.c").to_string();
-        let name = path.file_stem().and_then(|f| f.to_str()).unwrap_or("solution").to_string();
-        Ok(Self::from_source(&name, language, &task.name, &file, source, Vec::new()))
+        let file = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or("kernel.c")
+            .to_string();
+        let name = path
+            .file_stem()
+            .and_then(|f| f.to_str())
+            .unwrap_or("solution")
+            .to_string();
+        Ok(Self::from_source(
+            &name,
+            language,
+            &task.name,
+            &file,
+            source,
+            Vec::new(),
+        ))
     }
 
     fn load_dir(dir: &Path, task: &Task) -> Result<Solution, Problems> {
         let file = dir.join(SOLUTION_FILE);
         let one = |field: &str, msg: String| Problems(vec![Problem::new(&file, field, msg)]);
-        let text = std::fs::read_to_string(&file).map_err(|e| one("-", format!("cannot read: {e}")))?;
-        let t: Table = text.parse().map_err(|e: toml::de::Error| one("-", format!("invalid TOML: {}", e.message())))?;
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| one("-", format!("cannot read: {e}")))?;
+        let t: Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| one("-", format!("invalid TOML: {}", e.message())))?;
         let mut problems = Vec::new();
         let mut err = |field: &str, msg: String| problems.push(Problem::new(&file, field, msg));
         for k in t.keys() {
-            if !["name", "language", "entry_point", "sources", "flags", "tunables"].contains(&k.as_str()) {
+            if ![
+                "name",
+                "language",
+                "entry_point",
+                "sources",
+                "flags",
+                "tunables",
+            ]
+            .contains(&k.as_str())
+            {
                 err(k, "unknown field (expected one of: name, language, entry_point, sources, flags, tunables)".into());
             }
         }
         let get_str = |key: &str| t.get(key).and_then(Value::as_str).map(str::to_string);
-        let dir_name = dir.file_name().and_then(|f| f.to_str()).unwrap_or("solution").to_string();
+        let dir_name = dir
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or("solution")
+            .to_string();
         let name = get_str("name").unwrap_or(dir_name);
         let language = match get_str("language") {
             Some(l) => Language::from_name(&l).unwrap_or_else(|| {
-                err("language", format!("unsupported language `{l}` (supported: c)"));
+                err(
+                    "language",
+                    format!("unsupported language `{l}` (supported: c)"),
+                );
                 Language::C
             }),
             None => {
@@ -130,7 +175,10 @@ impl Solution {
         };
         let entry_point = get_str("entry_point").unwrap_or_else(|| task.name.clone());
         if !is_identifier(&entry_point) {
-            err("entry_point", format!("`{entry_point}` is not a C identifier"));
+            err(
+                "entry_point",
+                format!("`{entry_point}` is not a C identifier"),
+            );
         }
         let string_list = |key: &str, err: &mut dyn FnMut(&str, String)| -> Vec<String> {
             match t.get(key) {
@@ -154,31 +202,53 @@ impl Solution {
         };
         let source_names = string_list("sources", &mut err);
         if source_names.is_empty() {
-            err("sources", "a solution needs at least one source file".into());
+            err(
+                "sources",
+                "a solution needs at least one source file".into(),
+            );
         }
         let flags = string_list("flags", &mut err);
         let mut sources = Vec::new();
         for (i, s) in source_names.iter().enumerate() {
             if s.contains("..") || Path::new(s).is_absolute() {
-                err(&format!("sources[{i}]"), "must be a path inside the solution directory".into());
+                err(
+                    &format!("sources[{i}]"),
+                    "must be a path inside the solution directory".into(),
+                );
                 continue;
             }
             match std::fs::read_to_string(dir.join(s)) {
                 Ok(text) => sources.push((s.clone(), text)),
-                Err(e) => err(&format!("sources[{i}]"), format!("cannot read {}: {e}", dir.join(s).display())),
+                Err(e) => err(
+                    &format!("sources[{i}]"),
+                    format!("cannot read {}: {e}", dir.join(s).display()),
+                ),
             }
         }
         let tunables = parse_tunables(&t, task, &mut err);
         if !problems.is_empty() {
             return Err(Problems(problems));
         }
-        let mut s = Solution { name, language, entry_point, sources, flags, tunables, content_hash: String::new() };
+        let mut s = Solution {
+            name,
+            language,
+            entry_point,
+            sources,
+            flags,
+            tunables,
+            content_hash: String::new(),
+        };
         s.content_hash = s.compute_hash();
         Ok(s)
     }
 
     fn compute_hash(&self) -> String {
-        let mut h = format!("{:?}\0{}\0{}\0", self.language, self.entry_point, self.flags.join("\u{1}"));
+        let mut h = format!(
+            "{:?}\0{}\0{}\0",
+            self.language,
+            self.entry_point,
+            self.flags.join("\u{1}")
+        );
         for (n, s) in &self.sources {
             h.push_str(n);
             h.push('\0');
@@ -195,12 +265,20 @@ impl Solution {
 }
 
 fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> Vec<Tunable> {
-    let Some(v) = t.get("tunables") else { return Vec::new() };
-    let Some(items) = v.as_array() else {
-        err("tunables", "expected an array of tables ([[tunables]])".into());
+    let Some(v) = t.get("tunables") else {
         return Vec::new();
     };
-    let names: Vec<String> = items.iter().filter_map(|i| i.get("name")?.as_str().map(str::to_string)).collect();
+    let Some(items) = v.as_array() else {
+        err(
+            "tunables",
+            "expected an array of tables ([[tunables]])".into(),
+        );
+        return Vec::new();
+    };
+    let names: Vec<String> = items
+        .iter()
+        .filter_map(|i| i.get("name")?.as_str().map(str::to_string))
+        .collect();
     let mut scope: Vec<&str> = task.axes.iter().map(|a| a.name.as_str()).collect();
     scope.extend(names.iter().map(String::as_str));
     let mut out = Vec::new();
@@ -212,11 +290,17 @@ fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> 
         };
         for k in tt.keys() {
             if !["name", "values", "range", "constraints"].contains(&k.as_str()) {
-                err(&format!("{field}.{k}"), "unknown field (expected name, values, range, constraints)".into());
+                err(
+                    &format!("{field}.{k}"),
+                    "unknown field (expected name, values, range, constraints)".into(),
+                );
             }
         }
         let Some(name) = tt.get("name").and_then(Value::as_str) else {
-            err(&format!("{field}.name"), "missing required string field".into());
+            err(
+                &format!("{field}.name"),
+                "missing required string field".into(),
+            );
             continue;
         };
         let values: Vec<i64> = match (tt.get("values"), tt.get("range")) {
@@ -224,15 +308,24 @@ fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> 
             (None, Some(Value::Table(r))) => {
                 let g = |k: &str| r.get(k).and_then(Value::as_integer);
                 match (g("start"), g("stop"), g("step").or(Some(1))) {
-                    (Some(a), Some(b), Some(s)) if s > 0 && b >= a => (a..=b).step_by(s as usize).collect(),
+                    (Some(a), Some(b), Some(s)) if s > 0 && b >= a => {
+                        (a..=b).step_by(s as usize).collect()
+                    }
                     _ => {
-                        err(&format!("{field}.range"), "expected { start = A, stop = B, step = S } with B >= A and S > 0".into());
+                        err(
+                            &format!("{field}.range"),
+                            "expected { start = A, stop = B, step = S } with B >= A and S > 0"
+                                .into(),
+                        );
                         Vec::new()
                     }
                 }
             }
             _ => {
-                err(&field, "give exactly one of `values` (list of integers) or `range`".into());
+                err(
+                    &field,
+                    "give exactly one of `values` (list of integers) or `range`".into(),
+                );
                 Vec::new()
             }
         };
@@ -245,11 +338,18 @@ fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> 
                 match c.as_str().map(|s| Formula::parse(s, &scope)) {
                     Some(Ok(f)) => constraints.push(f),
                     Some(Err(e)) => err(&format!("{field}.constraints[{j}]"), e.to_string()),
-                    None => err(&format!("{field}.constraints[{j}]"), "expected a string".into()),
+                    None => err(
+                        &format!("{field}.constraints[{j}]"),
+                        "expected a string".into(),
+                    ),
                 }
             }
         }
-        out.push(Tunable { name: name.to_string(), values, constraints });
+        out.push(Tunable {
+            name: name.to_string(),
+            values,
+            constraints,
+        });
     }
     out
 }

@@ -89,7 +89,10 @@ impl TensorSpec {
 
     /// Concrete shape for the given axis values.
     pub fn dims(&self, axes: &BTreeMap<String, i64>) -> Vec<i64> {
-        self.shape.iter().map(|a| axes.get(a).copied().unwrap_or(0)).collect()
+        self.shape
+            .iter()
+            .map(|a| axes.get(a).copied().unwrap_or(0))
+            .collect()
     }
 
     /// Number of elements for the given axis values.
@@ -209,13 +212,19 @@ impl Task {
         // Absolute, so the harness (which runs elsewhere) finds the reference.
         let dir = &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         let file = dir.join(TASK_FILE);
-        let text = std::fs::read_to_string(&file).map_err(|e| {
-            Problems(vec![Problem::new(&file, "-", format!("cannot read: {e}"))])
-        })?;
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| Problems(vec![Problem::new(&file, "-", format!("cannot read: {e}"))]))?;
         let table: Table = text.parse().map_err(|e: toml::de::Error| {
-            Problems(vec![Problem::new(&file, "-", format!("invalid TOML: {}", e.message()))])
+            Problems(vec![Problem::new(
+                &file,
+                "-",
+                format!("invalid TOML: {}", e.message()),
+            )])
         })?;
-        let mut r = Reader { file: file.clone(), problems: Vec::new() };
+        let mut r = Reader {
+            file: file.clone(),
+            problems: Vec::new(),
+        };
         let task = r.task(dir, &table, &text);
         match task {
             Some(t) if r.problems.is_empty() => Ok(t),
@@ -225,13 +234,19 @@ impl Task {
 
     /// The smallest workload by total input+output elements (used for the quick check).
     pub fn smallest_workload(&self) -> usize {
-        (0..self.workloads.len()).min_by_key(|&i| self.workload_elements(i)).unwrap_or(0)
+        (0..self.workloads.len())
+            .min_by_key(|&i| self.workload_elements(i))
+            .unwrap_or(0)
     }
 
     fn workload_elements(&self, i: usize) -> i64 {
         let axes = &self.workloads[i].axes;
         self.inputs.iter().map(|t| t.numel(axes)).sum::<i64>()
-            + self.outputs.iter().map(|o| o.tensor.numel(axes)).sum::<i64>()
+            + self
+                .outputs
+                .iter()
+                .map(|o| o.tensor.numel(axes))
+                .sum::<i64>()
     }
 
     /// FLOPs of workload `i`.
@@ -264,7 +279,10 @@ impl Reader {
     fn unknown_keys(&mut self, t: &Table, prefix: &str, allowed: &[&str]) {
         for k in t.keys() {
             if !allowed.contains(&k.as_str()) {
-                self.err(join(prefix, k), format!("unknown field (expected one of: {})", allowed.join(", ")));
+                self.err(
+                    join(prefix, k),
+                    format!("unknown field (expected one of: {})", allowed.join(", ")),
+                );
             }
         }
     }
@@ -273,7 +291,10 @@ impl Reader {
         match t.get(key) {
             Some(Value::String(s)) => Some(s.clone()),
             Some(other) => {
-                self.err(join(prefix, key), format!("expected a string, found {}", other.type_str()));
+                self.err(
+                    join(prefix, key),
+                    format!("expected a string, found {}", other.type_str()),
+                );
                 None
             }
             None => {
@@ -290,7 +311,10 @@ impl Reader {
             Some(Value::Float(f)) => Some(*f),
             Some(Value::Integer(i)) => Some(*i as f64),
             Some(other) => {
-                self.err(join(prefix, key), format!("expected a number, found {}", other.type_str()));
+                self.err(
+                    join(prefix, key),
+                    format!("expected a number, found {}", other.type_str()),
+                );
                 None
             }
             None => {
@@ -304,7 +328,10 @@ impl Reader {
         match t.get(key) {
             Some(Value::Integer(i)) => Some(*i),
             Some(other) => {
-                self.err(join(prefix, key), format!("expected an integer, found {}", other.type_str()));
+                self.err(
+                    join(prefix, key),
+                    format!("expected an integer, found {}", other.type_str()),
+                );
                 None
             }
             None => {
@@ -321,13 +348,22 @@ impl Reader {
                 for (i, v) in items.iter().enumerate() {
                     match v {
                         Value::Table(t) => out.push(t),
-                        other => self.err(format!("{key}[{i}]"), format!("expected a table, found {}", other.type_str())),
+                        other => self.err(
+                            format!("{key}[{i}]"),
+                            format!("expected a table, found {}", other.type_str()),
+                        ),
                     }
                 }
                 out
             }
             Some(other) => {
-                self.err(key, format!("expected an array of tables ([[{key}]]), found {}", other.type_str()));
+                self.err(
+                    key,
+                    format!(
+                        "expected an array of tables ([[{key}]]), found {}",
+                        other.type_str()
+                    ),
+                );
                 Vec::new()
             }
             None => {
@@ -341,19 +377,41 @@ impl Reader {
         self.unknown_keys(
             t,
             "",
-            &["name", "description", "op_class", "axes", "inputs", "outputs", "flops", "bytes", "workloads", "reference"],
+            &[
+                "name",
+                "description",
+                "op_class",
+                "axes",
+                "inputs",
+                "outputs",
+                "flops",
+                "bytes",
+                "workloads",
+                "reference",
+            ],
         );
         let name = self.str_field(t, "", "name", true).unwrap_or_default();
         if !name.is_empty() && !is_identifier(&name) {
-            self.err("name", format!("`{name}` is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)"));
+            self.err(
+                "name",
+                format!("`{name}` is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)"),
+            );
         }
-        let description = self.str_field(t, "", "description", false).unwrap_or_default();
+        let description = self
+            .str_field(t, "", "description", false)
+            .unwrap_or_default();
         let op_class = match self.str_field(t, "", "op_class", true) {
             Some(s) => match OpClass::NAMES.iter().find(|(n, _)| *n == s) {
                 Some((_, c)) => *c,
                 None => {
                     let names: Vec<_> = OpClass::NAMES.iter().map(|(n, _)| *n).collect();
-                    self.err("op_class", format!("unknown op class `{s}` (expected one of {})", names.join(", ")));
+                    self.err(
+                        "op_class",
+                        format!(
+                            "unknown op class `{s}` (expected one of {})",
+                            names.join(", ")
+                        ),
+                    );
                     OpClass::Other
                 }
             },
@@ -365,7 +423,14 @@ impl Reader {
             .array_of_tables(t, "inputs")
             .into_iter()
             .enumerate()
-            .filter_map(|(i, it)| self.tensor(it, &format!("inputs[{i}]"), &axis_names, &["name", "shape", "dtype"]))
+            .filter_map(|(i, it)| {
+                self.tensor(
+                    it,
+                    &format!("inputs[{i}]"),
+                    &axis_names,
+                    &["name", "shape", "dtype"],
+                )
+            })
             .collect();
         let outputs: Vec<OutputSpec> = self
             .array_of_tables(t, "outputs")
@@ -381,7 +446,12 @@ impl Reader {
             .iter()
             .enumerate()
             .map(|(i, x)| (format!("inputs[{i}].name"), &x.name))
-            .chain(outputs.iter().enumerate().map(|(i, o)| (format!("outputs[{i}].name"), &o.tensor.name)))
+            .chain(
+                outputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| (format!("outputs[{i}].name"), &o.tensor.name)),
+            )
         {
             if axis_names.contains(&n.as_str()) || seen.insert(n.clone(), ()).is_some() {
                 self.err(field, format!("name `{n}` is used twice (names of axes, inputs and outputs must be unique)"));
@@ -399,7 +469,11 @@ impl Reader {
         let ref_text = match std::fs::read(&ref_path) {
             Ok(b) => b,
             Err(e) => {
-                self.problems.push(Problem::new(&ref_path, "-", format!("cannot read reference file: {e}")));
+                self.problems.push(Problem::new(
+                    &ref_path,
+                    "-",
+                    format!("cannot read reference file: {e}"),
+                ));
                 Vec::new()
             }
         };
@@ -417,7 +491,12 @@ impl Reader {
                 for (key, formula) in [("flops", f), ("bytes", b)] {
                     match formula.eval_f64(&w.axes) {
                         Ok(v) if v > 0.0 && v.is_finite() => {}
-                        Ok(v) => self.err(key, format!("evaluates to {v} on workloads[{i}]; must be a positive number")),
+                        Ok(v) => self.err(
+                            key,
+                            format!(
+                                "evaluates to {v} on workloads[{i}]; must be a positive number"
+                            ),
+                        ),
                         Err(e) => self.err(key, e.to_string()),
                     }
                 }
@@ -447,7 +526,10 @@ impl Reader {
             return Vec::new();
         };
         let Value::Table(at) = v else {
-            self.err("axes", format!("expected a table of axes, found {}", v.type_str()));
+            self.err(
+                "axes",
+                format!("expected a table of axes, found {}", v.type_str()),
+            );
             return Vec::new();
         };
         let mut axes = Vec::new();
@@ -458,37 +540,64 @@ impl Reader {
                 continue;
             }
             let Value::Table(st) = spec else {
-                self.err(&field, "expected { kind = \"var\" } or { kind = \"const\", value = N }");
+                self.err(
+                    &field,
+                    "expected { kind = \"var\" } or { kind = \"const\", value = N }",
+                );
                 continue;
             };
             self.unknown_keys(st, &field, &["kind", "value"]);
             match self.str_field(st, &field, "kind", true).as_deref() {
                 Some("var") => {
                     if st.contains_key("value") {
-                        self.err(format!("{field}.value"), "a var axis takes its value from each workload");
+                        self.err(
+                            format!("{field}.value"),
+                            "a var axis takes its value from each workload",
+                        );
                     }
-                    axes.push(Axis { name: name.clone(), kind: AxisKind::Var });
+                    axes.push(Axis {
+                        name: name.clone(),
+                        kind: AxisKind::Var,
+                    });
                 }
                 Some("const") => {
                     if let Some(v) = self.int_field(st, &field, "value") {
                         if v <= 0 {
-                            self.err(format!("{field}.value"), format!("must be positive, found {v}"));
+                            self.err(
+                                format!("{field}.value"),
+                                format!("must be positive, found {v}"),
+                            );
                         }
-                        axes.push(Axis { name: name.clone(), kind: AxisKind::Const { value: v } });
+                        axes.push(Axis {
+                            name: name.clone(),
+                            kind: AxisKind::Const { value: v },
+                        });
                     }
                 }
-                Some(other) => self.err(format!("{field}.kind"), format!("unknown kind `{other}` (expected var or const)")),
+                Some(other) => self.err(
+                    format!("{field}.kind"),
+                    format!("unknown kind `{other}` (expected var or const)"),
+                ),
                 None => {}
             }
         }
         axes
     }
 
-    fn tensor(&mut self, t: &Table, prefix: &str, axes: &[&str], allowed: &[&str]) -> Option<TensorSpec> {
+    fn tensor(
+        &mut self,
+        t: &Table,
+        prefix: &str,
+        axes: &[&str],
+        allowed: &[&str],
+    ) -> Option<TensorSpec> {
         self.unknown_keys(t, prefix, allowed);
         let name = self.str_field(t, prefix, "name", true)?;
         if !is_identifier(&name) {
-            self.err(format!("{prefix}.name"), format!("`{name}` is not a C identifier"));
+            self.err(
+                format!("{prefix}.name"),
+                format!("`{name}` is not a C identifier"),
+            );
         }
         let shape = match t.get("shape") {
             Some(Value::Array(a)) => {
@@ -496,18 +605,30 @@ impl Reader {
                 for (i, d) in a.iter().enumerate() {
                     match d {
                         Value::String(s) if axes.contains(&s.as_str()) => shape.push(s.clone()),
-                        Value::String(s) => self.err(format!("{prefix}.shape[{i}]"), format!("unknown axis `{s}`")),
-                        other => self.err(format!("{prefix}.shape[{i}]"), format!("expected an axis name, found {}", other.type_str())),
+                        Value::String(s) => self.err(
+                            format!("{prefix}.shape[{i}]"),
+                            format!("unknown axis `{s}`"),
+                        ),
+                        other => self.err(
+                            format!("{prefix}.shape[{i}]"),
+                            format!("expected an axis name, found {}", other.type_str()),
+                        ),
                     }
                 }
                 shape
             }
             Some(other) => {
-                self.err(format!("{prefix}.shape"), format!("expected a list of axis names, found {}", other.type_str()));
+                self.err(
+                    format!("{prefix}.shape"),
+                    format!("expected a list of axis names, found {}", other.type_str()),
+                );
                 Vec::new()
             }
             None => {
-                self.err(format!("{prefix}.shape"), "missing required field ([] for a scalar)");
+                self.err(
+                    format!("{prefix}.shape"),
+                    "missing required field ([] for a scalar)",
+                );
                 Vec::new()
             }
         };
@@ -527,11 +648,17 @@ impl Reader {
         let rtol = self.num_field(t, prefix, "rtol")?;
         for (k, v) in [("atol", atol), ("rtol", rtol)] {
             if !(v >= 0.0 && v.is_finite()) {
-                self.err(format!("{prefix}.{k}"), format!("must be a finite number >= 0, found {v}"));
+                self.err(
+                    format!("{prefix}.{k}"),
+                    format!("must be a finite number >= 0, found {v}"),
+                );
             }
         }
         if !tensor.dtype.is_float() && (atol != 0.0 || rtol != 0.0) {
-            self.err(prefix, "integer outputs are compared exactly: atol and rtol must be 0");
+            self.err(
+                prefix,
+                "integer outputs are compared exactly: atol and rtol must be 0",
+            );
         }
         Some(OutputSpec { tensor, atol, rtol })
     }
@@ -548,7 +675,10 @@ impl Reader {
     }
 
     fn reference(&mut self, t: &Table) -> ReferenceSpec {
-        let mut spec = ReferenceSpec { file: "reference.py".into(), function: "reference".into() };
+        let mut spec = ReferenceSpec {
+            file: "reference.py".into(),
+            function: "reference".into(),
+        };
         match t.get("reference") {
             None => {}
             Some(Value::Table(rt)) => {
@@ -560,7 +690,10 @@ impl Reader {
                     spec.function = f;
                 }
             }
-            Some(other) => self.err("reference", format!("expected a table, found {}", other.type_str())),
+            Some(other) => self.err(
+                "reference",
+                format!("expected a table, found {}", other.type_str()),
+            ),
         }
         if spec.file.contains("..") || Path::new(&spec.file).is_absolute() {
             self.err("reference.file", "must be a path inside the task directory");
@@ -568,7 +701,13 @@ impl Reader {
         spec
     }
 
-    fn workload(&mut self, t: &Table, i: usize, axes: &[Axis], inputs: &[TensorSpec]) -> Option<Workload> {
+    fn workload(
+        &mut self,
+        t: &Table,
+        i: usize,
+        axes: &[Axis],
+        inputs: &[TensorSpec],
+    ) -> Option<Workload> {
         let prefix = format!("workloads[{i}]");
         self.unknown_keys(t, &prefix, &["axes", "inputs"]);
         let empty = Table::new();
@@ -576,7 +715,10 @@ impl Reader {
             Some(Value::Table(at)) => at,
             None => &empty,
             Some(other) => {
-                self.err(format!("{prefix}.axes"), format!("expected a table, found {}", other.type_str()));
+                self.err(
+                    format!("{prefix}.axes"),
+                    format!("expected a table, found {}", other.type_str()),
+                );
                 return None;
             }
         };
@@ -587,12 +729,18 @@ impl Reader {
                 (AxisKind::Const { value }, None) => {
                     values.insert(a.name.clone(), value);
                 }
-                (AxisKind::Const { .. }, Some(_)) => self.err(field, "const axis cannot be set by a workload"),
-                (AxisKind::Var, None) => self.err(field, format!("missing value for var axis {}", a.name)),
+                (AxisKind::Const { .. }, Some(_)) => {
+                    self.err(field, "const axis cannot be set by a workload")
+                }
+                (AxisKind::Var, None) => {
+                    self.err(field, format!("missing value for var axis {}", a.name))
+                }
                 (AxisKind::Var, Some(Value::Integer(v))) if *v > 0 => {
                     values.insert(a.name.clone(), *v);
                 }
-                (AxisKind::Var, Some(v)) => self.err(field, format!("expected a positive integer, found {v}")),
+                (AxisKind::Var, Some(v)) => {
+                    self.err(field, format!("expected a positive integer, found {v}"))
+                }
             }
         }
         for k in at.keys() {
@@ -604,7 +752,10 @@ impl Reader {
             Some(Value::Table(it)) => it,
             None => &empty,
             Some(other) => {
-                self.err(format!("{prefix}.inputs"), format!("expected a table, found {}", other.type_str()));
+                self.err(
+                    format!("{prefix}.inputs"),
+                    format!("expected a table, found {}", other.type_str()),
+                );
                 return None;
             }
         };
@@ -626,7 +777,10 @@ impl Reader {
                 self.err(format!("{prefix}.inputs.{k}"), "not a declared input");
             }
         }
-        Some(Workload { axes: values, inputs: dists })
+        Some(Workload {
+            axes: values,
+            inputs: dists,
+        })
     }
 
     fn distribution(&mut self, t: &Table, field: &str, inp: &TensorSpec) -> Option<Distribution> {
@@ -634,25 +788,43 @@ impl Reader {
         let d = match dist.as_str() {
             "normal" => {
                 self.unknown_keys(t, field, &["dist", "mean", "std"]);
-                let (mean, std) = (self.num_field(t, field, "mean")?, self.num_field(t, field, "std")?);
+                let (mean, std) = (
+                    self.num_field(t, field, "mean")?,
+                    self.num_field(t, field, "std")?,
+                );
                 if std <= 0.0 {
-                    self.err(format!("{field}.std"), "must be > 0 (a constant input lets constant kernels pass)");
+                    self.err(
+                        format!("{field}.std"),
+                        "must be > 0 (a constant input lets constant kernels pass)",
+                    );
                 }
                 Distribution::Normal { mean, std }
             }
             "uniform" => {
                 self.unknown_keys(t, field, &["dist", "low", "high"]);
-                let (low, high) = (self.num_field(t, field, "low")?, self.num_field(t, field, "high")?);
+                let (low, high) = (
+                    self.num_field(t, field, "low")?,
+                    self.num_field(t, field, "high")?,
+                );
                 if high <= low {
-                    self.err(format!("{field}.high"), format!("must be greater than low ({low})"));
+                    self.err(
+                        format!("{field}.high"),
+                        format!("must be greater than low ({low})"),
+                    );
                 }
                 Distribution::Uniform { low, high }
             }
             "integers" => {
                 self.unknown_keys(t, field, &["dist", "low", "high"]);
-                let (low, high) = (self.int_field(t, field, "low")?, self.int_field(t, field, "high")?);
+                let (low, high) = (
+                    self.int_field(t, field, "low")?,
+                    self.int_field(t, field, "high")?,
+                );
                 if high <= low {
-                    self.err(format!("{field}.high"), format!("must be greater than low ({low}); high is exclusive"));
+                    self.err(
+                        format!("{field}.high"),
+                        format!("must be greater than low ({low}); high is exclusive"),
+                    );
                 }
                 Distribution::Integers { low, high }
             }
@@ -660,7 +832,10 @@ impl Reader {
                 self.unknown_keys(t, field, &["dist", "function"]);
                 let function = self.str_field(t, field, "function", true)?;
                 if !is_identifier(&function) {
-                    self.err(format!("{field}.function"), "must be a Python function name");
+                    self.err(
+                        format!("{field}.function"),
+                        "must be a Python function name",
+                    );
                 }
                 Distribution::Generator { function }
             }
@@ -669,7 +844,9 @@ impl Reader {
                 if !inp.is_scalar() {
                     self.err(format!("{field}.dist"), "constant is only allowed for scalar inputs (constant tensors let wrong kernels pass)");
                 }
-                Distribution::Constant { value: self.num_field(t, field, "value")? }
+                Distribution::Constant {
+                    value: self.num_field(t, field, "value")?,
+                }
             }
             other => {
                 self.err(format!("{field}.dist"), format!("unknown distribution `{other}` (expected normal, uniform, integers, generator, constant)"));
@@ -725,7 +902,11 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
     fn write(toml: &str) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("task.toml"), toml).unwrap();
-        std::fs::write(d.path().join("reference.py"), "def reference(x):\n    return x\n").unwrap();
+        std::fs::write(
+            d.path().join("reference.py"),
+            "def reference(x):\n    return x\n",
+        )
+        .unwrap();
         d
     }
 
@@ -752,7 +933,10 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
         assert!(fields.contains(&"outputs[0].dtype"), "{fields:?}");
         assert!(fields.contains(&"workloads[0].axes.N"), "{fields:?}");
         assert!(fields.contains(&"flops"), "{fields:?}");
-        assert!(fields.contains(&"workloads[0].inputs.x.extra"), "{fields:?}");
+        assert!(
+            fields.contains(&"workloads[0].inputs.x.extra"),
+            "{fields:?}"
+        );
         assert!(errs.iter().all(|p| p.file.ends_with("task.toml")));
         let shown = errs[0].to_string();
         assert!(shown.contains("task.toml: "), "{shown}");
@@ -760,8 +944,13 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
 
     #[test]
     fn constant_tensor_inputs_are_rejected() {
-        let d = write(&GOOD.replace(r#"{ dist = "normal", mean = 0.0, std = 1.0 }"#, r#"{ dist = "constant", value = 1.0 }"#));
+        let d = write(&GOOD.replace(
+            r#"{ dist = "normal", mean = 0.0, std = 1.0 }"#,
+            r#"{ dist = "constant", value = 1.0 }"#,
+        ));
         let errs = Task::load(d.path()).unwrap_err().0;
-        assert!(errs.iter().any(|p| p.message.contains("only allowed for scalar")));
+        assert!(errs
+            .iter()
+            .any(|p| p.message.contains("only allowed for scalar")));
     }
 }

@@ -28,7 +28,9 @@ pub struct Compiler {
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// No working C compiler.
-    #[error("no C compiler: `{command} --version` failed ({detail}); install gcc or clang, or set CC")]
+    #[error(
+        "no C compiler: `{command} --version` failed ({detail}); install gcc or clang, or set CC"
+    )]
     NoCompiler {
         /// Command tried.
         command: String,
@@ -52,11 +54,22 @@ impl Compiler {
         let out = Command::new(&command).arg("--version").output();
         match out {
             Ok(o) if o.status.success() => Ok(Compiler {
-                version: String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").trim().to_string(),
+                version: String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string(),
                 command,
             }),
-            Ok(o) => Err(BackendError::NoCompiler { command, detail: String::from_utf8_lossy(&o.stderr).trim().to_string() }),
-            Err(e) => Err(BackendError::NoCompiler { command, detail: e.to_string() }),
+            Ok(o) => Err(BackendError::NoCompiler {
+                command,
+                detail: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            }),
+            Err(e) => Err(BackendError::NoCompiler {
+                command,
+                detail: e.to_string(),
+            }),
         }
     }
 }
@@ -134,7 +147,12 @@ pub fn build(
     flags.extend(["-include".into(), "ksmith_abi.h".into()]);
     flags.extend(defines.iter().map(|(k, v)| format!("-D{k}={v}")));
     flags.extend(solution.flags.iter().cloned());
-    let mut keyed = format!("{}\0{}\0{}\0", compiler.version, flags.join("\u{1}"), header);
+    let mut keyed = format!(
+        "{}\0{}\0{}\0",
+        compiler.version,
+        flags.join("\u{1}"),
+        header
+    );
     for (n, s) in &solution.sources {
         keyed.push_str(&format!("{n}\0{s}\0"));
     }
@@ -148,11 +166,25 @@ pub fn build(
     if library.exists() {
         let log = std::fs::read_to_string(dir.join("build.log")).unwrap_or_default();
         let diagnostics = parse_diagnostics(&log);
-        return Ok(Ok(Built { library, cached: true, command, log, diagnostics, key, seconds: 0.0 }));
+        return Ok(Ok(Built {
+            library,
+            cached: true,
+            command,
+            log,
+            diagnostics,
+            key,
+            seconds: 0.0,
+        }));
     }
-    let io = |path: &Path, source| BackendError::Io { path: path.to_path_buf(), source };
+    let io = |path: &Path, source| BackendError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     std::fs::create_dir_all(cache_dir).map_err(|e| io(cache_dir, e))?;
-    let work = tempfile::Builder::new().prefix(".build-").tempdir_in(cache_dir).map_err(|e| io(cache_dir, e))?;
+    let work = tempfile::Builder::new()
+        .prefix(".build-")
+        .tempdir_in(cache_dir)
+        .map_err(|e| io(cache_dir, e))?;
     std::fs::write(work.path().join("ksmith_abi.h"), &header).map_err(|e| io(work.path(), e))?;
     for (n, s) in &solution.sources {
         let p = work.path().join(n);
@@ -163,17 +195,37 @@ pub fn build(
     }
     let start = Instant::now();
     // C locale: plain ASCII quotes in diagnostics, whatever the user's locale.
-    let out = Command::new(&command[0]).args(&command[1..]).env("LC_ALL", "C").current_dir(work.path()).output().map_err(|e| io(work.path(), e))?;
+    let out = Command::new(&command[0])
+        .args(&command[1..])
+        .env("LC_ALL", "C")
+        .current_dir(work.path())
+        .output()
+        .map_err(|e| io(work.path(), e))?;
     let seconds = start.elapsed().as_secs_f64();
-    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let diagnostics = parse_diagnostics(&log);
     if !out.status.success() {
-        return Ok(Err(BuildFailure { reason: "compile_error".into(), log, diagnostics, command }));
+        return Ok(Err(BuildFailure {
+            reason: "compile_error".into(),
+            log,
+            diagnostics,
+            command,
+        }));
     }
-    if !policy::defined_symbols(&work.path().join("kernel.so")).map(|s| s.contains(&solution.entry_point)).unwrap_or(true) {
+    if !policy::defined_symbols(&work.path().join("kernel.so"))
+        .map(|s| s.contains(&solution.entry_point))
+        .unwrap_or(true)
+    {
         return Ok(Err(BuildFailure {
             reason: "missing_entry_point".into(),
-            log: format!("{log}the library does not export `{}`\n", solution.entry_point),
+            log: format!(
+                "{log}the library does not export `{}`\n",
+                solution.entry_point
+            ),
             diagnostics,
             command,
         }));
@@ -184,5 +236,13 @@ pub fn build(
     if std::fs::rename(&staged, &dir).is_err() {
         let _ = std::fs::remove_dir_all(&staged);
     }
-    Ok(Ok(Built { library, cached: false, command, log, diagnostics, key, seconds }))
+    Ok(Ok(Built {
+        library,
+        cached: false,
+        command,
+        log,
+        diagnostics,
+        key,
+        seconds,
+    }))
 }

@@ -121,9 +121,12 @@ pub fn check_source(file: &str, src: &str) -> Vec<PolicyViolation> {
     static CALL: OnceLock<Regex> = OnceLock::new();
     static ASM: OnceLock<Regex> = OnceLock::new();
     static PY: OnceLock<Regex> = OnceLock::new();
-    let call = CALL.get_or_init(|| Regex::new(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(").expect("static regex"));
+    let call =
+        CALL.get_or_init(|| Regex::new(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(").expect("static regex"));
     let asm = ASM.get_or_init(|| Regex::new(r"\b(asm|__asm__|__asm)\b").expect("static regex"));
-    let py = PY.get_or_init(|| Regex::new(r"#\s*include\s*[<]\s*Python\.h|\bPy[A-Z][A-Za-z_]*\s*\(").expect("static regex"));
+    let py = PY.get_or_init(|| {
+        Regex::new(r"#\s*include\s*[<]\s*Python\.h|\bPy[A-Z][A-Za-z_]*\s*\(").expect("static regex")
+    });
     let clean = strip_comments_and_strings(src);
     let mut out = Vec::new();
     for (i, line) in clean.lines().enumerate() {
@@ -144,14 +147,20 @@ pub fn check_source(file: &str, src: &str) -> Vec<PolicyViolation> {
                 file: file.into(),
                 line: line_no,
                 name: m.as_str().into(),
-                message: "inline assembly is not allowed (it can make system calls); use intrinsics".into(),
+                message:
+                    "inline assembly is not allowed (it can make system calls); use intrinsics"
+                        .into(),
             });
         }
         if let Some(m) = py.find(line) {
             out.push(PolicyViolation {
                 file: file.into(),
                 line: line_no,
-                name: if m.as_str().starts_with('#') { "Python.h".into() } else { m.as_str().trim_end_matches('(').trim().into() },
+                name: if m.as_str().starts_with('#') {
+                    "Python.h".into()
+                } else {
+                    m.as_str().trim_end_matches('(').trim().into()
+                },
                 message: "kernels may not call into the Python interpreter".into(),
             });
         }
@@ -174,7 +183,11 @@ pub fn check_source(file: &str, src: &str) -> Vec<PolicyViolation> {
 }
 
 fn nm(library: &Path, flag: &str) -> Option<BTreeSet<String>> {
-    let out = Command::new("nm").args(["-D", flag]).arg(library).output().ok()?;
+    let out = Command::new("nm")
+        .args(["-D", flag])
+        .arg(library)
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }
@@ -200,7 +213,10 @@ pub fn check_symbols(library: &Path) -> Option<Vec<PolicyViolation>> {
         undefined
             .iter()
             .filter_map(|s| {
-                let w = why(s).or_else(|| s.starts_with("Py").then_some("calls into the Python interpreter"))?;
+                let w = why(s).or_else(|| {
+                    s.starts_with("Py")
+                        .then_some("calls into the Python interpreter")
+                })?;
                 Some(PolicyViolation {
                     file: "kernel.so".into(),
                     line: 0,
@@ -226,7 +242,10 @@ mod tests {
 
     #[test]
     fn rejects_inline_asm_and_python() {
-        let v = check_source("k.c", "#include <Python.h>\nvoid f(){ __asm__(\"syscall\"); PyRun_SimpleString(0); }\n");
+        let v = check_source(
+            "k.c",
+            "#include <Python.h>\nvoid f(){ __asm__(\"syscall\"); PyRun_SimpleString(0); }\n",
+        );
         let names: Vec<_> = v.iter().map(|v| v.name.as_str()).collect();
         assert!(names.contains(&"__asm__"), "{names:?}");
         assert!(names.iter().any(|n| n.starts_with("PyRun")), "{names:?}");

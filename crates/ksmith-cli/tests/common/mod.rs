@@ -7,7 +7,10 @@ use std::process::{Command, Output};
 
 /// Repository root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// A store shared by the tests of one run, so reference outputs and builds are computed once.
@@ -47,7 +50,12 @@ pub fn stderr(o: &Output) -> String {
 /// Parses stdout as exactly one JSON document.
 pub fn json(o: &Output) -> serde_json::Value {
     let s = stdout(o);
-    serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{s}\nstderr:\n{}", stderr(o)))
+    serde_json::from_str(s.trim()).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{s}\nstderr:\n{}",
+            stderr(o)
+        )
+    })
 }
 
 /// Copies a starter task into `dest` with its workloads replaced by `workloads` (TOML text),
