@@ -81,6 +81,7 @@ struct Item {
     id: String,
     task: usize,
     solution: Solution,
+    label: String,
     repeat: u32,
 }
 
@@ -106,11 +107,26 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
         for p in paths {
             let sol = Solution::load(&p, task)
                 .map_err(|e| input(anyhow!("invalid solution {}:\n{e}", p.display())))?;
+            // Suite metrics group solutions by this label: the variant (`fast`, `naive`) for a
+            // task's own solutions/, the directory name for --solutions DIR.
+            let label = match &args.solutions {
+                Some(d) => d
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or("solutions")
+                    .to_string(),
+                None => p
+                    .file_stem()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or(&sol.name)
+                    .to_string(),
+            };
             for repeat in 0..args.repeat {
                 items.push(Item {
-                    id: format!("{}/{}#{repeat}", task.name, sol.name),
+                    id: format!("{}/{label}#{repeat}", task.name),
                     task: ti,
                     solution: sol.clone(),
+                    label: label.clone(),
                     repeat,
                 });
             }
@@ -159,7 +175,7 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
         ));
         let mut row = Row {
             task: task.name.clone(),
-            solution: it.solution.name.clone(),
+            solution: it.label.clone(),
             repeat: it.repeat,
             eval_id: None,
             result: None,

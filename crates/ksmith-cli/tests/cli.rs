@@ -342,6 +342,7 @@ fn bench_survives_kill_9_and_resumes_then_show_and_export_work() {
     assert_eq!(rows[0]["status"], "PASSED");
     assert_eq!(rows[1]["status"], "TIMEOUT");
     let m = &v["metrics"][0];
+    assert_eq!(m["solution"], "solutions");
     assert_eq!(m["correct"], 1);
     assert_eq!(m["total"], 2);
     assert_eq!(m["fast_p"][0]["fraction"], 0.5);

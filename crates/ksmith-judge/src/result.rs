@@ -251,3 +251,35 @@ pub struct EvalResult {
     /// Wall seconds for the whole evaluation.
     pub elapsed_s: f64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timing_summary_uses_interpolated_quantiles() {
+        let t = Timing::from_ns(&[5_000_000, 1_000_000, 3_000_000, 2_000_000, 4_000_000]);
+        assert_eq!(t.samples, 5);
+        assert!((t.median_ms - 3.0).abs() < 1e-12);
+        assert!((t.p10_ms - 1.4).abs() < 1e-12);
+        assert!((t.p90_ms - 4.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn statuses_use_the_design_names() {
+        for s in [
+            Status::Passed,
+            Status::CompileError,
+            Status::RuntimeError,
+            Status::Timeout,
+            Status::IncorrectShape,
+            Status::IncorrectDtype,
+            Status::IncorrectNumerical,
+            Status::PolicyRejected,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(Status::parse("INCORRECT"), None);
+    }
+}
