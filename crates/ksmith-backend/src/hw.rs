@@ -60,9 +60,10 @@ impl Hardware {
             .unwrap_or(0)
     }
 
-    /// Bandwidth that bounds a working set of `bytes`: cache bandwidth if it fits in the LLC.
-    pub fn bandwidth_for(&self, bytes: f64) -> f64 {
-        if bytes > 0.0 && bytes < self.llc_bytes() as f64 / 2.0 {
+    /// Bandwidth that bounds a working set of `bytes`: the cache triad when it stays in the
+    /// last-level cache between calls (fits in half of it and no flush), else the DRAM triad.
+    pub fn bandwidth_for(&self, bytes: f64, flushed: bool) -> f64 {
+        if !flushed && bytes > 0.0 && bytes < self.llc_bytes() as f64 / 2.0 {
             // A cache-resident set is never slower than DRAM, whatever a noisy measurement said.
             self.cache_bandwidth.max(self.dram_bandwidth)
         } else {
@@ -71,8 +72,8 @@ impl Hardware {
     }
 
     /// Roofline time floor in seconds for a workload.
-    pub fn floor_seconds(&self, flops: f64, bytes: f64) -> f64 {
-        (flops / self.peak_fp32_flops).max(bytes / self.bandwidth_for(bytes))
+    pub fn floor_seconds(&self, flops: f64, bytes: f64, flushed: bool) -> f64 {
+        (flops / self.peak_fp32_flops).max(bytes / self.bandwidth_for(bytes, flushed))
     }
 }
 

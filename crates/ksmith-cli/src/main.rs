@@ -62,7 +62,7 @@ struct JudgeOpts {
     #[arg(long, value_enum, default_value_t = FlushArg::Auto)]
     flush: FlushArg,
     /// Minimum timed milliseconds per side (candidate, baseline) per workload.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 100)]
     min_time_ms: u64,
 }
 
@@ -400,7 +400,7 @@ fn default_opts() -> JudgeOpts {
         fresh_seeds: false,
         no_timing: true,
         flush: FlushArg::Auto,
-        min_time_ms: 200,
+        min_time_ms: 100,
     }
 }
 

@@ -121,12 +121,16 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         }
     }
     println!(
-        "  environment: {} ({} threads), {}, harness {}; {:.1} s",
+        "  environment: {} ({} threads), {}, harness {}",
         r.environment.cpu,
         r.environment.threads,
         r.environment.compiler,
-        r.environment.harness_version,
-        r.elapsed_s
+        r.environment.harness_version
+    );
+    let t = &r.time_split;
+    println!(
+        "  time: {:.2} s = build {:.2} + kernel {:.2} + XLA baseline {:.2} + harness {:.2}",
+        r.elapsed_s, t.build_s, t.kernel_s, t.baseline_s, t.harness_s
     );
     if let Some(id) = id {
         println!("  stored as evaluation {id} (ksmith show {id})");

@@ -84,6 +84,19 @@ impl Peer {
 
     /// Sends a request and waits for its reply. On timeout or death the process is killed.
     pub fn call(&mut self, req: &Value, timeout: Duration) -> Result<Value, CallError> {
+        let start = std::time::Instant::now();
+        let reply = self.call_inner(req, timeout);
+        if std::env::var_os("KSMITH_TRACE_CALLS").is_some() {
+            eprintln!(
+                "[harness] {} {:.1} ms",
+                req["cmd"].as_str().unwrap_or("?"),
+                start.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        reply
+    }
+
+    fn call_inner(&mut self, req: &Value, timeout: Duration) -> Result<Value, CallError> {
         if self.proc.send(&req.to_string()).is_err() {
             return Err(self.died());
         }

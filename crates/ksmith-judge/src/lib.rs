@@ -61,7 +61,7 @@ impl JudgeConfig {
             seeds: vec![1, 2, 3],
             threads,
             call_timeout: Duration::from_secs(30),
-            min_time: Duration::from_millis(200),
+            min_time: Duration::from_millis(100),
             min_rounds: 4,
             max_rounds: 60,
             flush: Flush::Auto,
@@ -298,6 +298,7 @@ impl Judge {
             log: String::new(),
             environment: self.environment.clone(),
             elapsed_s: 0.0,
+            time_split: TimeSplit::default(),
         };
         if let Some(v) = self.cascade(task, solution, &mut r)? {
             r.status = v.status;
@@ -307,6 +308,9 @@ impl Judge {
             r.stage = Stage::Done;
         }
         r.elapsed_s = start.elapsed().as_secs_f64();
+        let t = &mut r.time_split;
+        t.build_s = r.build.as_ref().map(|b| b.seconds).unwrap_or(0.0);
+        t.harness_s = (r.elapsed_s - t.build_s - t.kernel_s - t.baseline_s).max(0.0);
         Ok(r)
     }
 
@@ -469,6 +473,7 @@ impl Judge {
             });
             let reply = runner.call(&req, timeout).map_err(Failure::Candidate)?;
             elapsed_ns[w] = reply["elapsed_ns"].as_u64().unwrap_or(0);
+            r.time_split.kernel_s += elapsed_ns[w] as f64 / 1e9;
             let earlier: Vec<u64> = seeds.iter().copied().take_while(|&s| s != seed).collect();
             if let Some(v) = self.check(
                 task,
@@ -503,9 +508,11 @@ impl Judge {
             // Before accusing the candidate, make sure the roofline itself is not stale.
             self.recheck_roofline();
             for p in &mut perf {
-                let floor = self
-                    .hw
-                    .floor_seconds(task.flops_of(p.workload), task.bytes_of(p.workload));
+                let floor = self.hw.floor_seconds(
+                    task.flops_of(p.workload),
+                    task.bytes_of(p.workload),
+                    p.cache_flushed,
+                );
                 p.floor_ms = floor * 1e3;
                 p.roofline_fraction = floor / (p.candidate.median_ms / 1e3).max(1e-12);
             }
@@ -612,14 +619,21 @@ impl Judge {
         let flush = match self.config.flush {
             Flush::Always => true,
             Flush::Never => false,
-            Flush::Auto => bytes < self.hw.llc_bytes() as f64 * 2.0,
+            Flush::Auto => bytes < self.hw.llc_bytes() as f64,
         };
         let flush_bytes = if flush {
-            (self.hw.llc_bytes() * 2).max(8 << 20)
+            self.hw.llc_bytes().max(8 << 20)
         } else {
             0
         };
-        let plan = timing::RoundPlan::new(est_ns, &self.config);
+        // Untimed work per call: the flush writes `flush_bytes`, poisoning writes the outputs.
+        let out_bytes: f64 = task
+            .outputs
+            .iter()
+            .map(|o| (o.tensor.numel(axes) as usize * o.tensor.dtype.size()) as f64)
+            .sum();
+        let per_call_ns = (flush_bytes as f64 + out_bytes) / 10.0; // ~10 GB/s
+        let plan = timing::RoundPlan::new(est_ns, per_call_ns, &self.config);
         let prefixes: Vec<String> = seeds
             .iter()
             .map(|s| {
@@ -632,10 +646,9 @@ impl Judge {
             .collect();
         let mut cand = Vec::new();
         let mut base = Vec::new();
-        let mut last_reply = Value::Null;
         for round in 0..self.config.max_rounds {
             let warmup = if round == 0 { 2 } else { 0 };
-            let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": seeds, "reps": plan.baseline_reps(&base),
+            let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": seeds, "reps": plan.reps(&base),
                               "warmup": warmup, "flush_bytes": flush_bytes, "cache_dir": self.ref_cache()});
             let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
             base.extend(
@@ -649,7 +662,7 @@ impl Judge {
                 "cmd": "time", "inputs_paths": paths, "axes": axis_values(task, w),
                 "in_shapes": task.inputs.iter().map(|t| t.dims(axes)).collect::<Vec<_>>(),
                 "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(axes)).collect::<Vec<_>>(),
-                "reps": plan.candidate_reps(&cand), "warmup": warmup, "flush_bytes": flush_bytes, "out_prefixes": prefixes,
+                "reps": plan.reps(&cand), "warmup": warmup, "flush_bytes": flush_bytes,
             });
             let c = runner
                 .call(&creq, self.config.call_timeout)
@@ -661,11 +674,16 @@ impl Judge {
                     .flatten()
                     .filter_map(Value::as_u64),
             );
-            last_reply = c;
             if plan.done(round + 1, &cand, &base) {
                 break;
             }
         }
+        let dump = json!({"cmd": "dump", "out_prefixes": prefixes});
+        let last_reply = runner
+            .call(&dump, self.config.call_timeout)
+            .map_err(Failure::Candidate)?;
+        r.time_split.kernel_s += cand.iter().sum::<u64>() as f64 / 1e9;
+        r.time_split.baseline_s += base.iter().sum::<u64>() as f64 / 1e9;
         // Re-check the outputs of the timed calls (one per input set).
         let mut corr = r.correctness.take().unwrap_or_default();
         for (i, s) in seeds.iter().enumerate() {
@@ -681,7 +699,7 @@ impl Judge {
         let c = Timing::from_ns(&cand);
         let b = Timing::from_ns(&base);
         let secs = c.median_ms / 1e3;
-        let floor = self.hw.floor_seconds(flops, bytes);
+        let floor = self.hw.floor_seconds(flops, bytes, flush);
         Ok(Ok(WorkloadPerf {
             workload: w,
             axes: axes.clone(),

@@ -250,6 +250,21 @@ pub struct EvalResult {
     pub environment: Environment,
     /// Wall seconds for the whole evaluation.
     pub elapsed_s: f64,
+    /// Where those seconds went.
+    pub time_split: TimeSplit,
+}
+
+/// Breakdown of an evaluation's wall time; `harness_s` is what the judge itself costs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TimeSplit {
+    /// Compiling.
+    pub build_s: f64,
+    /// Inside the candidate's entry function (checked and timed calls).
+    pub kernel_s: f64,
+    /// Inside the XLA baseline (timed calls).
+    pub baseline_s: f64,
+    /// Everything else: processes, inputs, references, checks, I/O.
+    pub harness_s: f64,
 }
 
 #[cfg(test)]
