@@ -329,6 +329,9 @@ impl<'a> BenchSummary<'a> {
                 fast.join(" ")
             );
         }
+        if let Some((median, max)) = self.overhead() {
+            println!("harness overhead per evaluation (excl. build, kernel and XLA time): median {median:.2} s, max {max:.2} s");
+        }
         if let Some((max, median, n)) = self.aa {
             println!("A/A repeatability: {n} workload pairs >= 1 ms; speedup spread median {:.2}%, max {:.2}%", median * 100.0, max * 100.0);
         }
@@ -336,6 +339,20 @@ impl<'a> BenchSummary<'a> {
             "bench run {} finished in {:.1} s (suite wall time)",
             self.run_id, self.wall_s
         );
+    }
+
+    /// Median and max of the evaluations' harness time.
+    fn overhead(&self) -> Option<(f64, f64)> {
+        let mut h: Vec<f64> = self
+            .rows
+            .iter()
+            .filter_map(|r| Some(r.result.as_ref()?.time_split.harness_s))
+            .collect();
+        if h.is_empty() {
+            return None;
+        }
+        h.sort_by(|a, b| a.total_cmp(b));
+        Some((h[h.len() / 2], h[h.len() - 1]))
     }
 
     pub(crate) fn to_json(&self) -> serde_json::Value {
@@ -353,6 +370,7 @@ impl<'a> BenchSummary<'a> {
                 "solution": m.solution, "correct": m.correct, "total": m.total, "geomean_speedup": m.geomean,
                 "fast_p": m.fast.iter().map(|(p, f)| json!({"p": p, "fraction": f})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
+            "harness_overhead_s": self.overhead().map(|(median, max)| json!({"median": median, "max": max})),
             "aa_spread": self.aa.map(|(max, median, n)| json!({"max": max, "median": median, "pairs": n})),
         })
     }
