@@ -401,3 +401,79 @@ fn hw_reports_a_measured_roofline() {
     assert!(v["peak_fp32_flops"].as_f64().unwrap() > 1e8);
     assert!(v["cores"].as_u64().unwrap() >= 1);
 }
+
+#[test]
+fn scalar_inputs_pass_by_value_and_a_wrong_signature_is_a_compile_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("scale");
+    std::fs::create_dir_all(&task).unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        r#"name = "scale"
+op_class = "elementwise"
+flops = "N"
+bytes = "8 * N"
+[axes]
+N = { kind = "var" }
+[[inputs]]
+name = "x"
+shape = ["N"]
+dtype = "float32"
+[[inputs]]
+name = "alpha"
+shape = []
+dtype = "float32"
+[[outputs]]
+name = "y"
+shape = ["N"]
+dtype = "float32"
+atol = 1e-6
+rtol = 1e-6
+[[workloads]]
+axes = { N = 1000 }
+inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 }, alpha = { dist = "uniform", low = 0.5, high = 2.0 } }
+[[workloads]]
+axes = { N = 5001 }
+inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 }, alpha = { dist = "constant", value = 1.5 } }
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        task.join("reference.py"),
+        "def reference(x, alpha):\n    return x * alpha\n",
+    )
+    .unwrap();
+    let good = tmp.path().join("good.c");
+    std::fs::write(&good, "void scale(const float* x, float alpha, float* y, int64_t N) {\n    for (int64_t i = 0; i < N; i++) y[i] = alpha * x[i];\n}\n").unwrap();
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            good.to_str().unwrap(),
+            "--json",
+            "--no-timing",
+        ],
+    );
+    assert_eq!(json(&out)["status"], "PASSED", "{}", stderr(&out));
+    // `double alpha` contradicts the ABI prototype generated from the task.
+    let bad = tmp.path().join("bad.c");
+    std::fs::write(&bad, "void scale(const float* x, double alpha, float* y, int64_t N) {\n    for (int64_t i = 0; i < N; i++) y[i] = alpha * x[i];\n}\n").unwrap();
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            bad.to_str().unwrap(),
+            "--json",
+            "--no-timing",
+        ],
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "COMPILE_ERROR");
+    assert!(
+        v["detail"].as_str().unwrap().contains("conflicting types"),
+        "{v:#}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
