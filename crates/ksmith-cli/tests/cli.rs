@@ -477,3 +477,71 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 }, alpha = { dist = "con
     );
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn generator_inputs_come_from_the_reference_file_and_missing_ones_are_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gen = "[[workloads]]\naxes = { N = 4099 }\ninputs = { a = { dist = \"generator\", function = \"sorted_ramp\" }, b = { dist = \"normal\", mean = 0.0, std = 1.0 } }\n";
+    let task = small_task("vector_add", tmp.path(), gen);
+    let reference = std::fs::read_to_string(task.join("reference.py")).unwrap();
+    std::fs::write(
+        task.join("reference.py"),
+        format!("{reference}\n\ndef sorted_ramp(rng, shape, dtype, axes):\n    return np.sort(rng.uniform(-5.0, 5.0, size=shape)).astype(dtype)\n\n\nimport numpy as np  # noqa: E402\n"),
+    )
+    .unwrap();
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            &fast_vector_add(),
+            "--json",
+            "--no-timing",
+        ],
+    );
+    assert_eq!(json(&out)["status"], "PASSED", "{}", stderr(&out));
+
+    let t = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        t.replace("sorted_ramp", "missing_fn"),
+    )
+    .unwrap();
+    let out = ksmith(&shared_store(), &["validate", task.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stdout(&out).contains("reference.py: -: generator function 'missing_fn' is not defined"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn an_interpreter_without_the_harness_modules_is_a_clear_environment_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = tmp.path().join("python");
+    // An interpreter that has none of numpy, jax, safetensors.
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nexec /usr/bin/env -i python3 -S -I \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "--python",
+            fake.to_str().unwrap(),
+            "eval",
+            task.to_str().unwrap(),
+            &fast_vector_add(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("lacks modules") && e.contains("jax") && e.contains("requirements.txt"),
+        "{e}"
+    );
+}
