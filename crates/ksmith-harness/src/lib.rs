@@ -60,6 +60,7 @@ pub const LOG_LIMIT: usize = 16 * 1024;
 /// One JSON-lines peer (trusted server or untrusted runner).
 pub struct Peer {
     proc: Sandboxed,
+    hello: Value,
 }
 
 impl Peer {
@@ -71,7 +72,10 @@ impl Peer {
             format!("ksmith_harness.{module}"),
         ];
         let proc = Sandboxed::spawn(&env.python, &args, &limits)?;
-        let mut peer = Peer { proc };
+        let mut peer = Peer {
+            proc,
+            hello: Value::Null,
+        };
         let hello = peer.call(&json!({"cmd": "hello"}), Duration::from_secs(120))?;
         let proto = hello.get("protocol").and_then(Value::as_u64);
         if proto != Some(PROTOCOL) {
@@ -79,6 +83,7 @@ impl Peer {
                 "harness protocol mismatch: ksmith speaks {PROTOCOL}, {module} answered {proto:?}"
             )));
         }
+        peer.hello = hello;
         Ok(peer)
     }
 
@@ -136,6 +141,11 @@ impl Peer {
             exit,
             log: self.proc.log(LOG_LIMIT),
         }
+    }
+
+    /// The process's reply to the opening `hello` (versions, protocol).
+    pub fn hello(&self) -> &Value {
+        &self.hello
     }
 
     /// The process's private directory.

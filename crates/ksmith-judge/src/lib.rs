@@ -189,10 +189,8 @@ impl Judge {
 
     fn trusted(&mut self) -> Result<&mut Peer, JudgeError> {
         if self.trusted.is_none() {
-            let mut peer = ksmith_harness::start_trusted(&self.env)?;
-            let hello = peer
-                .call(&json!({"cmd": "hello"}), TRUSTED_TIMEOUT)
-                .map_err(HarnessError::from)?;
+            let peer = ksmith_harness::start_trusted(&self.env)?;
+            let hello = peer.hello().clone();
             self.environment.harness_version =
                 hello["harness_version"].as_str().unwrap_or("").to_string();
             if let Some(v) = hello["versions"].as_object() {
@@ -201,13 +199,11 @@ impl Judge {
                     .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
                     .collect();
             }
-            let mut e = self.environment.clone();
-            e.fingerprint.clear();
-            e.fingerprint =
-                ksmith_task::content_hash(serde_json::to_string(&e).unwrap_or_default().as_bytes())
-                    [..16]
-                    .to_string();
-            self.environment = e;
+            // The fingerprint hashes everything else in the environment.
+            self.environment.fingerprint.clear();
+            let all = serde_json::to_string(&self.environment).unwrap_or_default();
+            self.environment.fingerprint =
+                ksmith_task::content_hash(all.as_bytes())[..16].to_string();
             self.trusted = Some(peer);
         }
         Ok(self.trusted.as_mut().expect("just started"))
