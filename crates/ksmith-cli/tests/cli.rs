@@ -545,3 +545,54 @@ fn an_interpreter_without_the_harness_modules_is_a_clear_environment_error() {
         "{e}"
     );
 }
+
+#[test]
+fn clang_builds_and_its_diagnostics_are_parsed_too() {
+    if std::process::Command::new("clang")
+        .arg("--version")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        eprintln!("skipping: clang is not installed (.ci/run installs it)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
+    let cc = [("CC", "clang")];
+    let out = ksmith_env(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            &fast_vector_add(),
+            "--json",
+            "--no-timing",
+        ],
+        &cc,
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "PASSED", "{v:#}");
+    assert!(
+        v["environment"]["compiler"]
+            .as_str()
+            .unwrap()
+            .contains("clang"),
+        "{v:#}"
+    );
+    let bad = root().join("crates/ksmith-cli/tests/adversarial/syntax_error.c");
+    let out = ksmith_env(
+        &shared_store(),
+        &[
+            "eval",
+            "tasks/starter/matmul",
+            bad.to_str().unwrap(),
+            "--json",
+            "--no-timing",
+        ],
+        &cc,
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "COMPILE_ERROR");
+    assert_eq!(v["build"]["diagnostics"][0]["line"], 12, "{v:#}");
+}
