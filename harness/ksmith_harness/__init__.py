@@ -5,4 +5,4 @@ a message changes shape; HARNESS_VERSION whenever results could change (it keys 
 """
 
 PROTOCOL = 1
-HARNESS_VERSION = "0.1.1"
+HARNESS_VERSION = "0.1.2"

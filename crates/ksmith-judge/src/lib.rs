@@ -122,8 +122,6 @@ impl Verdict {
 }
 
 const TRUSTED_TIMEOUT: Duration = Duration::from_secs(600);
-/// Pause before each timing round.
-const SETTLE: Duration = Duration::from_millis(20);
 
 impl Judge {
     /// Creates a judge; the trusted server starts on first use.
@@ -646,9 +644,6 @@ impl Judge {
         let mut base = Vec::new();
         for round in 0..self.config.max_rounds {
             let warmup = if round == 0 { 2 } else { 0 };
-            // Let the other side's spinning worker threads (OpenMP, XLA's pool) go idle first,
-            // so neither side starts its round competing with the other's leftovers.
-            std::thread::sleep(SETTLE);
             let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": seeds, "reps": plan.reps(&base),
                               "warmup": warmup, "flush_bytes": flush_bytes, "cache_dir": self.ref_cache()});
             let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
@@ -665,7 +660,6 @@ impl Judge {
                 "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(axes)).collect::<Vec<_>>(),
                 "reps": plan.reps(&cand), "warmup": warmup, "flush_bytes": flush_bytes,
             });
-            std::thread::sleep(SETTLE);
             let c = runner
                 .call(&creq, self.config.call_timeout)
                 .map_err(Failure::Candidate)?;
