@@ -64,6 +64,21 @@ fn eval_prints_one_json_result_with_timing_and_roofline() {
     assert!(env["versions"]["jax"].is_string());
     assert!(!env["fingerprint"].as_str().unwrap().is_empty());
     assert!(v["id"].as_i64().unwrap() > 0);
+    // Another candidate on the same task reuses every cached reference output.
+    let naive = root().join("tasks/starter/vector_add/solutions/naive");
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            naive.to_str().unwrap(),
+            "--json",
+            "--no-timing",
+        ],
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "PASSED");
+    assert_eq!(v["references_computed"], 0, "references were recomputed");
 }
 
 #[test]

@@ -102,6 +102,8 @@ pub struct Judge {
     environment: Environment,
     hw_path: Option<PathBuf>,
     hw_rechecked: bool,
+    /// Reference outputs computed (cache misses) so far.
+    references_computed: usize,
 }
 
 /// Why the cascade stopped early.
@@ -145,6 +147,7 @@ impl Judge {
             environment,
             hw_path: None,
             hw_rechecked: false,
+            references_computed: 0,
         }
     }
 
@@ -249,6 +252,9 @@ impl Judge {
         self.ensure_loaded(task)?;
         let req = json!({"cmd": "prepare", "task": task.content_hash, "workload": workload, "seed": seed, "cache_dir": self.ref_cache()});
         let v = self.trusted_call(task, req)?;
+        if v["cached"].as_bool() != Some(true) {
+            self.references_computed += 1;
+        }
         Ok(v["inputs"].as_str().unwrap_or_default().to_string())
     }
 
@@ -277,6 +283,7 @@ impl Judge {
     /// Evaluates one candidate. Errors only for problems that are not the candidate's.
     pub fn evaluate(&mut self, task: &Task, solution: &Solution) -> Result<EvalResult, JudgeError> {
         let start = Instant::now();
+        let computed_before = self.references_computed;
         self.trusted()?;
         let mut r = EvalResult {
             status: Status::Passed,
@@ -295,6 +302,7 @@ impl Judge {
             environment: self.environment.clone(),
             elapsed_s: 0.0,
             time_split: TimeSplit::default(),
+            references_computed: 0,
         };
         if let Some(v) = self.cascade(task, solution, &mut r)? {
             r.status = v.status;
@@ -304,6 +312,7 @@ impl Judge {
             r.stage = Stage::Done;
         }
         r.elapsed_s = start.elapsed().as_secs_f64();
+        r.references_computed = self.references_computed - computed_before;
         let t = &mut r.time_split;
         t.build_s = r.build.as_ref().map(|b| b.seconds).unwrap_or(0.0);
         t.harness_s = (r.elapsed_s - t.build_s - t.kernel_s - t.baseline_s).max(0.0);

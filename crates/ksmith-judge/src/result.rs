@@ -252,6 +252,9 @@ pub struct EvalResult {
     pub elapsed_s: f64,
     /// Where those seconds went.
     pub time_split: TimeSplit,
+    /// Reference outputs this evaluation had to compute (0 when all came from the cache).
+    #[serde(default)]
+    pub references_computed: usize,
 }
 
 /// Breakdown of an evaluation's wall time; `harness_s` is what the judge itself costs.
