@@ -15,6 +15,12 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
+/// A value that may be non-finite (stored as null).
+fn number(x: Option<f64>) -> String {
+    x.map(|v| format!("{v}"))
+        .unwrap_or_else(|| "non-finite".into())
+}
+
 fn axes_str(axes: &BTreeMap<String, i64>) -> String {
     axes.iter()
         .map(|(k, v)| format!("{k}={v}"))
@@ -69,8 +75,13 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         if r.status != Status::Passed {
             if let Some(w) = &c.worst {
                 println!(
-                    "  worst element: workload {} seed {} {}{:?}: got {:?}, expected {:?}",
-                    w.workload, w.seed, w.output, w.index, w.got, w.expected
+                    "  worst element: workload {} seed {} {}{:?}: got {}, expected {}",
+                    w.workload,
+                    w.seed,
+                    w.output,
+                    w.index,
+                    number(w.got),
+                    number(w.expected)
                 );
             }
         }
