@@ -11,13 +11,26 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Arguments of `ksmith bench`.
+#[derive(clap::Args)]
 pub(crate) struct BenchArgs {
+    /// Suite directory (subdirectories are tasks).
     pub suite: PathBuf,
+    /// Directory of solutions: DIR/<task>/ (with solution.toml) or DIR/<task>.c. Default: each task's solutions/.
+    #[arg(long)]
     pub solutions: Option<PathBuf>,
+    /// Only solutions with this name (e.g. `fast`).
+    #[arg(long)]
     pub solution: Option<String>,
+    /// Evaluate everything N times (an A/A repeatability test when N > 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub repeat: u32,
+    /// Start a new bench run instead of resuming an unfinished one.
+    #[arg(long)]
     pub fresh: bool,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
     pub opts: JudgeOpts,
 }
 

@@ -88,27 +88,7 @@ enum Cmd {
         opts: JudgeOpts,
     },
     /// Evaluate every task of a suite with its solutions; print the table and suite metrics.
-    Bench {
-        /// Suite directory (subdirectories are tasks).
-        suite: PathBuf,
-        /// Directory of solutions: DIR/<task>/ (with solution.toml) or DIR/<task>.c. Default: each task's solutions/.
-        #[arg(long)]
-        solutions: Option<PathBuf>,
-        /// Only solutions with this name (e.g. `fast`).
-        #[arg(long)]
-        solution: Option<String>,
-        /// Evaluate everything N times (an A/A repeatability test when N > 1).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
-        repeat: u32,
-        /// Start a new bench run instead of resuming an unfinished one.
-        #[arg(long)]
-        fresh: bool,
-        /// Print the summary as JSON on stdout.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        opts: JudgeOpts,
-    },
+    Bench(bench::BenchArgs),
     /// Check a task (or every task of a suite): definition, reference, tolerances, solutions.
     Validate {
         /// Task or suite directory.
@@ -194,26 +174,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
             json,
             opts,
         } => cmd_eval(&ctx, &task, &solution, json, &opts),
-        Cmd::Bench {
-            suite,
-            solutions,
-            solution,
-            repeat,
-            fresh,
-            json,
-            opts,
-        } => bench::run(
-            &ctx,
-            &bench::BenchArgs {
-                suite,
-                solutions,
-                solution,
-                repeat,
-                fresh,
-                json,
-                opts,
-            },
-        ),
+        Cmd::Bench(args) => bench::run(&ctx, &args),
         Cmd::Validate { path, no_run } => cmd_validate(&ctx, &path, no_run),
         Cmd::Hw { refresh, json } => cmd_hw(&ctx, refresh, json),
         Cmd::Show { id, json } => cmd_show(&ctx, id, json),

@@ -66,7 +66,7 @@ impl JudgeConfig {
             max_rounds: 60,
             flush: Flush::Auto,
             timing: true,
-            plausibility_margin: 1.5,
+            plausibility_margin: 2.5,
             cache_dir,
         }
     }
