@@ -40,19 +40,21 @@ fn check(file: &str) {
     let store = shared_store();
     let task_dir = format!("tasks/starter/{task}");
     let sol = format!("crates/ksmith-cli/tests/adversarial/{file}");
-    // Correctness only (timing is exercised elsewhere); a short wall-clock limit for the hang.
-    let out = ksmith(
-        &store,
-        &[
-            "eval",
-            &task_dir,
-            &sol,
-            "--json",
-            "--no-timing",
-            "--timeout",
-            "5",
-        ],
-    );
+    // Correctness only, except for cheats only timing can expose; a short limit for the hang.
+    let mut args = vec![
+        "eval",
+        task_dir.as_str(),
+        sol.as_str(),
+        "--json",
+        "--timeout",
+        "5",
+    ];
+    if reason.as_deref() == Some("implausible_speed") {
+        args.extend(["--min-time-ms", "20"]);
+    } else {
+        args.push("--no-timing");
+    }
+    let out = ksmith(&store, &args);
     let v = json(&out);
     assert_eq!(v["status"], status.as_str(), "{file}: {v:#}");
     if let Some(r) = &reason {
@@ -105,6 +107,7 @@ adversarial!(
     syntax_error,
     good_reverse_sum,
     good_kahan_matmul,
+    content_cache,
 );
 
 #[test]
