@@ -12,6 +12,7 @@ class HarnessError(Exception):
 def serve(handlers, inp, out):
     """Answers one JSON request per line until EOF or a shutdown request."""
     for line in inp:
+        req = None
         line = line.strip()
         if not line:
             continue
@@ -34,6 +35,8 @@ def serve(handlers, inp, out):
                 "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(limit=8),
             }
+        if isinstance(req, dict) and "id" in req:
+            reply["id"] = req["id"]  # lets the caller reject lines it did not ask for
         _write(out, reply)
 
 

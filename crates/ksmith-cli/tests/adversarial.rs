@@ -108,6 +108,7 @@ adversarial!(
     good_reverse_sum,
     good_kahan_matmul,
     content_cache,
+    forge_reply,
 );
 
 #[test]

@@ -61,6 +61,8 @@ pub const LOG_LIMIT: usize = 16 * 1024;
 pub struct Peer {
     proc: Sandboxed,
     hello: Value,
+    /// Next request id; random start, so a candidate cannot predict ids to forge replies.
+    next_id: u64,
 }
 
 impl Peer {
@@ -75,6 +77,7 @@ impl Peer {
         let mut peer = Peer {
             proc,
             hello: Value::Null,
+            next_id: random_u64(),
         };
         let hello = peer.call(&json!({"cmd": "hello"}), Duration::from_secs(120))?;
         let proto = hello.get("protocol").and_then(Value::as_u64);
@@ -102,6 +105,10 @@ impl Peer {
     }
 
     fn call_inner(&mut self, req: &Value, timeout: Duration) -> Result<Value, CallError> {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut req = req.clone();
+        req["id"] = json!(id);
         if self.proc.send(&req.to_string()).is_err() {
             return Err(self.died());
         }
@@ -111,6 +118,13 @@ impl Peer {
                     self.proc.kill();
                     CallError::Protocol(format!("unparseable reply ({e}): {}", truncate(&l, 200)))
                 })?;
+                if v.get("id").and_then(Value::as_u64) != Some(id) {
+                    self.proc.kill();
+                    return Err(CallError::Protocol(format!(
+                        "reply does not answer request {id} (a line on the harness channel that the harness did not write): {}",
+                        truncate(&l, 200)
+                    )));
+                }
                 if v.get("ok").and_then(Value::as_bool) == Some(true) {
                     Ok(v)
                 } else {
@@ -163,6 +177,22 @@ impl Peer {
         let _ = self.proc.send(&json!({"cmd": "shutdown"}).to_string());
         self.proc.finish(Duration::from_secs(2));
     }
+}
+
+/// 64 random bits from the OS (falls back to time and pid).
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ ((std::process::id() as u64) << 32)
 }
 
 fn truncate(s: &str, n: usize) -> &str {
@@ -219,3 +249,58 @@ pub fn start_runner(
 
 /// Name of the marker file the allocation guard writes in the runner's directory.
 pub const ALLOC_FAILED_MARKER: &str = "ksmith-alloc-failed";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn peer(script: &str, first_id: u64) -> Peer {
+        let limits = Limits {
+            isolate: false,
+            ..Limits::default()
+        };
+        let proc =
+            Sandboxed::spawn(Path::new("/bin/sh"), &["-c".into(), script.into()], &limits).unwrap();
+        Peer {
+            proc,
+            hello: Value::Null,
+            next_id: first_id,
+        }
+    }
+
+    #[test]
+    fn a_reply_must_carry_the_request_id() {
+        let mut p = peer("read l; echo '{\"ok\": true, \"id\": 42, \"x\": 1}'", 42);
+        assert_eq!(
+            p.call(&json!({"cmd": "x"}), Duration::from_secs(10))
+                .unwrap()["x"],
+            1
+        );
+    }
+
+    #[test]
+    fn a_forged_line_with_another_id_is_a_protocol_violation() {
+        // What a candidate writing a fake "success" onto the channel would produce.
+        let mut p = peer(
+            "read l; echo '{\"ok\": true, \"id\": 7, \"samples_ns\": [1]}'; sleep 5",
+            42,
+        );
+        match p.call(&json!({"cmd": "time"}), Duration::from_secs(10)) {
+            Err(CallError::Protocol(m)) => assert!(m.contains("does not answer request 42"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn remote_errors_and_garbage_are_reported() {
+        let mut p = peer("read l; echo '{\"ok\": false, \"id\": 5, \"error\": \"boom\"}'; read l; echo 'PASSED 100x'", 5);
+        assert!(
+            matches!(p.call(&json!({"cmd": "a"}), Duration::from_secs(10)), Err(CallError::Remote { message, .. }) if message == "boom")
+        );
+        assert!(matches!(
+            p.call(&json!({"cmd": "b"}), Duration::from_secs(10)),
+            Err(CallError::Protocol(_))
+        ));
+    }
+}
