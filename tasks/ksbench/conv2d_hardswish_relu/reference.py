@@ -1,0 +1,12 @@
+import jax
+import jax.numpy as jnp
+
+
+def reference(x, w, cb):
+    y = jax.lax.conv_general_dilated(
+        x, w, window_strides=(1, 1), padding="VALID",
+        dimension_numbers=("NCHW", "OIHW", "NCHW"),
+        precision=jax.lax.Precision.HIGHEST)
+    y = y + cb[None, :, None, None]
+    y = y * jnp.clip(y + 3, 0, 6) / 6
+    return jnp.maximum(y, 0)
