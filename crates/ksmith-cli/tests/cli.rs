@@ -617,5 +617,9 @@ fn ksbench_definitions_and_seed_solutions_parse() {
     // Static checks only (the full `validate`, which runs every reference, takes minutes).
     let out = ksmith(&shared_store(), &["validate", "--no-run", "tasks/ksbench"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    assert!(stdout(&out).contains("50 of 50 tasks valid"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("50 of 50 tasks valid"),
+        "{}",
+        stdout(&out)
+    );
 }
