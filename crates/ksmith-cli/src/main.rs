@@ -3,6 +3,7 @@
 
 mod bench;
 mod report;
+mod tune;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -89,6 +90,8 @@ enum Cmd {
     },
     /// Evaluate every task of a suite with its solutions; print the table and suite metrics.
     Bench(bench::BenchArgs),
+    /// Search a solution's tunable parameters; writes the best configuration as a new solution.
+    Tune(tune::TuneArgs),
     /// Check a task (or every task of a suite): definition, reference, tolerances, solutions.
     Validate {
         /// Task or suite directory.
@@ -175,6 +178,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
             opts,
         } => cmd_eval(&ctx, &task, &solution, json, &opts),
         Cmd::Bench(args) => bench::run(&ctx, &args),
+        Cmd::Tune(args) => tune::run(&ctx, &args),
         Cmd::Validate { path, no_run } => cmd_validate(&ctx, &path, no_run),
         Cmd::Hw { refresh, json } => cmd_hw(&ctx, refresh, json),
         Cmd::Show { id, json } => cmd_show(&ctx, id, json),

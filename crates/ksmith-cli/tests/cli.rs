@@ -623,3 +623,86 @@ fn ksbench_definitions_and_seed_solutions_parse() {
         stdout(&out)
     );
 }
+
+#[test]
+fn tune_searches_the_declared_space_writes_the_winner_and_resumes_from_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
+    let out_dir = tmp.path().join("tuned");
+    let args = [
+        "tune",
+        task.to_str().unwrap(),
+        &fast_vector_add(),
+        "--strategy",
+        "exhaustive",
+        "--budget",
+        "5",
+        "--min-time-ms",
+        "10",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = ksmith(&shared_store(), &args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let s = stdout(&out);
+    // BLOCK in {4096, 16384, 65536}, all <= the smallest N (65537): 3 configurations.
+    assert!(
+        s.contains("BLOCK=4096") && s.contains("BLOCK=16384") && s.contains("BLOCK=65536"),
+        "{s}"
+    );
+    assert!(s.contains("3 configurations evaluated"), "{s}");
+    let toml = std::fs::read_to_string(out_dir.join("solution.toml")).unwrap();
+    assert!(toml.contains("-DBLOCK="), "{toml}");
+    let ev = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            out_dir.to_str().unwrap(),
+            "--json",
+            "--no-timing",
+        ],
+    );
+    assert_eq!(json(&ev)["status"], "PASSED");
+    // A second run reuses every stored evaluation.
+    let again = ksmith(&shared_store(), &args);
+    assert!(
+        stdout(&again).contains("(3 reused from the store)"),
+        "{}",
+        stdout(&again)
+    );
+
+    let bad = ksmith(
+        &shared_store(),
+        &[
+            "tune",
+            task.to_str().unwrap(),
+            &fast_vector_add(),
+            "--strategy",
+            "annealing",
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("unknown strategy `annealing`"),
+        "{}",
+        stderr(&bad)
+    );
+    let naive = root().join("tasks/starter/vector_add/solutions/naive");
+    let none = ksmith(
+        &shared_store(),
+        &["tune", task.to_str().unwrap(), naive.to_str().unwrap()],
+    );
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        stderr(&none).contains("declares no [[tunables]]"),
+        "{}",
+        stderr(&none)
+    );
+}

@@ -322,6 +322,23 @@ impl Store {
         }))
     }
 
+    /// The newest evaluation recorded under `key` (same task, code, machine and judge settings).
+    pub fn find(&self, key: &str) -> Result<Option<StoredEval>, StoreError> {
+        let id: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT id FROM evaluations WHERE eval_key = ?1 ORDER BY id DESC LIMIT 1",
+                params![key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        match id {
+            Some(id) => self.get(id),
+            None => Ok(None),
+        }
+    }
+
     /// Ids of all evaluations, oldest first.
     pub fn ids(&self) -> Result<Vec<i64>, StoreError> {
         let mut stmt = self

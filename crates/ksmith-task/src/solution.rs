@@ -258,6 +258,15 @@ impl Solution {
         content_hash(h.as_bytes())
     }
 
+    /// A variant with extra compiler flags (e.g. `-DBM=64` for tunables) under another name.
+    pub fn variant(&self, name: &str, extra_flags: &[String]) -> Solution {
+        let mut s = self.clone();
+        s.name = name.to_string();
+        s.flags.extend(extra_flags.iter().cloned());
+        s.content_hash = s.compute_hash();
+        s
+    }
+
     /// Directory-independent label: `name@hash8`.
     pub fn label(&self) -> String {
         format!("{}@{}", self.name, &self.content_hash[..8])
