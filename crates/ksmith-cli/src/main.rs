@@ -2,6 +2,7 @@
 //! done by the pipeline crates (task, backend, harness, judge, store).
 
 mod bench;
+mod optimize;
 mod report;
 mod tune;
 
@@ -90,6 +91,8 @@ enum Cmd {
     },
     /// Evaluate every task of a suite with its solutions; print the table and suite metrics.
     Bench(bench::BenchArgs),
+    /// Find a faster kernel for a task: evaluate its seed, autotune it, re-validate the winner on fresh seeds.
+    Optimize(optimize::OptimizeArgs),
     /// Search a solution's tunable parameters; writes the best configuration as a new solution.
     Tune(tune::TuneArgs),
     /// Check a task (or every task of a suite): definition, reference, tolerances, solutions.
@@ -179,6 +182,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         } => cmd_eval(&ctx, &task, &solution, json, &opts),
         Cmd::Bench(args) => bench::run(&ctx, &args),
         Cmd::Tune(args) => tune::run(&ctx, &args),
+        Cmd::Optimize(args) => optimize::run(&ctx, &args),
         Cmd::Validate { path, no_run } => cmd_validate(&ctx, &path, no_run),
         Cmd::Hw { refresh, json } => cmd_hw(&ctx, refresh, json),
         Cmd::Show { id, json } => cmd_show(&ctx, id, json),

@@ -5,7 +5,7 @@ use anyhow::anyhow;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use ksmith_judge::{EvalResult, Status};
-use ksmith_task::Solution;
+use ksmith_task::{Solution, Task};
 use ksmith_tune::{Config, Space, Trial};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -37,7 +37,7 @@ pub(crate) struct TuneArgs {
 }
 
 /// Geometric mean of the per-workload median latencies of a passed evaluation.
-fn latency_ms(r: &EvalResult) -> Option<f64> {
+pub(crate) fn latency_ms(r: &EvalResult) -> Option<f64> {
     let p = r
         .performance
         .as_ref()
@@ -53,37 +53,51 @@ fn latency_ms(r: &EvalResult) -> Option<f64> {
     )
 }
 
-struct Row {
-    config: Config,
-    result: EvalResult,
-    reused: bool,
+/// One evaluated configuration.
+pub(crate) struct Row {
+    pub config: Config,
+    pub result: EvalResult,
+    pub reused: bool,
 }
 
-pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
-    let started = Instant::now();
-    let task = load_task(&args.task)?;
-    let solution = Solution::load(&args.solution, &task).map_err(|e| {
-        input(anyhow!(
-            "invalid solution {}:\n{e}",
-            args.solution.display()
-        ))
-    })?;
-    let space = Space::new(&task, &solution);
+/// What a search found.
+pub(crate) struct Outcome {
+    /// The untuned solution's evaluation.
+    pub default_result: EvalResult,
+    /// Every configuration tried, in order.
+    pub rows: Vec<Row>,
+    /// The fastest passing configuration.
+    pub best: Option<Trial>,
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Evaluates the untuned solution, then up to `budget` configurations proposed by `strategy`,
+/// reusing evaluations already in the store (so an interrupted search resumes for free).
+pub(crate) fn search(
+    ctx: &Ctx,
+    task: &Task,
+    solution: &Solution,
+    strategy_name: &str,
+    seed: u64,
+    budget: usize,
+    deadline: Option<Instant>,
+    opts: &JudgeOpts,
+) -> Result<Outcome, Exit> {
+    let space = Space::new(task, solution);
     if space.is_empty() {
         return Err(input(anyhow!(
-            "{}: declares no [[tunables]]; nothing to tune",
-            args.solution.display()
+            "solution {}: declares no [[tunables]]; nothing to tune",
+            solution.name
         )));
     }
-    let mut strategy = ksmith_tune::strategy(&args.strategy, args.seed).ok_or_else(|| {
+    let mut strategy = ksmith_tune::strategy(strategy_name, seed).ok_or_else(|| {
         input(anyhow!(
-            "unknown strategy `{}` (expected one of {})",
-            args.strategy,
+            "unknown strategy `{strategy_name}` (expected one of {})",
             ksmith_tune::STRATEGIES.join(", ")
         ))
     })?;
     let mut store = ctx.store()?;
-    let mut judge = ctx.judge(&args.opts)?;
+    let mut judge = ctx.judge(opts)?;
     eprintln!(
         "ksmith: tuning {} on {}: {} parameters ({}), {} combinations before constraints, strategy {}",
         solution.name,
@@ -93,32 +107,29 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
         space.product_size(),
         strategy.name()
     );
-    // The untuned solution (macro defaults) is the reference point.
     let mut evaluate = |variant: &Solution| -> Result<(EvalResult, bool), Exit> {
-        let key = crate::bench::eval_key(&judge, &task, variant);
+        let key = crate::bench::eval_key(&judge, task, variant);
         if let Some(prev) = store.find(&key).map_err(env_err)? {
             return Ok((prev.result, true));
         }
-        let r = judge.evaluate(&task, variant).map_err(env_err)?;
-        store.record(&key, &task, variant, &r).map_err(env_err)?;
+        let r = judge.evaluate(task, variant).map_err(env_err)?;
+        store.record(&key, task, variant, &r).map_err(env_err)?;
         Ok((r, false))
     };
-    let (default_result, _) = evaluate(&solution)?;
-    let default_ms = latency_ms(&default_result);
-    let bar = ProgressBar::new(args.budget as u64);
+    // The untuned solution (macro defaults) is the reference point.
+    let (default_result, _) = evaluate(solution)?;
+    let bar = ProgressBar::new(budget as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut history: Vec<Trial> = Vec::new();
     let mut rows: Vec<Row> = Vec::new();
-    let deadline = args.time_budget.map(|s| started + Duration::from_secs(s));
-    while rows.len() < args.budget && deadline.is_none_or(|d| Instant::now() < d) {
+    while rows.len() < budget && deadline.is_none_or(|d| Instant::now() < d) {
         let Some(config) = strategy.propose(&space, &history) else {
             break;
         };
-        let name = format!("{}[{}]", solution.name, ksmith_tune::label(&config));
-        let variant = solution.variant(&name, &ksmith_tune::defines(&config));
+        let variant = tuned_variant(solution, &config);
         let (result, reused) = evaluate(&variant)?;
         history.push(Trial {
             config: config.clone(),
@@ -139,8 +150,43 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    print_table(&rows, default_ms);
-    let Some(best) = ksmith_tune::best(&history).cloned() else {
+    let best = ksmith_tune::best(&history).cloned();
+    Ok(Outcome {
+        default_result,
+        rows,
+        best,
+    })
+}
+
+/// The solution with a configuration's values fixed as `-D` flags.
+pub(crate) fn tuned_variant(solution: &Solution, config: &Config) -> Solution {
+    let name = format!("{}[{}]", solution.name, ksmith_tune::label(config));
+    solution.variant(&name, &ksmith_tune::defines(config))
+}
+
+pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
+    let started = Instant::now();
+    let task = load_task(&args.task)?;
+    let solution = Solution::load(&args.solution, &task).map_err(|e| {
+        input(anyhow!(
+            "invalid solution {}:\n{e}",
+            args.solution.display()
+        ))
+    })?;
+    let deadline = args.time_budget.map(|s| started + Duration::from_secs(s));
+    let outcome = search(
+        ctx,
+        &task,
+        &solution,
+        &args.strategy,
+        args.seed,
+        args.budget,
+        deadline,
+        &args.opts,
+    )?;
+    let default_ms = latency_ms(&outcome.default_result);
+    print_table(&outcome.rows, default_ms);
+    let Some(best) = outcome.best else {
         println!("no configuration passed; nothing written");
         return Ok(1);
     };
@@ -150,13 +196,13 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
         PathBuf::from(p)
     });
     write_tuned(&solution, &best.config, &out).map_err(env_err)?;
-    let reused = rows.iter().filter(|r| r.reused).count();
+    let reused = outcome.rows.iter().filter(|r| r.reused).count();
     println!(
         "best [{}]: {:.3} ms{}; {} configurations evaluated ({} reused from the store) in {:.1} s; written to {}",
         ksmith_tune::label(&best.config),
         best.latency_ms.unwrap_or(0.0),
         default_ms.map(|d| format!(" ({:.2}x vs the untuned solution's {d:.3} ms)", d / best.latency_ms.unwrap_or(d))).unwrap_or_default(),
-        rows.len(),
+        outcome.rows.len(),
         reused,
         started.elapsed().as_secs_f64(),
         out.display()
@@ -206,7 +252,7 @@ fn print_table(rows: &[Row], default_ms: Option<f64>) {
 }
 
 /// Writes the solution with the chosen values fixed as `-D` flags.
-fn write_tuned(solution: &Solution, config: &Config, out: &Path) -> std::io::Result<()> {
+pub(crate) fn write_tuned(solution: &Solution, config: &Config, out: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     for (name, text) in &solution.sources {
         let p = out.join(name);

@@ -706,3 +706,63 @@ fn tune_searches_the_declared_space_writes_the_winner_and_resumes_from_the_store
         stderr(&none)
     );
 }
+
+#[test]
+fn optimize_tunes_the_seed_revalidates_on_fresh_seeds_and_writes_a_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
+    let seed = task.join("solutions/seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    for f in ["kernel.c", "solution.toml"] {
+        std::fs::copy(
+            root()
+                .join("tasks/starter/vector_add/solutions/fast")
+                .join(f),
+            seed.join(f),
+        )
+        .unwrap();
+    }
+    let out_dir = tmp.path().join("best");
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "optimize",
+            task.to_str().unwrap(),
+            "--budget",
+            "3",
+            "--min-time-ms",
+            "10",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let s = stdout(&out);
+    assert!(s.contains("LLM-driven rewriting is off"), "{s}");
+    assert!(
+        s.contains("seed (untuned)") && s.contains("winner on fresh seeds (correctness)"),
+        "{s}"
+    );
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("| XLA baseline (jax.jit) |") && report.contains("PASSED"),
+        "{report}"
+    );
+    let ev = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            out_dir.to_str().unwrap(),
+            "--json",
+            "--no-timing",
+        ],
+    );
+    assert_eq!(json(&ev)["status"], "PASSED");
+}
