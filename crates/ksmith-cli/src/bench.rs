@@ -3,7 +3,7 @@
 use crate::{env_err, input, load_task, report, suite_tasks, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use indicatif::{ProgressBar, ProgressStyle};
-use ksmith_judge::{EvalResult, Judge, JudgeError, Status};
+use ksmith_judge::{EvalResult, JudgeError, Status};
 use ksmith_store::BenchItem;
 use ksmith_task::{Solution, Task};
 use std::collections::BTreeMap;
@@ -72,23 +72,6 @@ pub(crate) fn task_solutions(task: &Task, dir: Option<&Path>, only: Option<&str>
     found
 }
 
-/// Key under which an evaluation is comparable: same task, same code, same machine and judge settings.
-pub(crate) fn eval_key(judge: &Judge, task: &Task, solution: &Solution) -> String {
-    let c = judge.config();
-    let settings = format!(
-        "{}|{}|{:?}|{}|{:?}|{:?}|{}|{}",
-        task.content_hash,
-        solution.content_hash,
-        c.seeds,
-        c.threads,
-        c.call_timeout,
-        c.flush,
-        c.timing,
-        c.min_time.as_millis()
-    );
-    ksmith_task::content_hash(settings.as_bytes())
-}
-
 /// One unit of bench work.
 struct Item {
     id: String,
@@ -153,14 +136,16 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     }
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(&args.opts)?;
-    let fingerprint = judge.environment().map_err(env_err)?.fingerprint.clone();
     let suite_abs = std::fs::canonicalize(&args.suite).unwrap_or_else(|_| args.suite.clone());
-    let mut run_key = format!("{}|{fingerprint}", suite_abs.display());
+    // Each item's evaluation key already covers the environment fingerprint and judge settings.
+    let mut run_key = suite_abs.display().to_string();
     for it in &items {
         run_key.push_str(&format!(
             "|{}={}",
             it.id,
-            eval_key(&judge, &tasks[it.task], &it.solution)
+            judge
+                .eval_key(&tasks[it.task], &it.solution)
+                .map_err(env_err)?
         ));
     }
     let run_key = ksmith_task::content_hash(run_key.as_bytes());
@@ -204,7 +189,7 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                 Ok(result) => {
                     let id = store
                         .record(
-                            &eval_key(&judge, task, &it.solution),
+                            &judge.eval_key(task, &it.solution).map_err(env_err)?,
                             task,
                             &it.solution,
                             &result,

@@ -252,6 +252,21 @@ impl Ctx {
     }
 }
 
+/// Evaluates a solution and records the result; returns its id and the result.
+pub(crate) fn evaluate_recorded(
+    judge: &mut Judge,
+    store: &mut Store,
+    task: &Task,
+    solution: &Solution,
+) -> Result<(i64, ksmith_judge::EvalResult), Exit> {
+    let result = judge.evaluate(task, solution).map_err(env_err)?;
+    let key = judge.eval_key(task, solution).map_err(env_err)?;
+    let id = store
+        .record(&key, task, solution, &result)
+        .map_err(env_err)?;
+    Ok((id, result))
+}
+
 /// Loads a task, reporting every problem as `file: field: message`.
 pub(crate) fn load_task(path: &Path) -> Result<Task, Exit> {
     Task::load(path).map_err(|p| input(anyhow!("invalid task {}:\n{p}", path.display())))
@@ -272,11 +287,7 @@ fn cmd_eval(
         .map_err(|p| input(anyhow!("invalid solution {}:\n{p}", sol.display())))?;
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
-    let result = judge.evaluate(&task, &solution).map_err(env_err)?;
-    let key = bench::eval_key(&judge, &task, &solution);
-    let id = store
-        .record(&key, &task, &solution, &result)
-        .map_err(env_err)?;
+    let (id, result) = evaluate_recorded(&mut judge, &mut store, &task, &solution)?;
     if json {
         let mut v = serde_json::to_value(&result).map_err(env_err)?;
         v["id"] = serde_json::json!(id);

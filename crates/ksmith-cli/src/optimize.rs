@@ -70,19 +70,6 @@ fn line(what: &str, r: &EvalResult) -> Line {
     }
 }
 
-fn baseline_ms(r: &EvalResult) -> Option<f64> {
-    let p = r.performance.as_ref()?;
-    let n = p.workloads.len().max(1) as f64;
-    Some(
-        (p.workloads
-            .iter()
-            .map(|w| w.baseline.median_ms.max(1e-9).ln())
-            .sum::<f64>()
-            / n)
-            .exp(),
-    )
-}
-
 pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
     let started = Instant::now();
     let task = load_task(&args.task)?;
@@ -102,7 +89,11 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
         &args.opts,
     )?;
     let mut lines = vec![line("seed (untuned)", &outcome.default_result)];
-    let xla = baseline_ms(&outcome.default_result);
+    let xla = outcome
+        .default_result
+        .performance
+        .as_ref()
+        .map(|p| p.baseline_ms());
     let default_ms = latency_ms(&outcome.default_result);
     // The winner: the best tuned configuration if it beats the untuned seed, else the seed itself.
     let winner = match &outcome.best {
@@ -133,11 +124,7 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
     fresh.fresh_seeds = true;
     fresh.no_timing = true;
     let mut judge = ctx.judge(&fresh)?;
-    let check = judge.evaluate(&task, &best).map_err(env_err)?;
-    let key = crate::bench::eval_key(&judge, &task, &best);
-    ctx.store()?
-        .record(&key, &task, &best, &check)
-        .map_err(env_err)?;
+    let (_, check) = crate::evaluate_recorded(&mut judge, &mut ctx.store()?, &task, &best)?;
     lines.push(line("winner on fresh seeds (correctness)", &check));
     print_report(&lines, xla);
     if check.status != Status::Passed {
@@ -151,11 +138,7 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
         .out
         .clone()
         .unwrap_or_else(|| ctx.store_dir.join("optimized").join(&task.name));
-    match &config {
-        Some(c) => tune::write_tuned(&solution, c, &out),
-        None => tune::write_tuned(&solution, &Default::default(), &out),
-    }
-    .map_err(env_err)?;
+    tune::write_tuned(&solution, &config.unwrap_or_default(), &out).map_err(env_err)?;
     std::fs::write(
         out.join("report.md"),
         report_markdown(&task.name, &lines, xla),

@@ -38,19 +38,10 @@ pub(crate) struct TuneArgs {
 
 /// Geometric mean of the per-workload median latencies of a passed evaluation.
 pub(crate) fn latency_ms(r: &EvalResult) -> Option<f64> {
-    let p = r
-        .performance
+    r.performance
         .as_ref()
-        .filter(|_| r.status == Status::Passed)?;
-    let n = p.workloads.len().max(1) as f64;
-    Some(
-        (p.workloads
-            .iter()
-            .map(|w| w.candidate.median_ms.max(1e-9).ln())
-            .sum::<f64>()
-            / n)
-            .exp(),
-    )
+        .filter(|_| r.status == Status::Passed)
+        .map(|p| p.candidate_ms())
 }
 
 /// One evaluated configuration.
@@ -108,12 +99,11 @@ pub(crate) fn search(
         strategy.name()
     );
     let mut evaluate = |variant: &Solution| -> Result<(EvalResult, bool), Exit> {
-        let key = crate::bench::eval_key(&judge, task, variant);
+        let key = judge.eval_key(task, variant).map_err(env_err)?;
         if let Some(prev) = store.find(&key).map_err(env_err)? {
             return Ok((prev.result, true));
         }
-        let r = judge.evaluate(task, variant).map_err(env_err)?;
-        store.record(&key, task, variant, &r).map_err(env_err)?;
+        let (_, r) = crate::evaluate_recorded(&mut judge, &mut store, task, variant)?;
         Ok((r, false))
     };
     // The untuned solution (macro defaults) is the reference point.

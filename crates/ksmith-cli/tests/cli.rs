@@ -66,16 +66,7 @@ fn eval_prints_one_json_result_with_timing_and_roofline() {
     assert!(v["id"].as_i64().unwrap() > 0);
     // Another candidate on the same task reuses every cached reference output.
     let naive = root().join("tasks/starter/vector_add/solutions/naive");
-    let out = ksmith(
-        &shared_store(),
-        &[
-            "eval",
-            task.to_str().unwrap(),
-            naive.to_str().unwrap(),
-            "--json",
-            "--no-timing",
-        ],
-    );
+    let out = check_only(task.to_str().unwrap(), naive.to_str().unwrap());
     let v = json(&out);
     assert_eq!(v["status"], "PASSED");
     assert_eq!(v["references_computed"], 0, "references were recomputed");
@@ -460,30 +451,12 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 }, alpha = { dist = "con
     .unwrap();
     let good = tmp.path().join("good.c");
     std::fs::write(&good, "void scale(const float* x, float alpha, float* y, int64_t N) {\n    for (int64_t i = 0; i < N; i++) y[i] = alpha * x[i];\n}\n").unwrap();
-    let out = ksmith(
-        &shared_store(),
-        &[
-            "eval",
-            task.to_str().unwrap(),
-            good.to_str().unwrap(),
-            "--json",
-            "--no-timing",
-        ],
-    );
+    let out = check_only(task.to_str().unwrap(), good.to_str().unwrap());
     assert_eq!(json(&out)["status"], "PASSED", "{}", stderr(&out));
     // `double alpha` contradicts the ABI prototype generated from the task.
     let bad = tmp.path().join("bad.c");
     std::fs::write(&bad, "void scale(const float* x, double alpha, float* y, int64_t N) {\n    for (int64_t i = 0; i < N; i++) y[i] = alpha * x[i];\n}\n").unwrap();
-    let out = ksmith(
-        &shared_store(),
-        &[
-            "eval",
-            task.to_str().unwrap(),
-            bad.to_str().unwrap(),
-            "--json",
-            "--no-timing",
-        ],
-    );
+    let out = check_only(task.to_str().unwrap(), bad.to_str().unwrap());
     let v = json(&out);
     assert_eq!(v["status"], "COMPILE_ERROR");
     assert!(
@@ -504,16 +477,7 @@ fn generator_inputs_come_from_the_reference_file_and_missing_ones_are_reported()
         format!("{reference}\n\ndef sorted_ramp(rng, shape, dtype, axes):\n    return np.sort(rng.uniform(-5.0, 5.0, size=shape)).astype(dtype)\n\n\nimport numpy as np  # noqa: E402\n"),
     )
     .unwrap();
-    let out = ksmith(
-        &shared_store(),
-        &[
-            "eval",
-            task.to_str().unwrap(),
-            &fast_vector_add(),
-            "--json",
-            "--no-timing",
-        ],
-    );
+    let out = check_only(task.to_str().unwrap(), &fast_vector_add());
     assert_eq!(json(&out)["status"], "PASSED", "{}", stderr(&out));
 
     let t = std::fs::read_to_string(task.join("task.toml")).unwrap();
@@ -659,16 +623,7 @@ fn tune_searches_the_declared_space_writes_the_winner_and_resumes_from_the_store
     assert!(s.contains("3 configurations evaluated"), "{s}");
     let toml = std::fs::read_to_string(out_dir.join("solution.toml")).unwrap();
     assert!(toml.contains("-DBLOCK="), "{toml}");
-    let ev = ksmith(
-        &shared_store(),
-        &[
-            "eval",
-            task.to_str().unwrap(),
-            out_dir.to_str().unwrap(),
-            "--json",
-            "--no-timing",
-        ],
-    );
+    let ev = check_only(task.to_str().unwrap(), out_dir.to_str().unwrap());
     assert_eq!(json(&ev)["status"], "PASSED");
     // A second run reuses every stored evaluation.
     let again = ksmith(&shared_store(), &args);
@@ -754,15 +709,6 @@ fn optimize_tunes_the_seed_revalidates_on_fresh_seeds_and_writes_a_report() {
         report.contains("| XLA baseline (jax.jit) |") && report.contains("PASSED"),
         "{report}"
     );
-    let ev = ksmith(
-        &shared_store(),
-        &[
-            "eval",
-            task.to_str().unwrap(),
-            out_dir.to_str().unwrap(),
-            "--json",
-            "--no-timing",
-        ],
-    );
+    let ev = check_only(task.to_str().unwrap(), out_dir.to_str().unwrap());
     assert_eq!(json(&ev)["status"], "PASSED");
 }

@@ -145,11 +145,6 @@ impl PythonEnv {
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env
     }
-
-    /// Path of the pinned requirements file.
-    pub fn requirements(&self) -> PathBuf {
-        self.harness_dir.join("requirements.txt")
-    }
 }
 
 fn write_harness(root: &Path) -> Result<PathBuf, HarnessError> {

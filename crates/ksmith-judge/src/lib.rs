@@ -258,6 +258,25 @@ impl Judge {
         Ok(v["inputs"].as_str().unwrap_or_default().to_string())
     }
 
+    /// Key under which evaluations are interchangeable: same task and code, same environment
+    /// (machine, compiler, harness and library versions) and same judge settings.
+    pub fn eval_key(&mut self, task: &Task, solution: &Solution) -> Result<String, JudgeError> {
+        let fingerprint = self.environment()?.fingerprint.clone();
+        let c = &self.config;
+        let settings = format!(
+            "{}|{}|{fingerprint}|{:?}|{}|{:?}|{:?}|{}|{}",
+            task.content_hash,
+            solution.content_hash,
+            c.seeds,
+            c.threads,
+            c.call_timeout,
+            c.flush,
+            c.timing,
+            c.min_time.as_millis()
+        );
+        Ok(ksmith_task::content_hash(settings.as_bytes()))
+    }
+
     /// Runs the reference checks of `ksmith validate`; returns `(field, message)` problems.
     pub fn validate_task(&mut self, task: &Task) -> Result<Vec<(String, String)>, JudgeError> {
         self.ensure_loaded(task)?;
@@ -522,13 +541,9 @@ impl Judge {
                 p.roofline_fraction = floor / (p.candidate.median_ms / 1e3).max(1e-12);
             }
         }
-        let geo = |f: &dyn Fn(&WorkloadPerf) -> f64| {
-            (perf.iter().map(|p| f(p).max(1e-12).ln()).sum::<f64>() / perf.len().max(1) as f64)
-                .exp()
-        };
         let performance = Performance {
-            speedup: geo(&|p| p.speedup),
-            roofline_fraction: geo(&|p| p.roofline_fraction),
+            speedup: geomean(perf.iter().map(|p| p.speedup)),
+            roofline_fraction: geomean(perf.iter().map(|p| p.roofline_fraction)),
             workloads: perf,
         };
         let implausible = performance

@@ -183,6 +183,30 @@ pub struct WorkloadPerf {
     pub cache_flushed: bool,
 }
 
+/// Geometric mean of positive values (values are clamped to 1e-12; 0 for an empty list).
+pub fn geomean(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, n) = values
+        .into_iter()
+        .fold((0.0, 0usize), |(s, n), v| (s + v.max(1e-12).ln(), n + 1));
+    if n == 0 {
+        0.0
+    } else {
+        (sum / n as f64).exp()
+    }
+}
+
+impl Performance {
+    /// Geometric mean over workloads of the candidate's median latency, in ms.
+    pub fn candidate_ms(&self) -> f64 {
+        geomean(self.workloads.iter().map(|w| w.candidate.median_ms))
+    }
+
+    /// Geometric mean over workloads of the baseline's median latency, in ms.
+    pub fn baseline_ms(&self) -> f64 {
+        geomean(self.workloads.iter().map(|w| w.baseline.median_ms))
+    }
+}
+
 /// Performance over all workloads.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Performance {

@@ -6,7 +6,7 @@ mod trace;
 
 pub use trace::export_flashinfer;
 
-use ksmith_judge::{EvalResult, Status};
+use ksmith_judge::EvalResult;
 use ksmith_task::{Solution, Task};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -418,21 +418,5 @@ impl Store {
             )
             .map_err(|e| self.sql(e))?;
         Ok(())
-    }
-
-    /// Count of evaluations per status (for summaries and tests).
-    pub fn status_counts(&self) -> Result<Vec<(Status, i64)>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT status, COUNT(*) FROM evaluations GROUP BY status")
-            .map_err(|e| self.sql(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.sql(e))?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(s, n)| Some((Status::parse(&s)?, n)))
-            .collect())
     }
 }

@@ -266,11 +266,6 @@ impl Solution {
         s.content_hash = s.compute_hash();
         s
     }
-
-    /// Directory-independent label: `name@hash8`.
-    pub fn label(&self) -> String {
-        format!("{}@{}", self.name, &self.content_hash[..8])
-    }
 }
 
 fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> Vec<Tunable> {

@@ -37,6 +37,14 @@ pub fn ksmith_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("run ksmith")
 }
 
+/// `ksmith eval TASK SOLUTION --json --no-timing` against the shared store.
+pub fn check_only(task: &str, solution: &str) -> Output {
+    ksmith(
+        &shared_store(),
+        &["eval", task, solution, "--json", "--no-timing"],
+    )
+}
+
 /// stdout as a string.
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
