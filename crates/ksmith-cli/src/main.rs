@@ -259,10 +259,24 @@ pub(crate) fn evaluate_recorded(
     task: &Task,
     solution: &Solution,
 ) -> Result<(i64, ksmith_judge::EvalResult), Exit> {
-    let result = judge.evaluate(task, solution).map_err(env_err)?;
     let key = judge.eval_key(task, solution).map_err(env_err)?;
+    evaluate_recorded_as(judge, store, task, solution, None, &key)
+}
+
+/// Evaluates (raced when `race` is given) and records the result under `key`.
+pub(crate) fn evaluate_recorded_as(
+    judge: &mut Judge,
+    store: &mut Store,
+    task: &Task,
+    solution: &Solution,
+    race: Option<ksmith_judge::Race>,
+    key: &str,
+) -> Result<(i64, ksmith_judge::EvalResult), Exit> {
+    let result = judge
+        .evaluate_raced(task, solution, race)
+        .map_err(env_err)?;
     let id = store
-        .record(&key, task, solution, &result)
+        .record(key, task, solution, &result)
         .map_err(env_err)?;
     Ok((id, result))
 }

@@ -1,13 +1,13 @@
 //! `ksmith optimize`: the main job. Without an LLM it evaluates the task's seed solution,
 //! autotunes it, re-validates the winner on fresh seeds and writes it with a short report.
 
-use crate::tune::{self, latency_ms, tuned_variant};
+use crate::tune::{self, latency_ms, tuned_variant, Confirmed, Outcome, SearchArgs};
 use crate::{env_err, input, load_task, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use ksmith_judge::{EvalResult, Status};
 use ksmith_task::{Solution, Task};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Arguments of `ksmith optimize`.
 #[derive(clap::Args)]
@@ -17,15 +17,8 @@ pub(crate) struct OptimizeArgs {
     /// Solution to start from (default: the task's solutions/seed, else solutions/fast).
     #[arg(long)]
     pub from: Option<PathBuf>,
-    /// Tuner strategy: exhaustive, random, hillclimb or genetic.
-    #[arg(long, default_value = "hillclimb")]
-    pub strategy: String,
-    /// Maximum configurations the tuner evaluates.
-    #[arg(long, default_value_t = 12)]
-    pub budget: usize,
-    /// Stop tuning after this many seconds.
-    #[arg(long)]
-    pub time_budget: Option<u64>,
+    #[command(flatten)]
+    pub search: SearchArgs,
     /// Where to write the best solution and report (default: STORE/optimized/TASK).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -70,6 +63,20 @@ fn line(what: &str, r: &EvalResult) -> Line {
     }
 }
 
+/// A line for a configuration, with the speedup of both timings when it was re-timed.
+fn timed_line(what: &str, config: Option<&ksmith_tune::Config>, o: &Outcome) -> Option<Line> {
+    let r = match config {
+        None => &o.default_result,
+        Some(c) => &o.rows.iter().find(|r| &r.config == c)?.result,
+    };
+    let mut l = line(what, r);
+    if let Some(c) = o.confirmed.iter().find(|k| k.config.as_ref() == config) {
+        l.speedup = Confirmed::cost(c).map(|c| 1.0 / c).or(l.speedup);
+        l.what.push_str(" (2 timings)");
+    }
+    Some(l)
+}
+
 pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
     let started = Instant::now();
     let task = load_task(&args.task)?;
@@ -77,47 +84,28 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
     let solution = Solution::load(&path, &task)
         .map_err(|e| input(anyhow!("invalid solution {}:\n{e}", path.display())))?;
     println!("LLM-driven rewriting is off: no model is configured (the agents are not built yet); optimizing {} by autotuning {} only.", task.name, path.display());
-    let deadline = args.time_budget.map(|s| started + Duration::from_secs(s));
-    let outcome = tune::search(
-        ctx,
-        &task,
-        &solution,
-        &args.strategy,
-        1,
-        args.budget,
-        deadline,
-        &args.opts,
-    )?;
-    let mut lines = vec![line("seed (untuned)", &outcome.default_result)];
+    let outcome = tune::search(ctx, &task, &solution, &args.search, &args.opts)?;
     let xla = outcome
         .default_result
         .performance
         .as_ref()
         .map(|p| p.baseline_ms());
-    let default_ms = latency_ms(&outcome.default_result);
-    // The winner: the best tuned configuration if it beats the untuned seed, else the seed itself.
-    let winner = match &outcome.best {
-        Some(b) if default_ms.is_none_or(|d| b.latency_ms.unwrap_or(f64::INFINITY) < d) => {
-            let r = outcome
-                .rows
-                .iter()
-                .find(|r| r.config == b.config)
-                .map(|r| &r.result);
-            if let Some(r) = r {
-                lines.push(line(
-                    &format!("tuned [{}]", ksmith_tune::label(&b.config)),
-                    r,
-                ));
-            }
-            Some((tuned_variant(&solution, &b.config), Some(b.config.clone())))
+    let mut lines: Vec<Line> = timed_line("seed (untuned)", None, &outcome)
+        .into_iter()
+        .collect();
+    // The winner: the best tuned configuration if it beats the untuned seed, else the seed.
+    let (best, config) = match &outcome.best {
+        Some((Some(c), _)) => {
+            let label = format!("tuned [{}]", ksmith_tune::label(c));
+            lines.extend(timed_line(&label, Some(c), &outcome));
+            (tuned_variant(&solution, c), Some(c.clone()))
         }
-        _ if outcome.default_result.status == Status::Passed => Some((solution.clone(), None)),
-        _ => None,
-    };
-    let Some((best, config)) = winner else {
-        print_report(&lines, xla);
-        println!("nothing passed; no solution written");
-        return Ok(1);
+        Some((None, _)) => (solution.clone(), None),
+        None => {
+            print_report(&lines, xla);
+            println!("nothing passed; no solution written");
+            return Ok(1);
+        }
     };
     // Re-validate the winner on seeds it has never seen.
     let mut fresh = args.opts.clone();

@@ -4,11 +4,36 @@ use crate::{env_err, input, load_task, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use indicatif::{ProgressBar, ProgressStyle};
-use ksmith_judge::{EvalResult, Status};
+use ksmith_judge::{EvalResult, Performance, Race, Status};
 use ksmith_task::{Solution, Task};
 use ksmith_tune::{Config, Space, Trial};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// Search settings shared by `ksmith tune` and `ksmith optimize`.
+#[derive(clap::Args, Clone)]
+pub(crate) struct SearchArgs {
+    /// Search strategy: exhaustive, random, hillclimb or genetic.
+    #[arg(long, default_value = "hillclimb")]
+    pub strategy: String,
+    /// Maximum configurations to evaluate (earlier evaluations found in the store are reused for free).
+    #[arg(long, default_value_t = 20)]
+    pub budget: usize,
+    /// Stop searching after this many seconds.
+    #[arg(long)]
+    pub time_budget: Option<u64>,
+    /// Seed for the random strategies.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Time every configuration in full (no successive elimination against the best so far).
+    #[arg(long)]
+    pub no_race: bool,
+    /// Re-time this many leading configurations (and the untuned solution) once more and pick
+    /// the winner from both measurements.
+    #[arg(long, default_value_t = 3)]
+    pub confirm: usize,
+}
 
 /// Arguments of `ksmith tune`.
 #[derive(clap::Args)]
@@ -17,31 +42,39 @@ pub(crate) struct TuneArgs {
     pub task: PathBuf,
     /// Solution directory (its solution.toml declares the tunables).
     pub solution: PathBuf,
-    /// Search strategy: exhaustive, random, hillclimb or genetic.
-    #[arg(long, default_value = "hillclimb")]
-    pub strategy: String,
-    /// Maximum configurations to evaluate (earlier evaluations found in the store are reused for free).
-    #[arg(long, default_value_t = 20)]
-    pub budget: usize,
-    /// Stop after this many seconds.
-    #[arg(long)]
-    pub time_budget: Option<u64>,
-    /// Seed for the random strategies.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub search: SearchArgs,
     /// Where to write the tuned solution (default: SOLUTION-tuned next to it).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print the search (every configuration in order, with timestamps) as one JSON document.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub opts: JudgeOpts,
 }
 
 /// Geometric mean of the per-workload median latencies of a passed evaluation.
 pub(crate) fn latency_ms(r: &EvalResult) -> Option<f64> {
+    passed_perf(r).map(|p| p.candidate_ms())
+}
+
+/// The tuner's figure of merit (lower is better): time relative to the XLA baseline measured in
+/// the same alternating windows (1 / speedup), so machine drift between evaluations cancels.
+pub(crate) fn cost(r: &EvalResult) -> Option<f64> {
+    passed_perf(r).map(|p| 1.0 / p.speedup.max(1e-12))
+}
+
+fn passed_perf(r: &EvalResult) -> Option<&Performance> {
     r.performance
         .as_ref()
         .filter(|_| r.status == Status::Passed)
-        .map(|p| p.candidate_ms())
+}
+
+fn eliminated(r: &EvalResult) -> bool {
+    r.performance
+        .as_ref()
+        .is_some_and(|p| p.eliminated.is_some())
 }
 
 /// One evaluated configuration.
@@ -49,6 +82,22 @@ pub(crate) struct Row {
     pub config: Config,
     pub result: EvalResult,
     pub reused: bool,
+    /// Seconds since the search started when this evaluation finished.
+    pub elapsed_s: f64,
+}
+
+/// A configuration timed twice (search + confirmation); `config` None is the untuned solution.
+pub(crate) struct Confirmed {
+    pub config: Option<Config>,
+    pub first: EvalResult,
+    pub second: EvalResult,
+}
+
+impl Confirmed {
+    /// Geometric mean of both measurements' costs; None unless both passed.
+    pub fn cost(&self) -> Option<f64> {
+        Some((cost(&self.first)? * cost(&self.second)?).sqrt())
+    }
 }
 
 /// What a search found.
@@ -57,23 +106,38 @@ pub(crate) struct Outcome {
     pub default_result: EvalResult,
     /// Every configuration tried, in order.
     pub rows: Vec<Row>,
-    /// The fastest passing configuration.
-    pub best: Option<Trial>,
+    /// Leaders re-timed, cheapest first.
+    pub confirmed: Vec<Confirmed>,
+    /// The winning configuration (None: the untuned solution) and its cost.
+    pub best: Option<(Option<Config>, f64)>,
+    /// Seconds the whole search took.
+    pub elapsed_s: f64,
+    /// Valid configurations in the space.
+    pub space_size: usize,
 }
 
-#[allow(clippy::too_many_arguments)]
-/// Evaluates the untuned solution, then up to `budget` configurations proposed by `strategy`,
-/// reusing evaluations already in the store (so an interrupted search resumes for free).
+/// Per-workload speedups of a fully timed evaluation: what later candidates race against.
+fn incumbent(r: &EvalResult, workloads: usize) -> Option<Vec<f64>> {
+    let p = passed_perf(r).filter(|p| p.eliminated.is_none())?;
+    let mut v = vec![0.0; workloads];
+    for w in &p.workloads {
+        *v.get_mut(w.workload)? = w.speedup;
+    }
+    Some(v)
+}
+
+/// Evaluates the untuned solution, then up to `budget` configurations proposed by the strategy,
+/// racing each against the best so far; then re-times the leaders. Evaluations already in the
+/// store are reused, so an interrupted search resumes for free.
 pub(crate) fn search(
     ctx: &Ctx,
     task: &Task,
     solution: &Solution,
-    strategy_name: &str,
-    seed: u64,
-    budget: usize,
-    deadline: Option<Instant>,
+    args: &SearchArgs,
     opts: &JudgeOpts,
 ) -> Result<Outcome, Exit> {
+    let started = Instant::now();
+    let deadline = args.time_budget.map(|s| started + Duration::from_secs(s));
     let space = Space::new(task, solution);
     if space.is_empty() {
         return Err(input(anyhow!(
@@ -81,54 +145,78 @@ pub(crate) fn search(
             solution.name
         )));
     }
-    let mut strategy = ksmith_tune::strategy(strategy_name, seed).ok_or_else(|| {
+    let mut strategy = ksmith_tune::strategy(&args.strategy, args.seed).ok_or_else(|| {
         input(anyhow!(
-            "unknown strategy `{strategy_name}` (expected one of {})",
+            "unknown strategy `{}` (expected one of {})",
+            args.strategy,
             ksmith_tune::STRATEGIES.join(", ")
         ))
     })?;
+    let space_size = space.enumerate().len();
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
     eprintln!(
-        "ksmith: tuning {} on {}: {} parameters ({}), {} combinations before constraints, strategy {}",
+        "ksmith: tuning {} on {}: {} parameters ({}), {space_size} valid configurations, strategy {}{}",
         solution.name,
         task.name,
         space.names().len(),
         space.names().join(", "),
-        space.product_size(),
-        strategy.name()
+        strategy.name(),
+        if args.no_race { "" } else { ", successive elimination on" }
     );
-    let mut evaluate = |variant: &Solution| -> Result<(EvalResult, bool), Exit> {
-        let key = judge.eval_key(task, variant).map_err(env_err)?;
-        if let Some(prev) = store.find(&key).map_err(env_err)? {
-            return Ok((prev.result, true));
-        }
-        let (_, r) = crate::evaluate_recorded(&mut judge, &mut store, task, variant)?;
-        Ok((r, false))
-    };
-    // The untuned solution (macro defaults) is the reference point.
-    let (default_result, _) = evaluate(solution)?;
-    let bar = ProgressBar::new(budget as u64);
+    // `salt` separates a confirmation from the first measurement of the same code.
+    let mut evaluate =
+        |variant: &Solution, race: Option<Race>, salt: &str| -> Result<(EvalResult, bool), Exit> {
+            // A raced result may be a rough estimate: never reuse it where a full one is wanted.
+            let raced = if race.is_some() { ":raced" } else { "" };
+            let key = format!(
+                "{}{salt}{raced}",
+                judge.eval_key(task, variant).map_err(env_err)?
+            );
+            if let Some(prev) = store.find(&key).map_err(env_err)? {
+                return Ok((prev.result, true));
+            }
+            let (_, r) =
+                crate::evaluate_recorded_as(&mut judge, &mut store, task, variant, race, &key)?;
+            Ok((r, false))
+        };
+    // The untuned solution (macro defaults) is the reference point and the first incumbent.
+    let (default_result, _) = evaluate(solution, None, "")?;
+    let nw = task.workloads.len();
+    let mut leader = incumbent(&default_result, nw);
+    let bar = ProgressBar::new(args.budget.min(space_size) as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut history: Vec<Trial> = Vec::new();
     let mut rows: Vec<Row> = Vec::new();
-    while rows.len() < budget && deadline.is_none_or(|d| Instant::now() < d) {
+    while rows.len() < args.budget && deadline.is_none_or(|d| Instant::now() < d) {
         let Some(config) = strategy.propose(&space, &history) else {
             break;
         };
         let variant = tuned_variant(solution, &config);
-        let (result, reused) = evaluate(&variant)?;
-        history.push(Trial {
+        let race = leader.clone().filter(|_| !args.no_race).map(Race::against);
+        let (result, reused) = evaluate(&variant, race, "")?;
+        let trial = Trial {
             config: config.clone(),
-            latency_ms: latency_ms(&result),
-        });
+            cost: cost(&result),
+            eliminated: eliminated(&result),
+        };
+        let improves = trial.cost.is_some()
+            && !trial.eliminated
+            && ksmith_tune::best(&history)
+                .and_then(|b| b.cost)
+                .is_none_or(|b| trial.cost < Some(b));
+        let beats_default = cost(&default_result).is_none_or(|d| trial.cost < Some(d));
+        if improves && beats_default {
+            leader = incumbent(&result, nw).or(leader);
+        }
+        history.push(trial);
         if let Some(b) = ksmith_tune::best(&history) {
             bar.set_message(format!(
-                "best {:.3} ms [{}]",
-                b.latency_ms.unwrap_or(0.0),
+                "best {:.2}x vs XLA [{}]",
+                1.0 / b.cost.unwrap_or(1.0),
                 ksmith_tune::label(&b.config)
             ));
         }
@@ -136,16 +224,78 @@ pub(crate) fn search(
             config,
             result,
             reused,
+            elapsed_s: started.elapsed().as_secs_f64(),
         });
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let best = ksmith_tune::best(&history).cloned();
+    // Spend repetitions on the leaders: re-time the best few and the untuned solution.
+    let mut confirmed = Vec::new();
+    if args.confirm > 0 {
+        let mut leaders: Vec<&Trial> = history
+            .iter()
+            .filter(|t| t.cost.is_some() && !t.eliminated)
+            .collect();
+        leaders.sort_by(|a, b| a.cost.total_cmp_opt(&b.cost));
+        if default_result.status == Status::Passed {
+            let (second, _) = evaluate(solution, None, ":confirm")?;
+            confirmed.push(Confirmed {
+                config: None,
+                first: default_result.clone(),
+                second,
+            });
+        }
+        for t in leaders.into_iter().take(args.confirm) {
+            let first = rows
+                .iter()
+                .find(|r| r.config == t.config)
+                .map(|r| r.result.clone())
+                .unwrap_or_else(|| default_result.clone());
+            let (second, _) = evaluate(&tuned_variant(solution, &t.config), None, ":confirm")?;
+            confirmed.push(Confirmed {
+                config: Some(t.config.clone()),
+                first,
+                second,
+            });
+        }
+        confirmed.sort_by(|a, b| a.cost().total_cmp_opt(&b.cost()));
+    }
+    let best = match confirmed
+        .first()
+        .and_then(|c| Some((c.config.clone(), c.cost()?)))
+    {
+        Some(b) => Some(b),
+        None => {
+            // No confirmation: the cheaper of the best trial and the untuned solution.
+            let tuned =
+                ksmith_tune::best(&history).and_then(|b| Some((Some(b.config.clone()), b.cost?)));
+            let default = cost(&default_result).map(|c| (None, c));
+            match (tuned, default) {
+                (Some(t), Some(d)) => Some(if t.1 < d.1 { t } else { d }),
+                (t, d) => t.or(d),
+            }
+        }
+    };
     Ok(Outcome {
         default_result,
         rows,
+        confirmed,
         best,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        space_size,
     })
+}
+
+/// Total order on optional costs: missing (failed) last.
+trait CostOrd {
+    fn total_cmp_opt(&self, other: &Self) -> std::cmp::Ordering;
+}
+
+impl CostOrd for Option<f64> {
+    fn total_cmp_opt(&self, other: &Self) -> std::cmp::Ordering {
+        self.unwrap_or(f64::INFINITY)
+            .total_cmp(&other.unwrap_or(f64::INFINITY))
+    }
 }
 
 /// The solution with a configuration's values fixed as `-D` flags.
@@ -155,7 +305,6 @@ pub(crate) fn tuned_variant(solution: &Solution, config: &Config) -> Solution {
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
-    let started = Instant::now();
     let task = load_task(&args.task)?;
     let solution = Solution::load(&args.solution, &task).map_err(|e| {
         input(anyhow!(
@@ -163,49 +312,110 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
             args.solution.display()
         ))
     })?;
-    let deadline = args.time_budget.map(|s| started + Duration::from_secs(s));
-    let outcome = search(
-        ctx,
-        &task,
-        &solution,
-        &args.strategy,
-        args.seed,
-        args.budget,
-        deadline,
-        &args.opts,
-    )?;
-    let default_ms = latency_ms(&outcome.default_result);
-    print_table(&outcome.rows, default_ms);
-    let Some(best) = outcome.best else {
-        println!("no configuration passed; nothing written");
-        return Ok(1);
-    };
+    let outcome = search(ctx, &task, &solution, &args.search, &args.opts)?;
     let out = args.out.clone().unwrap_or_else(|| {
         let mut p = args.solution.clone().into_os_string();
         p.push("-tuned");
         PathBuf::from(p)
     });
-    write_tuned(&solution, &best.config, &out).map_err(env_err)?;
-    let reused = outcome.rows.iter().filter(|r| r.reused).count();
-    println!(
-        "best [{}]: {:.3} ms{}; {} configurations evaluated ({} reused from the store) in {:.1} s; written to {}",
-        ksmith_tune::label(&best.config),
-        best.latency_ms.unwrap_or(0.0),
-        default_ms.map(|d| format!(" ({:.2}x vs the untuned solution's {d:.3} ms)", d / best.latency_ms.unwrap_or(d))).unwrap_or_default(),
-        outcome.rows.len(),
-        reused,
-        started.elapsed().as_secs_f64(),
-        out.display()
-    );
-    Ok(0)
+    if let Some((config, _)) = &outcome.best {
+        write_tuned(&solution, &config.clone().unwrap_or_default(), &out).map_err(env_err)?;
+    }
+    if args.json {
+        println!("{}", outcome_json(&task, &solution, &args.search, &outcome));
+    } else {
+        print_table(&outcome);
+        summarize(&outcome, &out);
+    }
+    Ok(if outcome.best.is_some() { 0 } else { 1 })
 }
 
-fn print_table(rows: &[Row], default_ms: Option<f64>) {
-    let mut sorted: Vec<&Row> = rows.iter().collect();
-    sorted.sort_by(|a, b| {
-        let key = |r: &Row| latency_ms(&r.result).unwrap_or(f64::INFINITY);
-        key(a).total_cmp(&key(b))
-    });
+fn summarize(outcome: &Outcome, out: &Path) {
+    let Some((config, best_cost)) = &outcome.best else {
+        println!("no configuration passed; nothing written");
+        return;
+    };
+    let reused = outcome.rows.iter().filter(|r| r.reused).count();
+    let dropped = outcome
+        .rows
+        .iter()
+        .filter(|r| eliminated(&r.result))
+        .count();
+    let label = config
+        .as_ref()
+        .map(ksmith_tune::label)
+        .unwrap_or_else(|| "untuned".into());
+    let vs_default = outcome
+        .confirmed
+        .iter()
+        .find(|c| c.config.is_none())
+        .and_then(Confirmed::cost)
+        .or_else(|| cost(&outcome.default_result))
+        .map(|d| format!(", {:.2}x vs the untuned solution", d / best_cost))
+        .unwrap_or_default();
+    println!(
+        "best [{label}]: {:.2}x vs XLA{vs_default}; {} configurations evaluated ({reused} reused from the store, {dropped} dropped early by successive elimination), {} re-timed, in {:.1} s; written to {}",
+        1.0 / best_cost,
+        outcome.rows.len(),
+        outcome.confirmed.len(),
+        outcome.elapsed_s,
+        out.display()
+    );
+}
+
+fn row_json(config: Option<&Config>, r: &EvalResult) -> serde_json::Value {
+    json!({
+        "config": config,
+        "status": r.status,
+        "reason": r.reason,
+        "cost": cost(r),
+        "latency_ms": latency_ms(r),
+        "speedup": passed_perf(r).map(|p| p.speedup),
+        "eliminated": eliminated(r),
+    })
+}
+
+/// The whole search as one JSON document (for scripts such as benches/tuner_compare.py).
+fn outcome_json(
+    task: &Task,
+    solution: &Solution,
+    args: &SearchArgs,
+    o: &Outcome,
+) -> serde_json::Value {
+    let rows: Vec<_> = o
+        .rows
+        .iter()
+        .map(|r| {
+            let mut v = row_json(Some(&r.config), &r.result);
+            v["reused"] = json!(r.reused);
+            v["elapsed_s"] = json!(r.elapsed_s);
+            v
+        })
+        .collect();
+    let confirmed: Vec<_> = o
+        .confirmed
+        .iter()
+        .map(|c| json!({"config": c.config, "cost": c.cost(), "costs": [cost(&c.first), cost(&c.second)]}))
+        .collect();
+    json!({
+        "task": task.name,
+        "solution": solution.name,
+        "strategy": args.strategy,
+        "seed": args.seed,
+        "race": !args.no_race,
+        "space_size": o.space_size,
+        "elapsed_s": o.elapsed_s,
+        "default": row_json(None, &o.default_result),
+        "rows": rows,
+        "confirmed": confirmed,
+        "best": o.best.as_ref().map(|(c, cost)| json!({"config": c, "cost": cost})),
+    })
+}
+
+fn print_table(outcome: &Outcome) {
+    let mut sorted: Vec<&Row> = outcome.rows.iter().collect();
+    sorted.sort_by(|a, b| cost(&a.result).total_cmp_opt(&cost(&b.result)));
+    let default_cost = cost(&outcome.default_result);
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec![
@@ -213,29 +423,38 @@ fn print_table(rows: &[Row], default_ms: Option<f64>) {
         "configuration",
         "status",
         "latency ms (geomean)",
-        "vs untuned",
         "speedup vs XLA",
+        "vs untuned",
+        "re-timed",
     ]);
     for (i, r) in sorted.iter().take(10).enumerate() {
-        let lat = latency_ms(&r.result);
-        let status = match &r.result.reason {
-            Some(reason) => format!("{} ({reason})", r.result.status),
-            None => r.result.status.to_string(),
+        let status = match (&r.result.reason, eliminated(&r.result)) {
+            (Some(reason), _) => format!("{} ({reason})", r.result.status),
+            (None, true) => format!("{} (dropped early)", r.result.status),
+            (None, false) => r.result.status.to_string(),
         };
+        let c = cost(&r.result);
+        let again = outcome
+            .confirmed
+            .iter()
+            .find(|k| k.config.as_ref() == Some(&r.config))
+            .and_then(|k| cost(&k.second));
         t.add_row(vec![
             (i + 1).to_string(),
             ksmith_tune::label(&r.config),
             status,
-            lat.map(|l| format!("{l:.3}")).unwrap_or_else(|| "-".into()),
-            match (lat, default_ms) {
-                (Some(l), Some(d)) => format!("{:.2}x", d / l),
+            latency_ms(&r.result)
+                .map(|l| format!("{l:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            c.map(|c| format!("{:.2}x", 1.0 / c))
+                .unwrap_or_else(|| "-".into()),
+            match (c, default_cost) {
+                (Some(c), Some(d)) => format!("{:.2}x", d / c),
                 _ => "-".into(),
             },
-            r.result
-                .performance
-                .as_ref()
-                .map(|p| format!("{:.2}x", p.speedup))
-                .unwrap_or_else(|| "-".into()),
+            again
+                .map(|a| format!("{:.2}x", 1.0 / a))
+                .unwrap_or_default(),
         ]);
     }
     println!("{t}");

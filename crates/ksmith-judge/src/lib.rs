@@ -3,10 +3,12 @@
 //! workload → full check (every workload, several seeds) → timing against the XLA baseline in
 //! alternating rounds (+ re-check of timed outputs) → roofline figures.
 
+mod measure;
 mod result;
 mod timing;
 
 pub use result::*;
+pub use timing::Race;
 
 use ksmith_backend::c::{self, Compiler};
 use ksmith_backend::hw::Hardware;
@@ -28,6 +30,10 @@ pub enum Flush {
     /// Never flush.
     Never,
 }
+
+/// Version of the checking and timing method: part of every evaluation key, so results measured
+/// by an older method are never reused. Bump it when the cascade or the timing changes.
+pub const METHOD_VERSION: u32 = 2;
 
 /// Judge settings. Frozen for the judge's lifetime.
 #[derive(Debug, Clone)]
@@ -104,6 +110,8 @@ pub struct Judge {
     hw_rechecked: bool,
     /// Reference outputs computed (cache misses) so far.
     references_computed: usize,
+    /// The race of the evaluation in progress, if any.
+    race: Option<Race>,
 }
 
 /// Why the cascade stopped early.
@@ -148,6 +156,7 @@ impl Judge {
             hw_path: None,
             hw_rechecked: false,
             references_computed: 0,
+            race: None,
         }
     }
 
@@ -264,7 +273,7 @@ impl Judge {
         let fingerprint = self.environment()?.fingerprint.clone();
         let c = &self.config;
         let settings = format!(
-            "{}|{}|{fingerprint}|{:?}|{}|{:?}|{:?}|{}|{}",
+            "{METHOD_VERSION}|{}|{}|{fingerprint}|{:?}|{}|{:?}|{:?}|{}|{}",
             task.content_hash,
             solution.content_hash,
             c.seeds,
@@ -301,6 +310,28 @@ impl Judge {
 
     /// Evaluates one candidate. Errors only for problems that are not the candidate's.
     pub fn evaluate(&mut self, task: &Task, solution: &Solution) -> Result<EvalResult, JudgeError> {
+        self.evaluate_raced(task, solution, None)
+    }
+
+    /// Like [`Judge::evaluate`], but timing stops early (`performance.eliminated`) once the
+    /// candidate is clearly slower than the race's incumbent. Correctness is checked in full.
+    pub fn evaluate_raced(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        race: Option<Race>,
+    ) -> Result<EvalResult, JudgeError> {
+        self.race = race;
+        let r = self.evaluate_inner(task, solution);
+        self.race = None;
+        r
+    }
+
+    fn evaluate_inner(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+    ) -> Result<EvalResult, JudgeError> {
         let start = Instant::now();
         let computed_before = self.references_computed;
         self.trusted()?;
@@ -518,13 +549,10 @@ impl Judge {
         }
         // 6. Timing, 7. roofline.
         r.stage = Stage::Timing;
-        let mut perf = Vec::new();
-        for (w, &est) in elapsed_ns.iter().enumerate() {
-            match self.time_workload(task, runner, w, est, r)? {
-                Ok(p) => perf.push(p),
-                Err(v) => return Ok(Some(v)),
-            }
-        }
+        let (mut perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, r)? {
+            Ok(timed) => timed,
+            Err(v) => return Ok(Some(v)),
+        };
         if perf
             .iter()
             .any(|p| p.roofline_fraction > self.config.plausibility_margin)
@@ -545,6 +573,7 @@ impl Judge {
             speedup: geomean(perf.iter().map(|p| p.speedup)),
             roofline_fraction: geomean(perf.iter().map(|p| p.roofline_fraction)),
             workloads: perf,
+            eliminated,
         };
         let implausible = performance
             .workloads
@@ -618,120 +647,6 @@ impl Judge {
             v["detail"].as_str().unwrap_or("")
         );
         Ok(Some(Verdict::new(status, reason, detail)))
-    }
-
-    fn time_workload(
-        &mut self,
-        task: &Task,
-        runner: &mut Peer,
-        w: usize,
-        est_ns: u64,
-        r: &mut EvalResult,
-    ) -> Result<Result<WorkloadPerf, Verdict>, Failure> {
-        let seeds = [self.config.seeds[0], self.config.seeds[1]];
-        let mut paths = Vec::new();
-        for s in seeds {
-            paths.push(self.prepare(task, w, s).map_err(Failure::Judge)?);
-        }
-        let axes = &task.workloads[w].axes;
-        let flops = task.flops_of(w);
-        let bytes = task.bytes_of(w);
-        let flush = match self.config.flush {
-            Flush::Always => true,
-            Flush::Never => false,
-            Flush::Auto => bytes < self.hw.llc_bytes() as f64,
-        };
-        let flush_bytes = if flush {
-            self.hw.llc_bytes().max(8 << 20)
-        } else {
-            0
-        };
-        // Untimed work per call: the flush writes `flush_bytes`, poisoning writes the outputs.
-        let out_bytes: f64 = task
-            .outputs
-            .iter()
-            .map(|o| (o.tensor.numel(axes) as usize * o.tensor.dtype.size()) as f64)
-            .sum();
-        let per_call_ns = (flush_bytes as f64 + out_bytes) / 10.0; // ~10 GB/s
-        let plan = timing::RoundPlan::new(est_ns, per_call_ns, &self.config);
-        let prefixes: Vec<String> = seeds
-            .iter()
-            .map(|s| {
-                runner
-                    .dir()
-                    .join(format!("timed_w{w}_s{s}"))
-                    .display()
-                    .to_string()
-            })
-            .collect();
-        let mut cand = Vec::new();
-        let mut base = Vec::new();
-        for round in 0..self.config.max_rounds {
-            let warmup = if round == 0 { 2 } else { 0 };
-            let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": seeds, "reps": plan.reps(&base),
-                              "warmup": warmup, "flush_bytes": flush_bytes, "cache_dir": self.ref_cache()});
-            let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
-            base.extend(
-                b["samples_ns"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_u64),
-            );
-            let creq = json!({
-                "cmd": "time", "inputs_paths": paths, "axes": axis_values(task, w),
-                "in_shapes": task.inputs.iter().map(|t| t.dims(axes)).collect::<Vec<_>>(),
-                "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(axes)).collect::<Vec<_>>(),
-                "reps": plan.reps(&cand), "warmup": warmup, "flush_bytes": flush_bytes,
-            });
-            let c = runner
-                .call(&creq, self.config.call_timeout)
-                .map_err(Failure::Candidate)?;
-            cand.extend(
-                c["samples_ns"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_u64),
-            );
-            if plan.done(round + 1, &cand, &base) {
-                break;
-            }
-        }
-        let dump = json!({"cmd": "dump", "out_prefixes": prefixes});
-        let last_reply = runner
-            .call(&dump, self.config.call_timeout)
-            .map_err(Failure::Candidate)?;
-        r.time_split.kernel_s += cand.iter().sum::<u64>() as f64 / 1e9;
-        r.time_split.baseline_s += base.iter().sum::<u64>() as f64 / 1e9;
-        // Re-check the outputs of the timed calls (one per input set).
-        let mut corr = r.correctness.take().unwrap_or_default();
-        for (i, s) in seeds.iter().enumerate() {
-            let out = &last_reply["outputs"][i];
-            let hashes = &last_reply["input_hashes"][i];
-            if let Some(mut v) = self.check(task, w, *s, out, hashes, &[], &mut corr)? {
-                v.detail = format!("timed run: {}", v.detail);
-                r.correctness = Some(corr);
-                return Ok(Err(v));
-            }
-        }
-        r.correctness = Some(corr);
-        let c = Timing::from_ns(&cand);
-        let b = Timing::from_ns(&base);
-        let secs = c.median_ms / 1e3;
-        let floor = self.hw.floor_seconds(flops, bytes, flush);
-        Ok(Ok(WorkloadPerf {
-            workload: w,
-            axes: axes.clone(),
-            speedup: b.median_ms / c.median_ms.max(1e-9),
-            gflops: flops / secs.max(1e-12) / 1e9,
-            gbps: bytes / secs.max(1e-12) / 1e9,
-            floor_ms: floor * 1e3,
-            roofline_fraction: floor / secs.max(1e-12),
-            cache_flushed: flush,
-            candidate: c,
-            baseline: b,
-        }))
     }
 }
 

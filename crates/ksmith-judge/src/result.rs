@@ -216,6 +216,19 @@ pub struct Performance {
     pub roofline_fraction: f64,
     /// Per workload.
     pub workloads: Vec<WorkloadPerf>,
+    /// Set when timing stopped early because the candidate was clearly slower than a race's
+    /// incumbent (see [`crate::Race`]); the figures above are then a rough estimate.
+    #[serde(default)]
+    pub eliminated: Option<Elimination>,
+}
+
+/// Why a raced evaluation stopped timing early.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Elimination {
+    /// Incumbent speedup / candidate speedup, geometric mean over workloads (> the race's ratio).
+    pub slowdown: f64,
+    /// Alternating rounds timed on each workload before dropping it.
+    pub rounds: usize,
 }
 
 /// Where and with what an evaluation ran.

@@ -26,7 +26,7 @@ impl RoundPlan {
         }
     }
 
-    fn median(samples: &[u64]) -> Option<f64> {
+    pub(crate) fn median(samples: &[u64]) -> Option<f64> {
         if samples.is_empty() {
             return None;
         }
@@ -47,6 +47,48 @@ impl RoundPlan {
             s.iter().sum::<u64>() as f64 >= self.min_total_ns || s.len() >= ENOUGH_SAMPLES
         };
         rounds >= self.min_rounds && enough(cand) && enough(base)
+    }
+}
+
+/// Successive elimination for tuning: stop timing a candidate that is clearly slower than the
+/// best configuration found so far (the incumbent), so repetitions go to the contenders.
+///
+/// The comparison uses speedups over the XLA baseline, which are measured in the same
+/// alternating windows, so slow drift of the machine cancels out of it.
+#[derive(Debug, Clone)]
+pub struct Race {
+    /// The incumbent's speedup on each workload.
+    pub incumbent_speedup: Vec<f64>,
+    /// Drop a candidate whose speedup is below the incumbent's by more than this factor.
+    pub ratio: f64,
+    /// Rounds to time before judging (each round is ~60 ms per side).
+    pub min_rounds: usize,
+}
+
+impl Race {
+    /// A race against an incumbent with the given per-workload speedups; default margins
+    /// (20%, well above the ~6-8% median A/A spread measured on these machines).
+    pub fn against(incumbent_speedup: Vec<f64>) -> Race {
+        Race {
+            incumbent_speedup,
+            ratio: 1.2,
+            min_rounds: 2,
+        }
+    }
+
+    /// The candidate's slowdown against the incumbent (geometric mean over workloads of
+    /// incumbent speedup / candidate speedup) if it is large enough to drop the candidate.
+    pub(crate) fn slowdown(&self, speedups: &[f64]) -> Option<f64> {
+        if speedups.len() != self.incumbent_speedup.len() || speedups.is_empty() {
+            return None;
+        }
+        let ratios = self
+            .incumbent_speedup
+            .iter()
+            .zip(speedups)
+            .map(|(i, s)| i / s.max(1e-12));
+        let slowdown = crate::geomean(ratios);
+        (slowdown > self.ratio).then_some(slowdown)
     }
 }
 
@@ -81,5 +123,20 @@ mod tests {
             p.done(4, &vec![1000u64; 100], &vec![1000u64; 100]),
             "enough samples"
         );
+    }
+
+    #[test]
+    fn a_race_drops_only_candidates_clearly_slower_over_all_workloads() {
+        let race = Race::against(vec![2.0, 1.0]);
+        // As fast as the incumbent, or 10% slower: kept.
+        assert_eq!(race.slowdown(&[2.0, 1.0]), None);
+        assert_eq!(race.slowdown(&[1.8, 0.91]), None);
+        // Much slower on one workload but faster on the other: judged overall, kept.
+        assert_eq!(race.slowdown(&[1.2, 1.5]), None);
+        // 1.6x slower on both: dropped.
+        let s = race.slowdown(&[1.25, 0.625]).unwrap();
+        assert!((s - 1.6).abs() < 1e-9, "{s}");
+        // A different workload count (no comparable incumbent): never dropped.
+        assert_eq!(race.slowdown(&[0.1]), None);
     }
 }

@@ -2,6 +2,7 @@
 //! parameters to evaluate next. Evaluating is the judge's job; `ksmith tune` drives both.
 
 use ksmith_task::{Formula, Solution, Task};
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One assignment of a value to every tunable.
@@ -149,13 +150,35 @@ impl Space {
     }
 }
 
-/// What happened to one evaluated configuration: its latency (lower is better) or a failure.
+/// What happened to one evaluated configuration: its cost (lower is better) or a failure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trial {
     /// The configuration.
     pub config: Config,
-    /// Geometric-mean latency over workloads in ms; None when it failed to build or was incorrect.
-    pub latency_ms: Option<f64>,
+    /// Lower is better (the CLI uses time relative to the XLA baseline, geometric mean over
+    /// workloads); None when it failed to build or was incorrect.
+    pub cost: Option<f64>,
+    /// Timing stopped early because it was clearly slower than the best so far: its cost is a
+    /// rough estimate, good for steering a search but never the winner.
+    pub eliminated: bool,
+}
+
+impl Trial {
+    /// A fully measured trial.
+    pub fn measured(config: Config, cost: Option<f64>) -> Trial {
+        Trial {
+            config,
+            cost,
+            eliminated: false,
+        }
+    }
+}
+
+/// Successful trials, cheapest first.
+fn ranked(history: &[Trial]) -> Vec<&Trial> {
+    let mut ok: Vec<&Trial> = history.iter().filter(|t| t.cost.is_some()).collect();
+    ok.sort_by(|a, b| a.cost.partial_cmp(&b.cost).unwrap_or(Ordering::Equal));
+    ok
 }
 
 /// A search strategy: proposes the next configuration given everything tried so far.
@@ -226,16 +249,9 @@ impl Strategy for RandomSearch {
     }
 }
 
-/// The fastest successful trial so far.
+/// The cheapest fully measured successful trial so far.
 pub fn best(history: &[Trial]) -> Option<&Trial> {
-    history
-        .iter()
-        .filter(|t| t.latency_ms.is_some())
-        .min_by(|a, b| {
-            a.latency_ms
-                .partial_cmp(&b.latency_ms)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })
+    ranked(history).into_iter().find(|t| !t.eliminated)
 }
 
 /// Greedy local search: the untried neighbours of the best configuration so far, best first;
@@ -250,13 +266,7 @@ impl Strategy for HillClimb {
     }
     fn propose(&mut self, space: &Space, history: &[Trial]) -> Option<Config> {
         let seen = tried(history);
-        let mut ranked: Vec<&Trial> = history.iter().filter(|t| t.latency_ms.is_some()).collect();
-        ranked.sort_by(|a, b| {
-            a.latency_ms
-                .partial_cmp(&b.latency_ms)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
-        for t in ranked {
+        for t in ranked(history) {
             if let Some(n) = space
                 .neighbors(&t.config)
                 .into_iter()
@@ -284,12 +294,7 @@ impl Strategy for Genetic {
     }
     fn propose(&mut self, space: &Space, history: &[Trial]) -> Option<Config> {
         let seen = tried(history);
-        let mut ok: Vec<&Trial> = history.iter().filter(|t| t.latency_ms.is_some()).collect();
-        ok.sort_by(|a, b| {
-            a.latency_ms
-                .partial_cmp(&b.latency_ms)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        let mut ok = ranked(history);
         ok.truncate(self.population);
         if ok.len() < 2 {
             return (0..200)
@@ -300,7 +305,7 @@ impl Strategy for Genetic {
             let mut pick = || {
                 let a = ok[self.rng.usize(..ok.len())];
                 let b = ok[self.rng.usize(..ok.len())];
-                if a.latency_ms <= b.latency_ms {
+                if a.cost <= b.cost {
                     a
                 } else {
                     b
@@ -399,10 +404,7 @@ mod tests {
                 );
                 // A latency with a single minimum at BM=64, BN=16.
                 let lat = ((c["BM"] - 64).abs() + (c["BN"] - 16).abs()) as f64 + 1.0;
-                history.push(Trial {
-                    config: c,
-                    latency_ms: Some(lat),
-                });
+                history.push(Trial::measured(c, Some(lat)));
                 assert!(history.len() <= total);
             }
             assert_eq!(history.len(), total, "{name} stopped early");
@@ -417,11 +419,24 @@ mod tests {
         for _ in 0..8 {
             let c = st.propose(&s, &history).unwrap();
             let lat = ((c["BM"] - 64).abs() + (c["BN"] - 16).abs()) as f64 + 1.0;
-            history.push(Trial {
-                config: c,
-                latency_ms: Some(lat),
-            });
+            history.push(Trial::measured(c, Some(lat)));
         }
-        assert_eq!(best(&history).unwrap().latency_ms, Some(1.0), "{history:?}");
+        assert_eq!(best(&history).unwrap().cost, Some(1.0), "{history:?}");
+    }
+
+    #[test]
+    fn an_eliminated_trial_steers_the_search_but_is_never_the_best() {
+        let c = |bm: i64| Config::from([("BM".to_string(), bm)]);
+        let mut history = vec![
+            Trial::measured(c(16), Some(2.0)),
+            Trial::measured(c(32), None),
+        ];
+        history.push(Trial {
+            config: c(64),
+            cost: Some(1.0),
+            eliminated: true,
+        });
+        assert_eq!(best(&history).unwrap().config, c(16));
+        assert_eq!(ranked(&history)[0].config, c(64));
     }
 }
