@@ -588,9 +588,18 @@ fn ksbench_definitions_and_seed_solutions_parse() {
     );
 }
 
+fn evaluations(store: &Path) -> i64 {
+    let Ok(c) = rusqlite::Connection::open(store.join("ksmith.db")) else {
+        return 0;
+    };
+    c.query_row("SELECT COUNT(*) FROM evaluations", [], |r| r.get(0))
+        .unwrap_or(0)
+}
+
 #[test]
-fn tune_searches_the_declared_space_writes_the_winner_and_resumes_from_the_store() {
+fn tune_searches_the_declared_space_survives_kill_9_resumes_and_writes_the_winner() {
     let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
     let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
     let out_dir = tmp.path().join("tuned");
     let args = [
@@ -605,32 +614,72 @@ fn tune_searches_the_declared_space_writes_the_winner_and_resumes_from_the_store
         "10",
         "--out",
         out_dir.to_str().unwrap(),
+        "--json",
     ];
-    let out = ksmith(&shared_store(), &args);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    let s = stdout(&out);
+    // kill -9 after the untuned solution and the first configuration are stored.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
+        .arg("--store")
+        .arg(&store)
+        .args(args)
+        .current_dir(root())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while evaluations(&store) < 2 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "tune exited before two evaluations were stored"
+        );
+        assert!(start.elapsed() < Duration::from_secs(300), "tune stalled");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let stored = evaluations(&store);
+
+    let out = ksmith(&store, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let rows = v["rows"].as_array().unwrap();
     // BLOCK in {4096, 16384, 65536}, all <= the smallest N (65537): 3 configurations.
+    assert_eq!(v["space_size"], 3, "{v}");
+    assert_eq!(rows.len(), 3, "{v}");
+    let blocks: Vec<i64> = rows
+        .iter()
+        .map(|r| r["config"]["BLOCK"].as_i64().unwrap())
+        .collect();
+    assert_eq!(blocks, [4096, 16384, 65536]);
+    let reused = rows.iter().filter(|r| r["reused"] == true).count();
     assert!(
-        s.contains("BLOCK=4096") && s.contains("BLOCK=16384") && s.contains("BLOCK=65536"),
-        "{s}"
+        reused >= 1 && reused as i64 >= stored - 1,
+        "{stored} stored before the kill, {reused} reused: {v}"
     );
-    assert!(s.contains("3 configurations evaluated"), "{s}");
+    for r in rows {
+        assert_eq!(r["status"], "PASSED", "{r}");
+        assert!(r["cost"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["elapsed_s"].as_f64().is_some(), "{r}");
+    }
+    // The leaders and the untuned solution were re-timed; the winner is one of them.
+    let confirmed = v["confirmed"].as_array().unwrap();
+    let full = rows.iter().filter(|r| r["eliminated"] == false).count();
+    assert_eq!(confirmed.len(), 1 + full.min(3), "{v}");
+    assert!(confirmed.iter().any(|c| c["config"].is_null()), "{v}");
+    assert_eq!(v["best"]["config"], confirmed[0]["config"], "{v}");
     let toml = std::fs::read_to_string(out_dir.join("solution.toml")).unwrap();
-    assert!(toml.contains("-DBLOCK="), "{toml}");
+    assert!(toml.contains("name = "), "{toml}");
     let ev = check_only(task.to_str().unwrap(), out_dir.to_str().unwrap());
     assert_eq!(json(&ev)["status"], "PASSED");
-    // A second run reuses every stored evaluation.
-    let again = ksmith(&shared_store(), &args);
+
+    // A second run reuses every stored evaluation; the human table names the configurations.
+    let human: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
+    let again = ksmith(&store, &human);
+    let s = stdout(&again);
+    assert!(s.contains("BLOCK=4096") && s.contains("BLOCK=65536"), "{s}");
     assert!(
-        stdout(&again).contains("(3 reused from the store)"),
-        "{}",
-        stdout(&again)
+        s.contains("3 configurations evaluated (3 reused from the store"),
+        "{s}"
     );
 
     let bad = ksmith(
