@@ -21,7 +21,7 @@ use std::time::Duration;
 /// Exit code: evaluation ran and the candidate failed.
 const EXIT_FAILED: u8 = 1;
 /// Exit code: bad usage or bad input (task, solution, flag).
-const EXIT_INPUT: u8 = 2;
+pub(crate) const EXIT_INPUT: u8 = 2;
 /// Exit code: the environment failed (no compiler, Python setup, harness crash).
 const EXIT_ENV: u8 = 3;
 

@@ -12,14 +12,15 @@ use std::time::Instant;
 /// Arguments of `ksmith optimize`.
 #[derive(clap::Args)]
 pub(crate) struct OptimizeArgs {
-    /// Task directory.
+    /// Task directory, or a suite directory (every task in turn, with a summary).
     pub task: PathBuf,
     /// Solution to start from (default: the task's solutions/seed, else solutions/fast).
     #[arg(long)]
     pub from: Option<PathBuf>,
     #[command(flatten)]
     pub search: SearchArgs,
-    /// Where to write the best solution and report (default: STORE/optimized/TASK).
+    /// Where to write the best solution and report (default: STORE/optimized/TASK; for a suite,
+    /// the directory that gets one folder per task and summary.md).
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
@@ -77,13 +78,115 @@ fn timed_line(what: &str, config: Option<&ksmith_tune::Config>, o: &Outcome) -> 
     Some(l)
 }
 
+/// What optimizing one task achieved (for the suite summary).
+struct TaskSummary {
+    task: String,
+    /// Speedup vs XLA of the untuned seed and of the winner (both timings when re-timed).
+    untuned: Option<f64>,
+    best: Option<f64>,
+    /// The winning configuration; None when the untuned seed stayed best.
+    config: Option<String>,
+    /// Why nothing was written, if so.
+    failure: Option<String>,
+}
+
 pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
+    let dirs = crate::suite_tasks(&args.task)?;
+    println!("LLM-driven rewriting is off: no model is configured (the agents are not built yet); optimizing by autotuning the seed solutions only.");
+    if dirs.len() == 1 && args.task.join(ksmith_task::TASK_FILE_NAME).exists() {
+        let out = args.out.clone();
+        let s = optimize_task(ctx, &dirs[0], args, out)?;
+        return Ok(if s.failure.is_some() { 1 } else { 0 });
+    }
+    // A suite: every task in turn; a task that cannot be tuned is reported, not fatal.
     let started = Instant::now();
-    let task = load_task(&args.task)?;
+    let root = args
+        .out
+        .clone()
+        .unwrap_or_else(|| ctx.store_dir.join("optimized"));
+    let mut summaries = Vec::new();
+    for (i, dir) in dirs.iter().enumerate() {
+        let name = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        eprintln!("ksmith: [{}/{}] {name}", i + 1, dirs.len());
+        match optimize_task(ctx, dir, args, Some(root.join(&name))) {
+            Ok(s) => summaries.push(s),
+            Err(e) if e.0 == crate::EXIT_INPUT => summaries.push(TaskSummary {
+                task: name,
+                untuned: None,
+                best: None,
+                config: None,
+                failure: Some(format!("{:#}", e.1)),
+            }),
+            Err(e) => return Err(e),
+        }
+    }
+    let md = suite_summary(&summaries, started.elapsed().as_secs_f64());
+    println!("{md}");
+    std::fs::create_dir_all(&root).map_err(env_err)?;
+    std::fs::write(root.join("summary.md"), &md).map_err(env_err)?;
+    println!("summary written to {}", root.join("summary.md").display());
+    Ok(if summaries.iter().any(|s| s.failure.is_some()) {
+        1
+    } else {
+        0
+    })
+}
+
+/// Markdown table of a suite run: untuned vs tuned per task, the geomean gain, and the tasks
+/// where tuning found nothing better than the seed's defaults.
+fn suite_summary(summaries: &[TaskSummary], seconds: f64) -> String {
+    let mut s = String::from("| task | seed speedup vs XLA | tuned speedup vs XLA | tuned / untuned | winner |\n| --- | --- | --- | --- | --- |\n");
+    let mut gains = Vec::new();
+    let mut nothing = Vec::new();
+    for t in summaries {
+        let gain = match (t.untuned, t.best) {
+            (Some(u), Some(b)) => Some(b / u),
+            _ => None,
+        };
+        gains.extend(gain);
+        if t.failure.is_none() && t.config.is_none() {
+            nothing.push(t.task.as_str());
+        }
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            t.task,
+            fmt(t.untuned, |v| format!("{v:.2}x")),
+            fmt(t.best, |v| format!("{v:.2}x")),
+            fmt(gain, |v| format!("{v:.2}x")),
+            match (&t.failure, &t.config) {
+                (Some(f), _) => format!("not written: {}", f.lines().next().unwrap_or("")),
+                (None, Some(c)) => c.clone(),
+                (None, None) => "untuned seed".into(),
+            }
+        ));
+    }
+    s.push_str(&format!(
+        "\n{} tasks in {:.0} s; geomean tuned / untuned over {} tasks: {:.3}x; tuning found nothing better than the seed's defaults on {}: {}\n",
+        summaries.len(),
+        seconds,
+        gains.len(),
+        ksmith_judge::geomean(gains.iter().copied()),
+        nothing.len(),
+        if nothing.is_empty() { "-".into() } else { nothing.join(", ") }
+    ));
+    s
+}
+
+fn optimize_task(
+    ctx: &Ctx,
+    task_dir: &std::path::Path,
+    args: &OptimizeArgs,
+    out: Option<PathBuf>,
+) -> Result<TaskSummary, Exit> {
+    let started = Instant::now();
+    let task = load_task(task_dir)?;
     let path = start_solution(&task, args.from.as_ref())?;
     let solution = Solution::load(&path, &task)
         .map_err(|e| input(anyhow!("invalid solution {}:\n{e}", path.display())))?;
-    println!("LLM-driven rewriting is off: no model is configured (the agents are not built yet); optimizing {} by autotuning {} only.", task.name, path.display());
     let outcome = tune::search(ctx, &task, &solution, &args.search, &args.opts)?;
     let xla = outcome
         .default_result
@@ -93,18 +196,27 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
     let mut lines: Vec<Line> = timed_line("seed (untuned)", None, &outcome)
         .into_iter()
         .collect();
+    let mut summary = TaskSummary {
+        task: task.name.clone(),
+        untuned: lines.first().and_then(|l| l.speedup),
+        best: outcome.best.as_ref().map(|(_, c)| 1.0 / c),
+        config: None,
+        failure: None,
+    };
     // The winner: the best tuned configuration if it beats the untuned seed, else the seed.
     let (best, config) = match &outcome.best {
         Some((Some(c), _)) => {
             let label = format!("tuned [{}]", ksmith_tune::label(c));
             lines.extend(timed_line(&label, Some(c), &outcome));
+            summary.config = Some(ksmith_tune::label(c));
             (tuned_variant(&solution, c), Some(c.clone()))
         }
         Some((None, _)) => (solution.clone(), None),
         None => {
             print_report(&lines, xla);
             println!("nothing passed; no solution written");
-            return Ok(1);
+            summary.failure = Some("nothing passed".into());
+            return Ok(summary);
         }
     };
     // Re-validate the winner on seeds it has never seen.
@@ -120,12 +232,10 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
             "the winner failed on fresh seeds ({}); no solution written",
             check.status
         );
-        return Ok(1);
+        summary.failure = Some(format!("failed on fresh seeds ({})", check.status));
+        return Ok(summary);
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| ctx.store_dir.join("optimized").join(&task.name));
+    let out = out.unwrap_or_else(|| ctx.store_dir.join("optimized").join(&task.name));
     tune::write_tuned(&solution, &config.unwrap_or_default(), &out).map_err(env_err)?;
     std::fs::write(
         out.join("report.md"),
@@ -137,7 +247,7 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
         out.display(),
         started.elapsed().as_secs_f64()
     );
-    Ok(0)
+    Ok(summary)
 }
 
 fn fmt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
