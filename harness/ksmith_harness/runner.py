@@ -30,28 +30,13 @@ CTYPES = {
 
 
 class Kernel:
-    """The loaded entry point and the buffers it is called with."""
+    """The loaded entry point and the buffers it is called with (shared by every backend)."""
+
+    interpreted = False
 
     def __init__(self, req):
-        self.lib = ctypes.CDLL(req["library"], mode=os.RTLD_LOCAL | os.RTLD_NOW)
-        try:
-            self.fn = getattr(self.lib, req["entry"])
-        except AttributeError:
-            raise HarnessError(f"entry point {req['entry']!r} not exported by the library") from None
         self.inputs = req["inputs"]
         self.outputs = req["outputs"]
-        argtypes = []
-        for inp in self.inputs:
-            if inp["shape"]:
-                argtypes.append(ctypes.c_void_p)
-            elif inp["dtype"] in CTYPES:
-                argtypes.append(CTYPES[inp["dtype"]])
-            else:
-                raise HarnessError(f"scalar input {inp['name']} of dtype {inp['dtype']} cannot be passed by value")
-        argtypes += [ctypes.c_void_p] * len(self.outputs)
-        argtypes += [ctypes.c_int64] * req["naxes"]
-        self.fn.argtypes = argtypes
-        self.fn.restype = None
         # slot -> {"key", "shape_key", "ins", "outs"}; slot buffers keep their addresses across
         # seeds so kernels that cache results by pointer are caught.
         self.slots = {}
@@ -77,20 +62,13 @@ class Kernel:
         return s
 
     def call(self, s, axes):
-        args = []
-        for buf, inp in zip(s["ins"], self.inputs, strict=False):
-            if inp["shape"]:
-                args.append(buf.ctypes.data)
-            else:
-                v = buf.reshape(())
-                args.append(v.view(np.uint16).item() if inp["dtype"] == "bfloat16" else v.item())
+        """Poisons the outputs, then times one call of the candidate."""
         for buf, out in zip(s["outs"], self.outputs, strict=False):
             tensors.poison(buf, out["dtype"])
-            args.append(buf.ctypes.data)
-        args += axes
-        t0 = time.perf_counter_ns()
-        self.fn(*args)
-        return time.perf_counter_ns() - t0
+        return self.invoke(s, axes)
+
+    def invoke(self, s, axes):
+        raise NotImplementedError
 
     def dump(self, s, prefix):
         paths = {}
@@ -100,6 +78,52 @@ class Kernel:
             paths[out["name"]] = p
         hashes = {inp["name"]: tensors.digest(buf) for buf, inp in zip(s["ins"], self.inputs, strict=False)}
         return paths, hashes
+
+
+class CKernel(Kernel):
+    """A C (or CUDA host) entry point in a shared library, called through ctypes."""
+
+    def __init__(self, req):
+        super().__init__(req)
+        self.lib = ctypes.CDLL(req["library"], mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        try:
+            self.fn = getattr(self.lib, req["entry"])
+        except AttributeError:
+            raise HarnessError(f"entry point {req['entry']!r} not exported by the library") from None
+        argtypes = []
+        for inp in self.inputs:
+            if inp["shape"]:
+                argtypes.append(ctypes.c_void_p)
+            elif inp["dtype"] in CTYPES:
+                argtypes.append(CTYPES[inp["dtype"]])
+            else:
+                raise HarnessError(f"scalar input {inp['name']} of dtype {inp['dtype']} cannot be passed by value")
+        argtypes += [ctypes.c_void_p] * len(self.outputs)
+        argtypes += [ctypes.c_int64] * req["naxes"]
+        self.fn.argtypes = argtypes
+        self.fn.restype = None
+
+    def invoke(self, s, axes):
+        args = []
+        for buf, inp in zip(s["ins"], self.inputs, strict=False):
+            if inp["shape"]:
+                args.append(buf.ctypes.data)
+            else:
+                v = buf.reshape(())
+                args.append(v.view(np.uint16).item() if inp["dtype"] == "bfloat16" else v.item())
+        args += [buf.ctypes.data for buf in s["outs"]]
+        args += axes
+        t0 = time.perf_counter_ns()
+        self.fn(*args)
+        return time.perf_counter_ns() - t0
+
+
+def _backend(name):
+    if name == "c":
+        return CKernel
+    from . import pykernels  # imports triton or jax only when a Python candidate is judged
+
+    return {"triton": pykernels.TritonKernel, "pallas": pykernels.PallasKernel}[name]
 
 
 KERNEL = {}
@@ -112,8 +136,9 @@ def _kernel():
 
 
 def load(req):
-    KERNEL["k"] = Kernel(req)
-    return {}
+    k = _backend(req.get("backend", "c"))(req)
+    KERNEL["k"] = k
+    return {"interpreted": k.interpreted}
 
 
 def run(req):

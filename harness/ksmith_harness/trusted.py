@@ -17,6 +17,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from . import HARNESS_VERSION, PROTOCOL, tensors
+from . import policy as policy_mod
 from .protocol import HarnessError, main_loop
 
 # Config updates apply at trace time, so they may follow the imports.
@@ -383,8 +384,15 @@ def validate(req):
     return {"problems": problems}
 
 
+def policy(req):
+    """Static policy of a Python candidate (parsed here, never imported)."""
+    syntax, violations = policy_mod.check([tuple(x) for x in req["sources"]], req["backend"])
+    return {"syntax_errors": syntax, "violations": violations}
+
+
 def hello(_req):
     return {
+        "device": jax.default_backend(),
         "protocol": PROTOCOL,
         "harness_version": HARNESS_VERSION,
         "versions": {
@@ -398,7 +406,17 @@ def hello(_req):
 
 
 def main():
-    main_loop({"hello": hello, "load_task": load_task, "prepare": prepare, "check": check, "baseline": baseline, "validate": validate})
+    main_loop(
+        {
+            "hello": hello,
+            "load_task": load_task,
+            "prepare": prepare,
+            "check": check,
+            "baseline": baseline,
+            "validate": validate,
+            "policy": policy,
+        }
+    )
 
 
 if __name__ == "__main__":

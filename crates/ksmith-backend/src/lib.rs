@@ -1,8 +1,11 @@
 //! Backends: how a candidate is built for a device and what the device's roofline is.
-//! Only C on CPU exists so far (`c`); `hw` measures the machine.
+//! `c`: C on CPU; `python`: Triton and Pallas modules; `cuda`: nvcc discovery; `hw`: the
+//! measured roofline.
 
 pub mod c;
+pub mod cuda;
 pub mod hw;
+pub mod python;
 
 /// One compiler or policy message tied to a place in the source.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -201,6 +201,10 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                     row.eval_id = Some(id);
                     row.result = Some(result);
                 }
+                Err(e @ JudgeError::Unavailable { .. }) => {
+                    // Not recorded: the same run on a machine with the backend evaluates it.
+                    row.error = Some(e.to_string());
+                }
                 Err(JudgeError::Task { message, .. }) => {
                     store
                         .set_bench_item(run_id, &it.id, None, Some(&message))

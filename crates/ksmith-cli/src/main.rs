@@ -13,7 +13,7 @@ use ksmith_backend::hw;
 use ksmith_harness::PythonEnv;
 use ksmith_judge::{Flush, Judge, JudgeConfig, Status};
 use ksmith_store::Store;
-use ksmith_task::{Solution, Task};
+use ksmith_task::{Solution, Task, WorkloadSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -358,17 +358,27 @@ fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool) -> Result<u8, Exit> {
                         judge = Some(ctx.judge(&default_opts())?);
                     }
                     let j = judge.as_mut().expect("just set");
-                    match j.validate_task(&task) {
-                        Ok(list) => {
-                            let file = dir.join(ksmith_task::TASK_FILE_NAME);
-                            problems.extend(
-                                list.into_iter()
-                                    .map(|(f, m)| format!("{}: {f}: {m}", file.display())),
-                            )
+                    // The gpu set is checked statically only: its shapes are sized for a GPU
+                    // and a float64 reference of them on this CPU would take minutes.
+                    for set in [WorkloadSet::Cpu, WorkloadSet::Interpret] {
+                        let Some(t) = task.for_set(set) else { continue };
+                        let tag = match set {
+                            WorkloadSet::Cpu => String::new(),
+                            s => format!(" (set {})", s.name()),
+                        };
+                        match j.validate_task(&t) {
+                            Ok(list) => {
+                                let file = dir.join(ksmith_task::TASK_FILE_NAME);
+                                problems.extend(
+                                    list.into_iter()
+                                        .map(|(f, m)| format!("{}: {f}{tag}: {m}", file.display())),
+                                )
+                            }
+                            Err(ksmith_judge::JudgeError::Task { message, .. }) => problems.push(
+                                format!("{}: -{tag}: {message}", task.reference_path().display()),
+                            ),
+                            Err(e) => return Err(env_err(e)),
                         }
-                        Err(ksmith_judge::JudgeError::Task { message, .. }) => problems
-                            .push(format!("{}: -: {message}", task.reference_path().display())),
-                        Err(e) => return Err(env_err(e)),
                     }
                 }
             }

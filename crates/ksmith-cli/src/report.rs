@@ -72,6 +72,9 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
             "  correctness: {} checks, seeds {:?}; max abs error {:.3e}, max rel error {:.3e}",
             c.checks, c.seeds, c.max_abs_error, c.max_rel_error
         );
+        if let Some(why) = &r.timing_unavailable {
+            println!("  timing: unavailable ({why})");
+        }
         if r.status != Status::Passed {
             if let Some(w) = &c.worst {
                 println!(

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
-const FILES: [(&str, &str); 7] = [
+const FILES: [(&str, &str); 10] = [
     (
         "ksmith_harness/__init__.py",
         include_str!("../../../harness/ksmith_harness/__init__.py"),
@@ -25,6 +25,18 @@ const FILES: [(&str, &str); 7] = [
     (
         "ksmith_harness/runner.py",
         include_str!("../../../harness/ksmith_harness/runner.py"),
+    ),
+    (
+        "ksmith_harness/pykernels.py",
+        include_str!("../../../harness/ksmith_harness/pykernels.py"),
+    ),
+    (
+        "ksmith_harness/policy.py",
+        include_str!("../../../harness/ksmith_harness/policy.py"),
+    ),
+    (
+        "requirements-triton.txt",
+        include_str!("../../../harness/requirements-triton.txt"),
     ),
     (
         "ksmith_harness/allocguard.c",
@@ -130,6 +142,74 @@ impl PythonEnv {
             allocguard,
             managed: true,
         })
+    }
+
+    /// Makes sure an optional backend's module (e.g. `triton`) is importable: installs its pinned
+    /// requirements file into a managed environment on first use, or says how to install it.
+    pub fn ensure_module(
+        &self,
+        module: &str,
+        requirements: &str,
+        progress: &dyn Fn(&str),
+    ) -> Result<(), HarnessError> {
+        let has = |python: &Path| {
+            Command::new(python)
+                .args([
+                    "-c",
+                    &format!("import importlib.util, sys; sys.exit(importlib.util.find_spec({module:?}) is None)"),
+                ])
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        if has(&self.python) {
+            return Ok(());
+        }
+        let reqs = self.harness_dir.join(requirements);
+        if !self.managed {
+            return Err(setup_err(format!(
+                "Python interpreter {} lacks the `{module}` module that this backend needs; install it with `{} -m pip install -r {}`",
+                self.python.display(),
+                self.python.display(),
+                reqs.display()
+            )));
+        }
+        let root = cache_root();
+        let _lock = Lock::take(&root.join("venv.lock"))?;
+        if has(&self.python) {
+            return Ok(());
+        }
+        progress(&format!(
+            "installing {module} into the Python environment (first use of this backend)..."
+        ));
+        let out = Command::new(&self.python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "-r",
+            ])
+            .arg(&reqs)
+            .output()
+            .map_err(|e| setup_err(format!("pip install {module}: cannot run: {e}")))?;
+        if !out.status.success() {
+            let text = String::from_utf8_lossy(&out.stderr);
+            let tail: String = text
+                .chars()
+                .rev()
+                .take(3000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            return Err(setup_err(format!(
+                "pip install -r {} failed:\n{tail}",
+                reqs.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Environment for a harness process: PYTHONPATH plus `extra`; nothing else is inherited.

@@ -12,9 +12,10 @@ pub use timing::Race;
 
 use ksmith_backend::c::{self, Compiler};
 use ksmith_backend::hw::Hardware;
+use ksmith_backend::Diagnostic;
 use ksmith_harness::{CallError, HarnessError, Peer, PythonEnv};
 use ksmith_sandbox::{signal_name, Exit, Limits};
-use ksmith_task::{Solution, Task};
+use ksmith_task::{Language, Solution, Task, WorkloadSet};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -87,6 +88,14 @@ pub enum JudgeError {
     /// Backend problem (no compiler, cache I/O).
     #[error(transparent)]
     Backend(#[from] c::BackendError),
+    /// The solution's backend cannot run on this machine (e.g. CUDA without nvcc or a GPU).
+    #[error("{backend} backend unavailable on this machine: {why}")]
+    Unavailable {
+        /// Backend name.
+        backend: &'static str,
+        /// What is missing.
+        why: String,
+    },
     /// The trusted side failed on this task (reference error, bad generator...).
     #[error("task {task}: {message}")]
     Task {
@@ -335,6 +344,7 @@ impl Judge {
         let start = Instant::now();
         let computed_before = self.references_computed;
         self.trusted()?;
+        let task = &self.task_for(task, solution)?;
         let mut r = EvalResult {
             status: Status::Passed,
             reason: None,
@@ -353,6 +363,7 @@ impl Judge {
             elapsed_s: 0.0,
             time_split: TimeSplit::default(),
             references_computed: 0,
+            timing_unavailable: None,
         };
         if let Some(v) = self.cascade(task, solution, &mut r)? {
             r.status = v.status;
@@ -369,12 +380,57 @@ impl Judge {
         Ok(r)
     }
 
+    /// Whether the trusted process found an accelerator (JAX's default backend is not the CPU).
+    fn has_gpu(&mut self) -> Result<bool, JudgeError> {
+        let device = self.trusted()?.hello()["device"].as_str().unwrap_or("cpu");
+        Ok(device == "gpu" || device == "cuda" || device == "rocm")
+    }
+
+    /// The task restricted to the workload set the solution's backend runs here: C uses the
+    /// CPU set; Triton and Pallas the interpret set on a CPU.
+    fn task_for(&mut self, task: &Task, solution: &Solution) -> Result<Task, JudgeError> {
+        let gpu = self.has_gpu()?;
+        let lang = solution.language;
+        if lang == Language::Cuda {
+            let why = match (ksmith_backend::cuda::nvcc(), gpu) {
+                (None, _) => "nvcc not found (set NVCC or put nvcc on PATH)".to_string(),
+                (Some(_), false) => "no GPU visible to the harness".to_string(),
+                (Some(_), true) => {
+                    "the CUDA runner (device buffers, event timing) is not built yet".to_string()
+                }
+            };
+            return Err(JudgeError::Unavailable {
+                backend: "cuda",
+                why,
+            });
+        }
+        if !lang.is_python() {
+            return Ok(task.clone());
+        }
+        if gpu {
+            return Err(JudgeError::Unavailable {
+                backend: lang.name(),
+                why: "checking and timing on a GPU need the GPU runner path (device buffers), which is not built yet".into(),
+            });
+        }
+        task.for_set(WorkloadSet::Interpret).ok_or_else(|| JudgeError::Task {
+            task: task.name.clone(),
+            message: format!(
+                "{} candidates run in the interpreter on this CPU, which needs small workloads: add [[workloads]] with set = \"interpret\"",
+                lang.name()
+            ),
+        })
+    }
+
     fn cascade(
         &mut self,
         task: &Task,
         solution: &Solution,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, JudgeError> {
+        if solution.language.is_python() {
+            return self.cascade_python(task, solution, r);
+        }
         // 1. Static policy on the source.
         r.policy = solution
             .sources
@@ -456,6 +512,110 @@ impl Judge {
         Ok(verdict)
     }
 
+    /// Triton and Pallas: AST policy and syntax check in the trusted process, then the module
+    /// is staged and imported by the sandboxed runner.
+    fn cascade_python(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        r: &mut EvalResult,
+    ) -> Result<Option<Verdict>, JudgeError> {
+        let backend = solution.language.name();
+        let reply = self.trusted_call(
+            task,
+            json!({"cmd": "policy", "backend": backend, "sources": solution.sources}),
+        )?;
+        let diagnostics: Vec<Diagnostic> = reply["syntax_errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| Diagnostic {
+                file: e["file"].as_str().unwrap_or("").to_string(),
+                line: e["line"].as_u64().unwrap_or(0) as u32,
+                column: e["column"].as_u64().unwrap_or(0) as u32,
+                severity: "error".into(),
+                message: e["message"].as_str().unwrap_or("").to_string(),
+            })
+            .collect();
+        r.policy = reply["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| c::PolicyViolation {
+                file: v["file"].as_str().unwrap_or("").to_string(),
+                line: v["line"].as_u64().unwrap_or(0) as u32,
+                name: String::new(),
+                message: v["message"].as_str().unwrap_or("").to_string(),
+            })
+            .collect();
+        if let Some(d) = diagnostics.first() {
+            r.stage = Stage::Build;
+            let detail = d.to_string();
+            r.build = Some(BuildInfo {
+                cached: false,
+                seconds: 0.0,
+                command: vec!["python: ast.parse".into()],
+                diagnostics,
+                log: String::new(),
+            });
+            return Ok(Some(Verdict::new(
+                Status::CompileError,
+                "syntax_error",
+                detail,
+            )));
+        }
+        if let Some(v) = r.policy.first() {
+            return Ok(Some(Verdict::new(
+                Status::PolicyRejected,
+                "forbidden_call",
+                format!("{}:{}: {}", v.file, v.line, v.message),
+            )));
+        }
+        r.stage = Stage::Build;
+        if solution.language == Language::Triton {
+            self.env
+                .ensure_module("triton", "requirements-triton.txt", &|m| {
+                    eprintln!("ksmith: {m}")
+                })?;
+        }
+        let module = ksmith_backend::python::stage(solution, &self.config.cache_dir.join("build"))
+            .map_err(|e| JudgeError::Task {
+                task: task.name.clone(),
+                message: format!("cannot stage the module: {e}"),
+            })?;
+        r.build = Some(BuildInfo {
+            cached: true,
+            seconds: 0.0,
+            command: vec![format!("python: import {}", module.display())],
+            diagnostics: Vec::new(),
+            log: String::new(),
+        });
+        r.stage = Stage::Load;
+        let mut limits = self.runner_limits(task);
+        // The interpreters (JAX/XLA, Triton) map far more address space than a C kernel.
+        limits.address_space = limits.address_space.max(32 << 30);
+        let mut runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
+        let load = json!({
+            "cmd": "load",
+            "backend": backend,
+            "module": module.display().to_string(),
+            "entry": solution.entry_point,
+            "inputs": task.inputs,
+            "outputs": task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>(),
+            "naxes": task.axes.len(),
+            "device_gpu": false,
+        });
+        let outcome = self.run_checks(task, &mut runner, load, r);
+        r.log = runner.log();
+        let verdict = match outcome {
+            Ok(v) => v,
+            Err(Failure::Candidate(e)) => Some(classify(e, &runner)),
+            Err(Failure::Judge(e)) => return Err(e),
+        };
+        runner.shutdown();
+        Ok(verdict)
+    }
+
     fn runner_limits(&self, task: &Task) -> Limits {
         let max_bytes = (0..task.workloads.len())
             .map(|w| {
@@ -492,7 +652,8 @@ impl Judge {
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
         let timeout = self.config.call_timeout;
-        runner.call(&load, timeout).map_err(Failure::Candidate)?;
+        let loaded = runner.call(&load, timeout).map_err(Failure::Candidate)?;
+        let interpreted = loaded["interpreted"].as_bool().unwrap_or(false);
         let seeds = self.config.seeds.clone();
         let mut corr = Correctness {
             seeds: seeds.clone(),
@@ -544,7 +705,12 @@ impl Judge {
             }
         }
         r.correctness = Some(corr);
-        if !self.config.timing {
+        if interpreted && self.config.timing {
+            r.timing_unavailable = Some(
+                "the candidate ran in its interpreter (no accelerator here); interpreter times are not kernel times".into(),
+            );
+        }
+        if !self.config.timing || interpreted {
             return Ok(None);
         }
         // 6. Timing, 7. roofline.
@@ -729,7 +895,18 @@ fn classify(e: CallError, runner: &Peer) -> Verdict {
         ),
         CallError::Protocol(m) => Verdict::new(Status::RuntimeError, "protocol_violation", m),
         CallError::Remote { message, .. } => {
-            Verdict::new(Status::RuntimeError, "load_failed", message)
+            let (status, reason) = if message.starts_with("shape mismatch")
+                || message.starts_with("candidate returned")
+            {
+                (Status::IncorrectShape, "output_shape")
+            } else if message.starts_with("dtype mismatch") {
+                (Status::IncorrectDtype, "output_dtype")
+            } else if message.starts_with("candidate raised") {
+                (Status::RuntimeError, "exception")
+            } else {
+                (Status::RuntimeError, "load_failed")
+            };
+            Verdict::new(status, reason, message)
         }
     }
 }

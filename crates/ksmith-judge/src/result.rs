@@ -292,6 +292,9 @@ pub struct EvalResult {
     /// Reference outputs this evaluation had to compute (0 when all came from the cache).
     #[serde(default)]
     pub references_computed: usize,
+    /// Why there is no timing although it was asked for (e.g. an interpreter on a CPU).
+    #[serde(default)]
+    pub timing_unavailable: Option<String>,
 }
 
 /// Breakdown of an evaluation's wall time; `harness_s` is what the judge itself costs.

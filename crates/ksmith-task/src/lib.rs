@@ -15,6 +15,7 @@ pub use solution::{Language, Solution, Tunable, SOLUTION_FILE};
 pub use task::TASK_FILE as TASK_FILE_NAME;
 pub use task::{
     Axis, AxisKind, Distribution, OpClass, OutputSpec, ReferenceSpec, Task, TensorSpec, Workload,
+    WorkloadSet,
 };
 
 use std::fmt;

@@ -6,25 +6,57 @@ use serde::Serialize;
 use std::path::Path;
 use toml::{Table, Value};
 
-/// Source language of a solution.
+/// Source language of a solution (one backend each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
-    /// C for the CPU backend.
+    /// C for the CPU backend: a shared library built with the system C compiler.
     C,
+    /// CUDA C++: an `extern "C"` host launcher built with nvcc into a shared library.
+    Cuda,
+    /// A Python module with `@triton.jit` kernels and a destination-passing host function.
+    Triton,
+    /// A Python module whose entry function calls `pl.pallas_call` and returns the outputs.
+    Pallas,
 }
 
+/// Language names accepted in `solution.toml`.
+pub const LANGUAGES: [&str; 4] = ["c", "cuda", "triton", "pallas"];
+
 impl Language {
-    fn from_name(s: &str) -> Option<Language> {
+    /// Parses a `solution.toml` language name.
+    pub fn from_name(s: &str) -> Option<Language> {
         match s {
             "c" => Some(Language::C),
+            "cuda" => Some(Language::Cuda),
+            "triton" => Some(Language::Triton),
+            "pallas" => Some(Language::Pallas),
             _ => None,
         }
     }
 
-    fn from_extension(path: &Path) -> Option<Language> {
+    /// The name used in `solution.toml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::C => "c",
+            Language::Cuda => "cuda",
+            Language::Triton => "triton",
+            Language::Pallas => "pallas",
+        }
+    }
+
+    /// Whether the solution is a Python module (run by the harness, no native build).
+    pub fn is_python(self) -> bool {
+        matches!(self, Language::Triton | Language::Pallas)
+    }
+
+    /// From a bare source file: `.c`, `.cu`, or a `.py` that imports triton or pallas.
+    fn detect(path: &Path, source: &str) -> Option<Language> {
         match path.extension()?.to_str()? {
             "c" => Some(Language::C),
+            "cu" => Some(Language::Cuda),
+            "py" if source.contains("pallas") => Some(Language::Pallas),
+            "py" if source.contains("triton") => Some(Language::Triton),
             _ => None,
         }
     }
@@ -102,13 +134,13 @@ impl Solution {
 
     fn load_file(path: &Path, task: &Task) -> Result<Solution, Problems> {
         let one = |msg: String| Problems(vec![Problem::new(path, "-", msg)]);
-        let language = Language::from_extension(path).ok_or_else(|| {
+        let source = std::fs::read_to_string(path).map_err(|e| one(format!("cannot read: {e}")))?;
+        let language = Language::detect(path, &source).ok_or_else(|| {
             one(
-                "unknown source language (expected a .c file or a directory with solution.toml)"
+                "unknown source language (expected a .c or .cu file, a .py file importing triton or pallas, or a directory with solution.toml)"
                     .into(),
             )
         })?;
-        let source = std::fs::read_to_string(path).map_err(|e| one(format!("cannot read: {e}")))?;
         let file = path
             .file_name()
             .and_then(|f| f.to_str())
@@ -164,7 +196,10 @@ impl Solution {
             Some(l) => Language::from_name(&l).unwrap_or_else(|| {
                 err(
                     "language",
-                    format!("unsupported language `{l}` (supported: c)"),
+                    format!(
+                        "unsupported language `{l}` (supported: {})",
+                        LANGUAGES.join(", ")
+                    ),
                 );
                 Language::C
             }),
@@ -177,7 +212,7 @@ impl Solution {
         if !is_identifier(&entry_point) {
             err(
                 "entry_point",
-                format!("`{entry_point}` is not a C identifier"),
+                format!("`{entry_point}` is not an identifier"),
             );
         }
         let string_list = |key: &str, err: &mut dyn FnMut(&str, String)| -> Vec<String> {

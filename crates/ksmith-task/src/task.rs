@@ -153,10 +153,44 @@ pub enum Distribution {
 /// One workload: values for the var axes and a distribution per input.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Workload {
+    /// Which machines it is for.
+    pub set: WorkloadSet,
     /// Values of every axis (const axes filled in).
     pub axes: BTreeMap<String, i64>,
     /// Distribution per input, in input declaration order.
     pub inputs: Vec<(String, Distribution)>,
+}
+
+/// Which machines a workload is for: the judge picks the set by backend and device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadSet {
+    /// CPU-sized shapes (the default): the C backend, and the baseline on a CPU.
+    Cpu,
+    /// Larger shapes for GPU backends on a GPU.
+    Gpu,
+    /// Small shapes that Triton's and Pallas's interpreters check on a CPU in seconds.
+    Interpret,
+}
+
+impl WorkloadSet {
+    /// Names accepted by `set = "..."`.
+    pub const NAMES: [&'static str; 3] = ["cpu", "gpu", "interpret"];
+
+    /// Parses a set name.
+    pub fn from_name(s: &str) -> Option<WorkloadSet> {
+        match s {
+            "cpu" => Some(WorkloadSet::Cpu),
+            "gpu" => Some(WorkloadSet::Gpu),
+            "interpret" => Some(WorkloadSet::Interpret),
+            _ => None,
+        }
+    }
+
+    /// The name used in task.toml.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
 }
 
 /// Where the reference lives.
@@ -191,8 +225,10 @@ pub struct Task {
     /// Minimum byte traffic formula.
     #[serde(serialize_with = "ser_formula")]
     pub bytes: Formula,
-    /// Workloads.
+    /// Workloads of the set in use (after loading: the CPU set; see [`Task::for_set`]).
     pub workloads: Vec<Workload>,
+    /// Workloads of the other sets.
+    pub other_workloads: Vec<Workload>,
     /// The reference function.
     pub reference: ReferenceSpec,
     /// blake3 of task.toml + reference file: changes whenever the tests could change.
@@ -230,6 +266,39 @@ impl Task {
             Some(t) if r.problems.is_empty() => Ok(t),
             _ => Err(Problems(r.problems)),
         }
+    }
+
+    /// The task restricted to one workload set (None if it declares no workload of that set).
+    /// Its content hash differs per set, so references and stored results never mix.
+    pub fn for_set(&self, set: WorkloadSet) -> Option<Task> {
+        let current = self.workloads.first().map(|w| w.set);
+        if current == Some(set) {
+            return Some(self.clone());
+        }
+        let all = self.workloads.iter().chain(&self.other_workloads);
+        let (mine, others): (Vec<Workload>, Vec<Workload>) =
+            all.cloned().partition(|w| w.set == set);
+        if mine.is_empty() {
+            return None;
+        }
+        let mut t = self.clone();
+        t.workloads = mine;
+        t.other_workloads = others;
+        t.content_hash = content_hash(format!("{}|{}", self.content_hash, set.name()).as_bytes());
+        Some(t)
+    }
+
+    /// Every workload set the task declares, CPU first.
+    pub fn sets(&self) -> Vec<WorkloadSet> {
+        let mut v: Vec<WorkloadSet> = self
+            .workloads
+            .iter()
+            .chain(&self.other_workloads)
+            .map(|w| w.set)
+            .collect();
+        v.sort();
+        v.dedup();
+        v
     }
 
     /// The smallest workload by total input+output elements (used for the quick check).
@@ -483,8 +552,11 @@ impl Reader {
             .enumerate()
             .filter_map(|(i, wt)| self.workload(wt, i, &axes, &inputs))
             .collect();
-        if workloads.is_empty() && t.contains_key("workloads") {
-            self.err("workloads", "a task needs at least one workload");
+        if t.contains_key("workloads") && !workloads.iter().any(|w| w.set == WorkloadSet::Cpu) {
+            self.err(
+                "workloads",
+                "a task needs at least one workload of the default set (cpu)",
+            );
         }
         if let (Some(f), Some(b)) = (&flops, &bytes) {
             for (i, w) in workloads.iter().enumerate() {
@@ -504,6 +576,9 @@ impl Reader {
         }
         let mut hashed = text.as_bytes().to_vec();
         hashed.extend_from_slice(&ref_text);
+        let (cpu, others): (Vec<Workload>, Vec<Workload>) = workloads
+            .into_iter()
+            .partition(|w| w.set == WorkloadSet::Cpu);
         Some(Task {
             dir: dir.to_path_buf(),
             name,
@@ -514,7 +589,8 @@ impl Reader {
             outputs,
             flops: flops?,
             bytes: bytes?,
-            workloads,
+            workloads: cpu,
+            other_workloads: others,
             reference,
             content_hash: content_hash(&hashed),
         })
@@ -709,7 +785,23 @@ impl Reader {
         inputs: &[TensorSpec],
     ) -> Option<Workload> {
         let prefix = format!("workloads[{i}]");
-        self.unknown_keys(t, &prefix, &["axes", "inputs"]);
+        self.unknown_keys(t, &prefix, &["set", "axes", "inputs"]);
+        let set = match t.get("set") {
+            None => WorkloadSet::Cpu,
+            Some(v) => match v.as_str().and_then(WorkloadSet::from_name) {
+                Some(s) => s,
+                None => {
+                    self.err(
+                        format!("{prefix}.set"),
+                        format!(
+                            "expected one of {}, found {v}",
+                            WorkloadSet::NAMES.join(", ")
+                        ),
+                    );
+                    WorkloadSet::Cpu
+                }
+            },
+        };
         let empty = Table::new();
         let at = match t.get("axes") {
             Some(Value::Table(at)) => at,
@@ -778,6 +870,7 @@ impl Reader {
             }
         }
         Some(Workload {
+            set,
             axes: values,
             inputs: dists,
         })

@@ -1,0 +1,190 @@
+"""Python candidates in the untrusted runner: Triton and Pallas modules.
+
+Without an accelerator both run in their interpreters (correctness only; the judge reports
+timing as unavailable). Triton's interpreter gets numpy buffers through a small torch-like
+adapter, so no torch is needed on CPU machines.
+"""
+
+import importlib.util
+import os
+import sys
+import time
+
+import numpy as np
+
+from .protocol import HarnessError
+from .runner import Kernel
+
+
+def _import_candidate(req):
+    path = req["module"]
+    spec = importlib.util.spec_from_file_location("ksmith_candidate", path)
+    if spec is None or spec.loader is None:
+        raise HarnessError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(path))  # helper modules next to the entry file
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise HarnessError(f"candidate raised while importing: {type(e).__name__}: {e}") from None
+    entry = getattr(module, req["entry"], None)
+    if not callable(entry):
+        raise HarnessError(f"entry point {req['entry']!r} is not a function of {os.path.basename(path)}")
+    return entry
+
+
+def _call(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:
+        raise HarnessError(f"candidate raised: {type(e).__name__}: {e}") from None
+
+
+# Triton's interpreter reads a tensor's dtype as torch spells it.
+_TORCH_NAMES = {
+    "float32": "torch.float32",
+    "float64": "torch.float64",
+    "float16": "torch.float16",
+    "bfloat16": "torch.bfloat16",
+    "int8": "torch.int8",
+    "int16": "torch.int16",
+    "int32": "torch.int32",
+    "int64": "torch.int64",
+    "uint8": "torch.uint8",
+    "bool": "torch.uint8",
+}
+
+
+class _Storage:
+    """The storage of an adapted tensor: the numpy buffer itself (host memory is the device)."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def data_ptr(self):
+        return self.base.ctypes.data
+
+    def cpu(self):
+        return self
+
+    def copy_(self, other):
+        if other.base is not self.base:
+            np.copyto(self.base, other.base)
+        return self
+
+
+class NumpyTensor:
+    """Just enough of a torch tensor for Triton's interpreter, over a C-contiguous numpy array."""
+
+    device = "cpu"
+
+    def __init__(self, arr, dtype_name):
+        self.arr = arr
+        self.dtype = _TORCH_NAMES[dtype_name]
+        self._dtype_name = dtype_name
+        self.shape = arr.shape
+
+    def data_ptr(self):
+        return self.arr.ctypes.data
+
+    def untyped_storage(self):
+        return _Storage(self.arr)
+
+    def new_empty(self, *_args, **_kwargs):
+        return NumpyTensor(self.arr[:0], self._dtype_name)
+
+    def set_(self, storage, _offset, _size, _stride):
+        self.arr = storage.base
+        self.shape = self.arr.shape
+        return self
+
+    def copy_(self, _other):
+        return self
+
+    def storage_offset(self):
+        return 0
+
+    def size(self, d=None):
+        return self.arr.shape if d is None else self.arr.shape[d]
+
+    def stride(self, d=None):
+        st = tuple(x // self.arr.itemsize for x in self.arr.strides)
+        return st if d is None else st[d]
+
+    def numel(self):
+        return self.arr.size
+
+    def dim(self):
+        return self.arr.ndim
+
+    def element_size(self):
+        return self.arr.itemsize
+
+    def is_contiguous(self):
+        return self.arr.flags.c_contiguous
+
+
+class TritonKernel(Kernel):
+    """A Triton module: entry(*inputs, *outputs, *axes) in destination-passing style."""
+
+    def __init__(self, req):
+        super().__init__(req)
+        self.interpreted = not req.get("device_gpu", False)
+        if self.interpreted:
+            os.environ["TRITON_INTERPRET"] = "1"
+        try:
+            import triton  # noqa: F401
+        except ImportError as e:
+            raise HarnessError(f"triton is not installed in the harness environment: {e}") from None
+        self.entry = _import_candidate(req)
+
+    def invoke(self, s, axes):
+        if not self.interpreted:
+            raise HarnessError("Triton on a GPU needs the GPU runner path (torch tensors)")
+        ins = [NumpyTensor(b, i["dtype"]) if i["shape"] else b.reshape(()).item() for b, i in zip(s["ins"], self.inputs, strict=False)]
+        outs = [NumpyTensor(b, o["dtype"]) for b, o in zip(s["outs"], self.outputs, strict=False)]
+        t0 = time.perf_counter_ns()
+        _call(self.entry, *ins, *outs, *axes)
+        return time.perf_counter_ns() - t0
+
+
+class PallasKernel(Kernel):
+    """A Pallas module: entry(*inputs, *axes) -> output or tuple of outputs, under jax.jit."""
+
+    def __init__(self, req):
+        super().__init__(req)
+        import functools
+
+        import jax
+        from jax.experimental import pallas as pl
+
+        self.jax = jax
+        self.interpreted = jax.default_backend() == "cpu"
+        if self.interpreted:
+            # No accelerator: every pallas_call runs in interpret mode.
+            pl.pallas_call = functools.partial(pl.pallas_call, interpret=True)
+        self.entry = _import_candidate(req)
+        self.jitted = {}
+        self.mismatch = None
+
+    def invoke(self, s, axes):
+        key = tuple(axes)
+        fn = self.jitted.get(key)
+        if fn is None:
+            entry = self.entry
+            fn = self.jax.jit(lambda *ins: entry(*ins, *axes))
+            self.jitted[key] = fn
+        t0 = time.perf_counter_ns()
+        result = _call(lambda: self.jax.block_until_ready(fn(*s["ins"])))
+        elapsed = time.perf_counter_ns() - t0
+        results = result if isinstance(result, tuple | list) else (result,)
+        if len(results) != len(self.outputs):
+            raise HarnessError(f"candidate returned {len(results)} outputs, expected {len(self.outputs)}")
+        for buf, out, got in zip(s["outs"], self.outputs, results, strict=False):
+            got = np.asarray(got)
+            if got.shape != buf.shape:
+                raise HarnessError(f"shape mismatch: output {out['name']} has shape {list(got.shape)}, expected {list(buf.shape)}")
+            if got.dtype != buf.dtype:
+                raise HarnessError(f"dtype mismatch: output {out['name']} is {got.dtype}, expected {out['dtype']}")
+            np.copyto(buf, got)
+        return elapsed
