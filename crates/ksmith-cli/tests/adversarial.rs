@@ -1,6 +1,7 @@
-//! The adversarial collection: misbehaving C solutions for the starter tasks, each asserted to
-//! get its exact status and reason from the real judge (real compiler, real sandbox, real JAX).
-//! Each file's first line says `// task: NAME; expect: STATUS reason [line=N]`.
+//! The adversarial collection: misbehaving C, Triton and Pallas solutions for the starter
+//! tasks, each asserted to get its exact status and reason from the real judge (real compiler,
+//! real sandbox, real JAX, real Triton interpreter). Each file's first line says
+//! `// task: NAME; expect: STATUS reason [line=N]` (`#` for Python).
 
 mod common;
 
@@ -79,17 +80,18 @@ fn check(file: &str) {
 }
 
 macro_rules! adversarial {
-    ($($name:ident),* $(,)?) => {
+    ($ext:literal: $($name:ident),* $(,)?) => {
         $(
             #[test]
             fn $name() {
-                check(concat!(stringify!($name), ".c"));
+                check(concat!(stringify!($name), $ext));
             }
         )*
     };
 }
 
 adversarial!(
+    ".c":
     segfault,
     infinite_loop,
     exit_midcall,
@@ -111,6 +113,24 @@ adversarial!(
     forge_reply,
 );
 
+// Triton and Pallas run in their interpreters here (correctness only, small workloads).
+adversarial!(
+    ".py":
+    triton_good,
+    triton_unwritten,
+    triton_cached_output,
+    triton_side_stream,
+    triton_oob_write,
+    triton_infinite_loop,
+    pallas_good,
+    pallas_unwritten,
+    pallas_wrong_shape,
+    pallas_reference_call,
+    pallas_host_math,
+    pallas_host_callback,
+    pallas_syntax_error,
+);
+
 #[test]
 fn every_adversarial_file_has_a_test() {
     let dir = root().join("crates/ksmith-cli/tests/adversarial");
@@ -118,7 +138,7 @@ fn every_adversarial_file_has_a_test() {
         std::fs::read_to_string(root().join("crates/ksmith-cli/tests/adversarial.rs")).unwrap();
     for e in std::fs::read_dir(dir).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();
-        let stem = name.trim_end_matches(".c");
+        let stem = name.trim_end_matches(".c").trim_end_matches(".py");
         assert!(src.contains(&format!("    {stem},")), "{name} has no test");
     }
 }

@@ -52,6 +52,7 @@ impl Language {
 
     /// From a bare source file: `.c`, `.cu`, or a `.py` that imports triton or pallas.
     fn detect(path: &Path, source: &str) -> Option<Language> {
+        let source = source.to_lowercase();
         match path.extension()?.to_str()? {
             "c" => Some(Language::C),
             "cu" => Some(Language::Cuda),
