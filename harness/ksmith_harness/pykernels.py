@@ -174,8 +174,12 @@ class PallasKernel(Kernel):
             entry = self.entry
             fn = self.jax.jit(lambda *ins: entry(*ins, *axes))
             self.jitted[key] = fn
+        if s.get("dev_key") != (s["key"], s["shape_key"]):
+            # Inputs live on the device across calls, like the baseline's.
+            s["dev_ins"] = [self.jax.device_put(b) for b in s["ins"]]
+            s["dev_key"] = (s["key"], s["shape_key"])
         t0 = time.perf_counter_ns()
-        result = _call(lambda: self.jax.block_until_ready(fn(*s["ins"])))
+        result = _call(lambda: self.jax.block_until_ready(fn(*s["dev_ins"])))
         elapsed = time.perf_counter_ns() - t0
         results = result if isinstance(result, tuple | list) else (result,)
         if len(results) != len(self.outputs):
@@ -188,3 +192,15 @@ class PallasKernel(Kernel):
                 raise HarnessError(f"dtype mismatch: output {out['name']} is {got.dtype}, expected {out['dtype']}")
             np.copyto(buf, got)
         return elapsed
+
+    def flusher(self, nbytes):
+        if self.interpreted or not nbytes:
+            return super().flusher(nbytes)
+        jnp = self.jax.numpy
+        fill = self.jax.jit(lambda b, v: jnp.full_like(b, v))
+        state = {"buf": jnp.zeros(nbytes // 4, jnp.float32)}
+
+        def flush(i):
+            state["buf"] = self.jax.block_until_ready(fill(state["buf"], float(i)))  # evicts L2
+
+        return flush

@@ -70,6 +70,16 @@ class Kernel:
     def invoke(self, s, axes):
         raise NotImplementedError
 
+    def flusher(self, nbytes):
+        """A function that evicts the caches before a timed call (writes `nbytes`)."""
+        buf = np.zeros(nbytes // 8, dtype=np.float64)
+
+        def flush(i):
+            if buf.size:
+                buf.fill(i)  # write a buffer as large as the last-level cache
+
+        return flush
+
     def dump(self, s, prefix):
         paths = {}
         for buf, out in zip(s["outs"], self.outputs, strict=False):
@@ -118,9 +128,14 @@ class CKernel(Kernel):
         return time.perf_counter_ns() - t0
 
 
-def _backend(name):
+def _backend(req):
+    name, gpu = req.get("backend", "c"), req.get("device_gpu", False)
     if name == "c":
         return CKernel
+    if gpu and name in ("triton", "cuda"):
+        from . import gpukernels  # torch device buffers and CUDA events, GPU machines only
+
+        return {"triton": gpukernels.TritonGpuKernel, "cuda": gpukernels.CudaKernel}[name]
     from . import pykernels  # imports triton or jax only when a Python candidate is judged
 
     return {"triton": pykernels.TritonKernel, "pallas": pykernels.PallasKernel}[name]
@@ -136,7 +151,7 @@ def _kernel():
 
 
 def load(req):
-    k = _backend(req.get("backend", "c"))(req)
+    k = _backend(req)(req)
     KERNEL["k"] = k
     return {"interpreted": k.interpreted}
 
@@ -154,13 +169,12 @@ def timed(req):
     """One timing round: rotates over the input sets (each in its own buffers)."""
     k = _kernel()
     slots = [k.slot(i, req, p) for i, p in enumerate(req["inputs_paths"])]
-    flush = np.zeros(req.get("flush_bytes", 0) // 8, dtype=np.float64)
+    flush = k.flusher(req.get("flush_bytes", 0))
     for i in range(req.get("warmup", 0)):
         k.call(slots[i % len(slots)], req["axes"])
     samples = []
     for i in range(req["reps"]):
-        if flush.size:
-            flush.fill(i)  # write a buffer as large as the last-level cache
+        flush(i)
         samples.append(k.call(slots[i % len(slots)], req["axes"]))
     return {"samples_ns": samples}
 

@@ -292,6 +292,49 @@ def _load_inputs(state, req, w, seed):
     return [_from_disk(raw[f"in.{i['name']}"], i["dtype"]) for i in state.spec["inputs"]]
 
 
+def _flusher(nbytes):
+    """Evicts the last-level cache before a timed call: host memory on a CPU, L2 on a GPU."""
+    if not nbytes:
+        return lambda _i: None
+    if jax.default_backend() == "cpu":
+        buf = np.zeros(nbytes // 8, dtype=np.float64)
+        return buf.fill
+    fill = jax.jit(lambda b, v: jnp.full_like(b, v))
+    state = {"buf": jnp.zeros(nbytes // 4, jnp.float32)}
+
+    def flush(i):
+        state["buf"] = jax.block_until_ready(fill(state["buf"], float(i)))
+
+    return flush
+
+
+def gpu_hw(req):
+    """Measured device roofline: copy bandwidth and matrix-unit peaks (bf16, fp32) via XLA."""
+    if jax.default_backend() == "cpu":
+        raise HarnessError("no accelerator visible to JAX")
+    dev = jax.devices()[0]
+
+    def best_of(fn, *args, reps=10):
+        jax.block_until_ready(fn(*args))
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    n = 256 << 20  # 1 GiB of float32
+    x = jnp.ones((n,), jnp.float32)
+    copy_s = best_of(jax.jit(lambda a: a * 1.0001), x)
+    out = {"device": dev.device_kind, "copy_gbps": 2 * 4 * n / copy_s / 1e9}
+    for name, dt in (("bf16", jnp.bfloat16), ("fp32", jnp.float32)):
+        m = 8192
+        a = jnp.ones((m, m), dt)
+        t = best_of(jax.jit(lambda p, q: jnp.dot(p, q, preferred_element_type=jnp.float32)), a, a)
+        out[f"matmul_{name}_tflops"] = 2 * m**3 / t / 1e12
+    return out
+
+
 def baseline(req):
     """Times one round of the jitted reference at the task's dtypes, rotating input sets."""
     state = _task(req)
@@ -302,13 +345,12 @@ def baseline(req):
         _DEVICE_INPUTS["key"] = key
         _DEVICE_INPUTS["sets"] = [jax.block_until_ready(_args(state.spec, _load_inputs(state, req, w, s), wide=False)) for s in req["seeds"]]
     sets = _DEVICE_INPUTS["sets"]
-    flush = np.zeros(req.get("flush_bytes", 0) // 8, dtype=np.float64)
+    flush = _flusher(req.get("flush_bytes", 0))
     for i in range(req.get("warmup", 0)):
         jax.block_until_ready(state.jit(*sets[i % len(sets)]))
     samples = []
     for i in range(req["reps"]):
-        if flush.size:
-            flush.fill(i)  # write a buffer as large as the last-level cache
+        flush(i)
         args = sets[i % len(sets)]
         t0 = time.perf_counter_ns()
         jax.block_until_ready(state.jit(*args))
@@ -415,6 +457,7 @@ def main():
             "baseline": baseline,
             "validate": validate,
             "policy": policy,
+            "gpu_hw": gpu_hw,
         }
     )
 

@@ -111,6 +111,9 @@ enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Also measure the GPU through the harness's JAX (copy bandwidth, bf16/fp32 matmul peaks).
+        #[arg(long)]
+        gpu: bool,
     },
     /// Show a stored evaluation.
     Show {
@@ -184,7 +187,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         Cmd::Tune(args) => tune::run(&ctx, &args),
         Cmd::Optimize(args) => optimize::run(&ctx, &args),
         Cmd::Validate { path, no_run } => cmd_validate(&ctx, &path, no_run),
-        Cmd::Hw { refresh, json } => cmd_hw(&ctx, refresh, json),
+        Cmd::Hw { refresh, json, gpu } => cmd_hw(&ctx, refresh, json, gpu),
         Cmd::Show { id, json } => cmd_show(&ctx, id, json),
         Cmd::Export {
             format: ExportFormat::FlashinferTrace,
@@ -408,13 +411,28 @@ fn default_opts() -> JudgeOpts {
     }
 }
 
-fn cmd_hw(ctx: &Ctx, refresh: bool, json: bool) -> Result<u8, Exit> {
+fn cmd_hw(ctx: &Ctx, refresh: bool, json: bool, gpu: bool) -> Result<u8, Exit> {
     let compiler = Compiler::detect().map_err(env_err)?;
     let hw = ctx.hardware(&compiler, refresh)?;
+    let gpu = if gpu {
+        Some(ctx.judge(&default_opts())?.measure_gpu().map_err(env_err)?)
+    } else {
+        None
+    };
     if json {
-        println!("{}", serde_json::to_string_pretty(&hw).map_err(env_err)?);
+        let mut v = serde_json::to_value(&hw).map_err(env_err)?;
+        if let Some(g) = &gpu {
+            v["gpu"] = serde_json::to_value(g).map_err(env_err)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v).map_err(env_err)?);
     } else {
         report::print_hw(&hw);
+        if let Some(g) = gpu {
+            println!(
+                "GPU {}: copy {:.0} GB/s, matmul bf16 {:.0} TFLOP/s, fp32 {:.0} TFLOP/s (measured with XLA)",
+                g.device, g.copy_gbps, g.matmul_bf16_tflops, g.matmul_fp32_tflops
+            );
+        }
     }
     Ok(0)
 }

@@ -11,6 +11,7 @@ pub use result::*;
 pub use timing::Race;
 
 use ksmith_backend::c::{self, Compiler};
+use ksmith_backend::cuda::GpuRoofline;
 use ksmith_backend::hw::Hardware;
 use ksmith_backend::Diagnostic;
 use ksmith_harness::{CallError, HarnessError, Peer, PythonEnv};
@@ -121,6 +122,10 @@ pub struct Judge {
     references_computed: usize,
     /// The race of the evaluation in progress, if any.
     race: Option<Race>,
+    /// Whether the evaluation in progress runs on the GPU.
+    on_gpu: bool,
+    /// The GPU's measured roofline (asked once from the trusted process).
+    gpu_roofline: Option<GpuRoofline>,
 }
 
 /// Why the cascade stopped early.
@@ -166,6 +171,8 @@ impl Judge {
             hw_rechecked: false,
             references_computed: 0,
             race: None,
+            on_gpu: false,
+            gpu_roofline: None,
         }
     }
 
@@ -345,6 +352,10 @@ impl Judge {
         let computed_before = self.references_computed;
         self.trusted()?;
         let task = &self.task_for(task, solution)?;
+        self.on_gpu = solution.language != Language::C && self.has_gpu()?;
+        if self.on_gpu && self.gpu_roofline.is_none() {
+            self.gpu_roofline = Some(self.measure_gpu()?);
+        }
         let mut r = EvalResult {
             status: Status::Passed,
             reason: None,
@@ -387,31 +398,31 @@ impl Judge {
     }
 
     /// The task restricted to the workload set the solution's backend runs here: C uses the
-    /// CPU set; Triton and Pallas the interpret set on a CPU.
+    /// CPU set; Triton and Pallas the interpret set on a CPU; GPU backends on a GPU the gpu set
+    /// (else the CPU set).
     fn task_for(&mut self, task: &Task, solution: &Solution) -> Result<Task, JudgeError> {
-        let gpu = self.has_gpu()?;
         let lang = solution.language;
-        if lang == Language::Cuda {
-            let why = match (ksmith_backend::cuda::nvcc(), gpu) {
-                (None, _) => "nvcc not found (set NVCC or put nvcc on PATH)".to_string(),
-                (Some(_), false) => "no GPU visible to the harness".to_string(),
-                (Some(_), true) => {
-                    "the CUDA runner (device buffers, event timing) is not built yet".to_string()
-                }
-            };
-            return Err(JudgeError::Unavailable {
-                backend: "cuda",
-                why,
-            });
-        }
-        if !lang.is_python() {
+        if lang == Language::C {
             return Ok(task.clone());
         }
+        let gpu = self.has_gpu()?;
+        if lang == Language::Cuda {
+            let why = match (ksmith_backend::cuda::nvcc(), gpu) {
+                (None, _) => Some("nvcc not found (set NVCC or put nvcc on PATH)"),
+                (Some(_), false) => Some("no GPU visible to the harness"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                return Err(JudgeError::Unavailable {
+                    backend: "cuda",
+                    why: why.into(),
+                });
+            }
+        }
         if gpu {
-            return Err(JudgeError::Unavailable {
-                backend: lang.name(),
-                why: "checking and timing on a GPU need the GPU runner path (device buffers), which is not built yet".into(),
-            });
+            return Ok(task
+                .for_set(WorkloadSet::Gpu)
+                .unwrap_or_else(|| task.clone()));
         }
         task.for_set(WorkloadSet::Interpret).ok_or_else(|| JudgeError::Task {
             task: task.name.clone(),
@@ -419,6 +430,24 @@ impl Judge {
                 "{} candidates run in the interpreter on this CPU, which needs small workloads: add [[workloads]] with set = \"interpret\"",
                 lang.name()
             ),
+        })
+    }
+
+    /// Asks the trusted process to measure the GPU (copy bandwidth, matmul peaks).
+    pub fn measure_gpu(&mut self) -> Result<GpuRoofline, JudgeError> {
+        let v = self
+            .trusted()?
+            .call(&json!({"cmd": "gpu_hw"}), Duration::from_secs(600))
+            .map_err(|e| match e {
+                CallError::Remote { message, .. } => JudgeError::Unavailable {
+                    backend: "gpu",
+                    why: message,
+                },
+                e => JudgeError::Harness(HarnessError::from(e)),
+            })?;
+        serde_json::from_value(v).map_err(|e| JudgeError::Task {
+            task: "-".into(),
+            message: format!("gpu_hw reply: {e}"),
         })
     }
 
@@ -430,6 +459,9 @@ impl Judge {
     ) -> Result<Option<Verdict>, JudgeError> {
         if solution.language.is_python() {
             return self.cascade_python(task, solution, r);
+        }
+        if solution.language == Language::Cuda {
+            return self.cascade_cuda(task, solution, r);
         }
         // 1. Static policy on the source.
         r.policy = solution
@@ -468,6 +500,7 @@ impl Judge {
                     command: f.command,
                     diagnostics: f.diagnostics,
                     log: f.log,
+                    ptxas: Vec::new(),
                 });
                 return Ok(Some(Verdict::new(Status::CompileError, &f.reason, detail)));
             }
@@ -478,6 +511,7 @@ impl Judge {
             command: built.command.clone(),
             diagnostics: built.diagnostics.clone(),
             log: built.log.clone(),
+            ptxas: Vec::new(),
         });
         if let Some(v) = c::check_symbols(&built.library) {
             r.policy = v;
@@ -557,6 +591,7 @@ impl Judge {
                 command: vec!["python: ast.parse".into()],
                 diagnostics,
                 log: String::new(),
+                ptxas: Vec::new(),
             });
             return Ok(Some(Verdict::new(
                 Status::CompileError,
@@ -589,6 +624,7 @@ impl Judge {
             command: vec![format!("python: import {}", module.display())],
             diagnostics: Vec::new(),
             log: String::new(),
+            ptxas: Vec::new(),
         });
         r.stage = Stage::Load;
         let mut limits = self.runner_limits(task);
@@ -603,7 +639,93 @@ impl Judge {
             "inputs": task.inputs,
             "outputs": task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>(),
             "naxes": task.axes.len(),
-            "device_gpu": false,
+            "device_gpu": self.on_gpu,
+        });
+        let outcome = self.run_checks(task, &mut runner, load, r);
+        r.log = runner.log();
+        let verdict = match outcome {
+            Ok(v) => v,
+            Err(Failure::Candidate(e)) => Some(classify(e, &runner)),
+            Err(Failure::Judge(e)) => return Err(e),
+        };
+        runner.shutdown();
+        Ok(verdict)
+    }
+
+    /// CUDA: source policy, nvcc build (register/smem/spill facts kept), then the host launcher
+    /// is called by the GPU runner on device buffers.
+    fn cascade_cuda(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        r: &mut EvalResult,
+    ) -> Result<Option<Verdict>, JudgeError> {
+        r.policy = solution
+            .sources
+            .iter()
+            .flat_map(|(n, s)| {
+                c::check_source(n, s)
+                    .into_iter()
+                    .chain(ksmith_backend::cuda::check_source(n, s))
+            })
+            .collect();
+        if let Some(v) = r.policy.first() {
+            return Ok(Some(Verdict::new(
+                Status::PolicyRejected,
+                "forbidden_call",
+                format!("{}:{}: {}", v.file, v.line, v.message),
+            )));
+        }
+        r.stage = Stage::Build;
+        let nvcc = ksmith_backend::cuda::nvcc().ok_or(JudgeError::Unavailable {
+            backend: "cuda",
+            why: "nvcc not found".into(),
+        })?;
+        let built = match ksmith_backend::cuda::build(
+            &nvcc,
+            solution,
+            &self.config.cache_dir.join("build"),
+        )? {
+            Ok(b) => b,
+            Err(f) => {
+                let detail = f
+                    .diagnostics
+                    .iter()
+                    .find(|d| d.severity.contains("error"))
+                    .map(|d| d.to_string())
+                    .unwrap_or_else(|| f.log.lines().last().unwrap_or("").to_string());
+                r.build = Some(BuildInfo {
+                    cached: false,
+                    seconds: 0.0,
+                    command: f.command,
+                    diagnostics: f.diagnostics,
+                    log: f.log,
+                    ptxas: Vec::new(),
+                });
+                return Ok(Some(Verdict::new(Status::CompileError, &f.reason, detail)));
+            }
+        };
+        r.build = Some(BuildInfo {
+            cached: built.cached,
+            seconds: built.seconds,
+            command: built.command.clone(),
+            diagnostics: built.diagnostics.clone(),
+            ptxas: ksmith_backend::cuda::parse_ptxas(&built.log),
+            log: built.log.clone(),
+        });
+        r.stage = Stage::Load;
+        let mut limits = self.runner_limits(task);
+        limits.address_space = limits.address_space.max(256 << 30); // CUDA maps huge ranges
+        let mut runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
+        let load = json!({
+            "cmd": "load",
+            "backend": "cuda",
+            "library": built.library.display().to_string(),
+            "entry": solution.entry_point,
+            "inputs": task.inputs,
+            "outputs": task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>(),
+            "naxes": task.axes.len(),
+            "device_gpu": true,
         });
         let outcome = self.run_checks(task, &mut runner, load, r);
         r.log = runner.log();
@@ -724,13 +846,11 @@ impl Judge {
             .any(|p| p.roofline_fraction > self.config.plausibility_margin)
         {
             // Before accusing the candidate, make sure the roofline itself is not stale.
-            self.recheck_roofline();
+            if !self.on_gpu {
+                self.recheck_roofline();
+            }
             for p in &mut perf {
-                let floor = self.hw.floor_seconds(
-                    task.flops_of(p.workload),
-                    task.bytes_of(p.workload),
-                    p.cache_flushed,
-                );
+                let floor = self.floor_seconds(task, p.workload, p.cache_flushed);
                 p.floor_ms = floor * 1e3;
                 p.roofline_fraction = floor / (p.candidate.median_ms / 1e3).max(1e-12);
             }

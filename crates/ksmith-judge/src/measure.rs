@@ -6,7 +6,10 @@ use crate::{
     axis_values, Elimination, EvalResult, Failure, Flush, Judge, Timing, Verdict, WorkloadPerf,
 };
 use ksmith_harness::Peer;
-use ksmith_task::Task;
+use ksmith_task::{DType, Task};
+
+/// Bytes written between timed calls on a GPU: several times any current L2.
+const GPU_FLUSH_BYTES: u64 = 256 << 20;
 use serde_json::{json, Value};
 
 /// Timing state of one workload: its input sets, cache policy and the samples so far.
@@ -93,12 +96,13 @@ impl Judge {
         let flush = match self.config.flush {
             Flush::Always => true,
             Flush::Never => false,
-            Flush::Auto => task.bytes_of(w) < self.hw.llc_bytes() as f64,
+            // A GPU's L2 (50-60 MB on Hopper) is flushed between every timed call.
+            Flush::Auto => self.on_gpu || task.bytes_of(w) < self.hw.llc_bytes() as f64,
         };
-        let flush_bytes = if flush {
-            self.hw.llc_bytes().max(8 << 20)
-        } else {
-            0
+        let flush_bytes = match (flush, self.on_gpu) {
+            (false, _) => 0,
+            (true, true) => GPU_FLUSH_BYTES,
+            (true, false) => self.hw.llc_bytes().max(8 << 20),
         };
         // Untimed work per call: the flush writes `flush_bytes`, poisoning writes the outputs.
         let out_bytes: f64 = task
@@ -188,6 +192,21 @@ impl Judge {
         Ok(None)
     }
 
+    /// Roofline time floor of workload `w` on the device this evaluation runs on.
+    pub(crate) fn floor_seconds(&self, task: &Task, w: usize, flushed: bool) -> f64 {
+        let (flops, bytes) = (task.flops_of(w), task.bytes_of(w));
+        match (&self.gpu_roofline, self.on_gpu) {
+            (Some(g), true) => {
+                let low = task
+                    .inputs
+                    .iter()
+                    .any(|i| matches!(i.dtype, DType::Bfloat16 | DType::Float16));
+                g.floor_seconds(flops, bytes, low)
+            }
+            _ => self.hw.floor_seconds(flops, bytes, flushed),
+        }
+    }
+
     fn summarize(&self, task: &Task, t: &Timer, r: &mut EvalResult) -> WorkloadPerf {
         r.time_split.kernel_s += t.cand.iter().sum::<u64>() as f64 / 1e9;
         r.time_split.baseline_s += t.base.iter().sum::<u64>() as f64 / 1e9;
@@ -195,7 +214,7 @@ impl Judge {
         let c = Timing::from_ns(&t.cand);
         let b = Timing::from_ns(&t.base);
         let secs = c.median_ms / 1e3;
-        let floor = self.hw.floor_seconds(flops, bytes, t.flush);
+        let floor = self.floor_seconds(task, t.w, t.flush);
         WorkloadPerf {
             workload: t.w,
             axes: task.workloads[t.w].axes.clone(),

@@ -87,6 +87,9 @@ pub struct BuildInfo {
     pub diagnostics: Vec<Diagnostic>,
     /// Compiler output, truncated.
     pub log: String,
+    /// Per-kernel register, shared-memory and spill figures (CUDA, from `-Xptxas -v`).
+    #[serde(default)]
+    pub ptxas: Vec<ksmith_backend::cuda::PtxasFacts>,
 }
 
 /// Correctness figures over every check that ran (worst case).

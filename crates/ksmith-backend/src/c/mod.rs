@@ -147,6 +147,39 @@ pub fn build(
     flags.extend(["-include".into(), "ksmith_abi.h".into()]);
     flags.extend(defines.iter().map(|(k, v)| format!("-D{k}={v}")));
     flags.extend(solution.flags.iter().cloned());
+    let tool = Toolchain {
+        command: compiler.command.clone(),
+        version: compiler.version.clone(),
+        flags,
+        header: Some(header),
+        parse: parse_diagnostics,
+    };
+    build_with(&tool, solution, cache_dir)
+}
+
+/// One compiler invocation that produces `kernel.so` from a solution's sources.
+pub struct Toolchain {
+    /// Compiler command.
+    pub command: String,
+    /// Its version line (part of the cache key).
+    pub version: String,
+    /// Every flag, in order.
+    pub flags: Vec<String>,
+    /// `ksmith_abi.h` contents, written next to the sources when given.
+    pub header: Option<String>,
+    /// Diagnostics parser for this compiler's output.
+    pub parse: fn(&str) -> Vec<Diagnostic>,
+}
+
+/// Builds with any toolchain into `cache_dir`, reusing an identical earlier build; checks the
+/// library exports the entry point.
+pub fn build_with(
+    tool: &Toolchain,
+    solution: &Solution,
+    cache_dir: &Path,
+) -> Result<Result<Built, BuildFailure>, BackendError> {
+    let (compiler, flags, parse) = (tool, &tool.flags, tool.parse);
+    let header = tool.header.clone().unwrap_or_default();
     let mut keyed = format!(
         "{}\0{}\0{}\0",
         compiler.version,
@@ -165,7 +198,7 @@ pub fn build(
     command.extend(solution.sources.iter().map(|(n, _)| n.clone()));
     if library.exists() {
         let log = std::fs::read_to_string(dir.join("build.log")).unwrap_or_default();
-        let diagnostics = parse_diagnostics(&log);
+        let diagnostics = parse(&log);
         return Ok(Ok(Built {
             library,
             cached: true,
@@ -185,7 +218,10 @@ pub fn build(
         .prefix(".build-")
         .tempdir_in(cache_dir)
         .map_err(|e| io(cache_dir, e))?;
-    std::fs::write(work.path().join("ksmith_abi.h"), &header).map_err(|e| io(work.path(), e))?;
+    if tool.header.is_some() {
+        std::fs::write(work.path().join("ksmith_abi.h"), &header)
+            .map_err(|e| io(work.path(), e))?;
+    }
     for (n, s) in &solution.sources {
         let p = work.path().join(n);
         if let Some(parent) = p.parent() {
@@ -207,7 +243,7 @@ pub fn build(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let diagnostics = parse_diagnostics(&log);
+    let diagnostics = parse(&log);
     if !out.status.success() {
         return Ok(Err(BuildFailure {
             reason: "compile_error".into(),

@@ -1,0 +1,150 @@
+"""GPU candidates in the untrusted runner: Triton and CUDA on device buffers (torch), timed with
+CUDA events around each call and a device-wide synchronization that covers every stream.
+
+Only imported on machines with a GPU (torch is preinstalled there). The host-side slots of
+`runner.Kernel` keep the inputs as read from disk; each slot gets device copies, outputs are
+poisoned on the device before every call, and `dump` copies outputs (and the inputs, to catch
+mutation) back to the host.
+"""
+
+import ctypes
+import os
+
+import numpy as np
+
+from . import tensors
+from .protocol import HarnessError
+from .pykernels import _call, _import_candidate
+from .runner import CTYPES, Kernel
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover - GPU machines only
+    raise HarnessError(f"the GPU runner needs torch: {e}") from None
+
+_TORCH = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "uint8": torch.uint8,
+    "bool": torch.uint8,
+}
+# Same-width signed integer views for writing poison bit patterns.
+_INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _signed(bits, width):
+    return bits - (1 << (8 * width)) if bits >= 1 << (8 * width - 1) else bits
+
+
+def _to_device(buf, dtype_name):
+    host = buf.view(np.uint16) if dtype_name == "bfloat16" else buf
+    t = torch.from_numpy(np.ascontiguousarray(host)).to("cuda")
+    return t.view(torch.bfloat16) if dtype_name == "bfloat16" else t
+
+
+def _to_host(t, buf, dtype_name):
+    if dtype_name == "bfloat16":
+        np.copyto(buf.view(np.uint16), t.view(torch.int16).cpu().numpy().view(np.uint16))
+    else:
+        np.copyto(buf, t.cpu().numpy())
+
+
+class DeviceKernel(Kernel):
+    """Shared device-buffer handling for Triton and CUDA on a GPU."""
+
+    def __init__(self, req):
+        super().__init__(req)
+        if not torch.cuda.is_available():
+            raise HarnessError("no CUDA device visible to the runner")
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def slot(self, idx, req, path):
+        s = super().slot(idx, req, path)
+        if s.get("dev_key") != (s["key"], s["shape_key"]):
+            s["dev_ins"] = [_to_device(b, i["dtype"]) if i["shape"] else b.reshape(()).item() for b, i in zip(s["ins"], self.inputs, strict=False)]
+            s["dev_outs"] = [torch.empty(b.shape, dtype=_TORCH[o["dtype"]], device="cuda") for b, o in zip(s["outs"], self.outputs, strict=False)]
+            s["dev_key"] = (s["key"], s["shape_key"])
+        return s
+
+    def call(self, s, axes):
+        for t, o in zip(s["dev_outs"], self.outputs, strict=False):
+            _uint, bits = tensors.POISON_BITS[o["dtype"]]
+            width = t.element_size()
+            t.view(_INT_VIEW[width]).fill_(_signed(bits, width))
+        torch.cuda.synchronize()
+        self.start.record()
+        self.launch(s, axes)
+        self.end.record()
+        # Device-wide: work launched on any stream has finished before the result is used.
+        torch.cuda.synchronize()
+        return int(self.start.elapsed_time(self.end) * 1e6)
+
+    def launch(self, s, axes):
+        raise NotImplementedError
+
+    def flusher(self, nbytes):
+        buf = torch.empty(max(nbytes // 4, 1), dtype=torch.float32, device="cuda") if nbytes else None
+
+        def flush(i):
+            if buf is not None:
+                buf.fill_(float(i))  # evicts L2 between timed calls
+
+        return flush
+
+    def dump(self, s, prefix):
+        for t, buf, o in zip(s["dev_outs"], s["outs"], self.outputs, strict=False):
+            _to_host(t, buf, o["dtype"])
+        paths = {}
+        for buf, out in zip(s["outs"], self.outputs, strict=False):
+            p = f"{prefix}.{out['name']}.bin"
+            buf.tofile(p)
+            paths[out["name"]] = p
+        hashes = {}
+        for t, buf, inp in zip(s["dev_ins"], s["ins"], self.inputs, strict=False):
+            if inp["shape"]:
+                now = np.empty_like(buf)
+                _to_host(t, now, inp["dtype"])
+                hashes[inp["name"]] = tensors.digest(now)
+            else:
+                hashes[inp["name"]] = tensors.digest(buf)
+        return paths, hashes
+
+
+class TritonGpuKernel(DeviceKernel):
+    """Triton on a GPU: entry(*inputs, *outputs, *axes) with torch CUDA tensors."""
+
+    def __init__(self, req):
+        super().__init__(req)
+        os.environ.pop("TRITON_INTERPRET", None)
+        self.entry = _import_candidate(req)
+
+    def launch(self, s, axes):
+        _call(self.entry, *s["dev_ins"], *s["dev_outs"], *axes)
+
+
+class CudaKernel(DeviceKernel):
+    """A CUDA shared library: extern "C" ENTRY(device pointers..., int64 axes) on the default stream."""
+
+    def __init__(self, req):
+        super().__init__(req)
+        self.lib = ctypes.CDLL(req["library"], mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        try:
+            self.fn = getattr(self.lib, req["entry"])
+        except AttributeError:
+            raise HarnessError(f"entry point {req['entry']!r} not exported by the library") from None
+        self.fn.restype = None
+
+    def launch(self, s, axes):
+        args = []
+        for t, inp in zip(s["dev_ins"], self.inputs, strict=False):
+            args.append(ctypes.c_void_p(t.data_ptr()) if inp["shape"] else CTYPES[inp["dtype"]](t))
+        args += [ctypes.c_void_p(t.data_ptr()) for t in s["dev_outs"]]
+        args += [ctypes.c_int64(a) for a in axes]
+        self.fn(*args)  # launch errors surface at the device synchronization in call()
