@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
-const FILES: [(&str, &str); 10] = [
+const FILES: [(&str, &str); 11] = [
     (
         "ksmith_harness/__init__.py",
         include_str!("../../../harness/ksmith_harness/__init__.py"),
@@ -29,6 +29,10 @@ const FILES: [(&str, &str); 10] = [
     (
         "ksmith_harness/pykernels.py",
         include_str!("../../../harness/ksmith_harness/pykernels.py"),
+    ),
+    (
+        "ksmith_harness/gpukernels.py",
+        include_str!("../../../harness/ksmith_harness/gpukernels.py"),
     ),
     (
         "ksmith_harness/policy.py",
