@@ -1036,6 +1036,51 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
     }
 
     #[test]
+    fn workload_sets_split_and_each_has_its_own_hash() {
+        let extra = |set: &str, m: i64| {
+            format!("[[workloads]]\nset = \"{set}\"\naxes = {{ M = {m}, N = 7 }}\ninputs = {{ x = {{ dist = \"normal\", mean = 0.0, std = 1.0 }} }}\n")
+        };
+        let text = format!("{GOOD}{}{}", extra("gpu", 4096), extra("interpret", 3));
+        let d = write(&text);
+        let t = Task::load(d.path()).unwrap();
+        assert_eq!(t.workloads.len(), 1, "the cpu set is the default");
+        assert_eq!(
+            t.sets(),
+            [WorkloadSet::Cpu, WorkloadSet::Gpu, WorkloadSet::Interpret]
+        );
+        let g = t.for_set(WorkloadSet::Gpu).unwrap();
+        assert_eq!(g.workloads.len(), 1);
+        assert_eq!(g.workloads[0].axes["M"], 4096);
+        assert_ne!(g.content_hash, t.content_hash);
+        let i = t.for_set(WorkloadSet::Interpret).unwrap();
+        assert_eq!(i.workloads[0].axes["M"], 3);
+        assert_ne!(i.content_hash, g.content_hash);
+        // Back to the cpu set from a derived task.
+        assert_eq!(
+            i.for_set(WorkloadSet::Cpu).unwrap().workloads[0].axes["M"],
+            64
+        );
+        // A bad set name is reported; a task with only gpu workloads is refused.
+        let errs = Task::load(write(&text.replace("\"interpret\"", "\"tpu\"")).path())
+            .unwrap_err()
+            .0;
+        assert!(
+            errs.iter().any(|p| p.field == "workloads[2].set"),
+            "{errs:?}"
+        );
+        let only_gpu = text.replacen(
+            "[[workloads]]\naxes",
+            "[[workloads]]\nset = \"gpu\"\naxes",
+            1,
+        );
+        let errs = Task::load(write(&only_gpu).path()).unwrap_err().0;
+        assert!(
+            errs.iter().any(|p| p.message.contains("default set (cpu)")),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
     fn constant_tensor_inputs_are_rejected() {
         let d = write(&GOOD.replace(
             r#"{ dist = "normal", mean = 0.0, std = 1.0 }"#,
