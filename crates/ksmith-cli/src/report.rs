@@ -218,19 +218,21 @@ impl<'a> BenchSummary<'a> {
         let metrics = names
             .into_iter()
             .map(|name| {
-                let speedups: Vec<Option<f64>> = tasks
+                let passed: Vec<&EvalResult> = tasks
                     .iter()
-                    .map(|t| {
-                        let r = rows
-                            .iter()
+                    .filter_map(|t| {
+                        rows.iter()
                             .find(|r| r.task == t.name && r.solution == name && r.repeat == 0)?
                             .result
-                            .as_ref()?;
-                        (r.status == Status::Passed)
-                            .then(|| r.performance.as_ref().map(|p| p.speedup))?
+                            .as_ref()
+                            .filter(|r| r.status == Status::Passed)
                     })
                     .collect();
-                let ok: Vec<f64> = speedups.iter().flatten().copied().collect();
+                // Untimed passes (an interpreter on a CPU) are correct but never "fast".
+                let ok: Vec<f64> = passed
+                    .iter()
+                    .filter_map(|r| r.performance.as_ref().map(|p| p.speedup))
+                    .collect();
                 let geomean = (!ok.is_empty())
                     .then(|| (ok.iter().map(|s| s.ln()).sum::<f64>() / ok.len() as f64).exp());
                 let fast = FAST_P
@@ -244,7 +246,7 @@ impl<'a> BenchSummary<'a> {
                     .collect();
                 Metrics {
                     solution: name,
-                    correct: ok.len(),
+                    correct: passed.len(),
                     total: tasks.len(),
                     geomean,
                     fast,
@@ -339,7 +341,7 @@ impl<'a> BenchSummary<'a> {
                 m.total,
                 m.geomean
                     .map(|g| format!("{g:.2}x"))
-                    .unwrap_or_else(|| "-".into()),
+                    .unwrap_or_else(|| "- (no timing)".into()),
                 fast.join(" ")
             );
         }
