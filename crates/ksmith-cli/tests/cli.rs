@@ -761,3 +761,57 @@ fn optimize_tunes_the_seed_revalidates_on_fresh_seeds_and_writes_a_report() {
     let ev = check_only(task.to_str().unwrap(), out_dir.to_str().unwrap());
     assert_eq!(json(&ev)["status"], "PASSED");
 }
+
+#[test]
+fn triton_and_pallas_are_checked_in_their_interpreters_on_the_interpret_set_without_timing() {
+    for sol in ["pallas_fast", "triton_naive"] {
+        let path = format!("tasks/starter/softmax/solutions/{sol}");
+        let out = ksmith(
+            &shared_store(),
+            &["eval", "tasks/starter/softmax", &path, "--json"],
+        );
+        let v = json(&out);
+        assert_eq!(v["status"], "PASSED", "{sol}: {v:#}");
+        assert_eq!(out.status.code(), Some(0));
+        // Quick check + 3 interpret workloads x 3 seeds; no timing, and it says why.
+        assert_eq!(v["correctness"]["checks"], 10, "{sol}: {v:#}");
+        assert!(v["performance"].is_null(), "{sol}: {v:#}");
+        assert!(
+            v["timing_unavailable"]
+                .as_str()
+                .is_some_and(|s| s.contains("interpreter")),
+            "{sol}: {v:#}"
+        );
+    }
+}
+
+#[test]
+fn cuda_without_nvcc_is_reported_unavailable_never_a_pass_or_compile_error() {
+    if ksmith_backend_has_nvcc() {
+        return; // a machine with nvcc builds and runs it instead
+    }
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            "tasks/starter/vector_add",
+            "tasks/starter/vector_add/solutions/cuda_fast",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cuda backend unavailable on this machine: nvcc not found"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).trim().is_empty(), "no result printed");
+}
+
+fn ksmith_backend_has_nvcc() -> bool {
+    std::process::Command::new(std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into()))
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
