@@ -114,6 +114,10 @@ pub(crate) struct Outcome {
     pub elapsed_s: f64,
     /// Valid configurations in the space.
     pub space_size: usize,
+    /// The untuned solution's configuration (its `#define` defaults), when known.
+    pub default_config: Option<Config>,
+    /// Seconds since the start when the untuned solution's evaluation finished.
+    pub default_elapsed_s: f64,
 }
 
 /// Per-workload speedups of a fully timed evaluation: what later candidates race against.
@@ -182,6 +186,7 @@ pub(crate) fn search(
         };
     // The untuned solution (macro defaults) is the reference point and the first incumbent.
     let (default_result, _) = evaluate(solution, None, "")?;
+    let default_elapsed_s = started.elapsed().as_secs_f64();
     let nw = task.workloads.len();
     let mut leader = incumbent(&default_result, nw);
     let bar = ProgressBar::new(args.budget.min(space_size) as u64);
@@ -189,7 +194,13 @@ pub(crate) fn search(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut history: Vec<Trial> = Vec::new();
+    // When the untuned configuration is known, the search starts from it (hill climbing explores
+    // its neighbours first) and never proposes it again.
+    let default_config = space.default_config(solution);
+    let mut history: Vec<Trial> = default_config
+        .iter()
+        .map(|c| Trial::measured(c.clone(), cost(&default_result)))
+        .collect();
     let mut rows: Vec<Row> = Vec::new();
     while rows.len() < args.budget && deadline.is_none_or(|d| Instant::now() < d) {
         let Some(config) = strategy.propose(&space, &history) else {
@@ -232,9 +243,11 @@ pub(crate) fn search(
     // Spend repetitions on the leaders: re-time the best few and the untuned solution.
     let mut confirmed = Vec::new();
     if args.confirm > 0 {
+        // The untuned configuration is re-timed as the untuned solution itself, below.
         let mut leaders: Vec<&Trial> = history
             .iter()
             .filter(|t| t.cost.is_some() && !t.eliminated)
+            .filter(|t| Some(&t.config) != default_config.as_ref())
             .collect();
         leaders.sort_by(|a, b| a.cost.total_cmp_opt(&b.cost));
         if default_result.status == Status::Passed {
@@ -283,6 +296,8 @@ pub(crate) fn search(
         best,
         elapsed_s: started.elapsed().as_secs_f64(),
         space_size,
+        default_config,
+        default_elapsed_s,
     })
 }
 
@@ -382,15 +397,21 @@ fn outcome_json(
     args: &SearchArgs,
     o: &Outcome,
 ) -> serde_json::Value {
-    let rows: Vec<_> = o
-        .rows
-        .iter()
-        .map(|r| {
+    // The untuned solution is the first evaluated configuration when its values are known.
+    let untuned = o.default_config.as_ref().map(|c| {
+        let mut v = row_json(Some(c), &o.default_result);
+        v["untuned"] = json!(true);
+        v["elapsed_s"] = json!(o.default_elapsed_s);
+        v
+    });
+    let rows: Vec<_> = untuned
+        .into_iter()
+        .chain(o.rows.iter().map(|r| {
             let mut v = row_json(Some(&r.config), &r.result);
             v["reused"] = json!(r.reused);
             v["elapsed_s"] = json!(r.elapsed_s);
             v
-        })
+        }))
         .collect();
     let confirmed: Vec<_> = o
         .confirmed

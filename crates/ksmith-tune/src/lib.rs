@@ -38,6 +38,23 @@ impl Space {
         }
     }
 
+    /// The configuration the untuned solution runs with: each tunable's `#define NAME VALUE`
+    /// default in the sources, when every one is found among the declared values and valid.
+    pub fn default_config(&self, solution: &Solution) -> Option<Config> {
+        let mut c = Config::new();
+        for (name, values) in &self.params {
+            let v = solution
+                .sources
+                .iter()
+                .find_map(|(_, text)| define_value(text, name))?;
+            if !values.contains(&v) {
+                return None;
+            }
+            c.insert(name.clone(), v);
+        }
+        self.is_valid(&c).then_some(c)
+    }
+
     /// Whether the space has any parameter.
     pub fn is_empty(&self) -> bool {
         self.params.is_empty()
@@ -342,6 +359,20 @@ impl Strategy for Genetic {
     }
 }
 
+/// The integer value of `#define NAME VALUE` in C source, if present.
+fn define_value(text: &str, name: &str) -> Option<i64> {
+    text.lines().find_map(|l| {
+        let rest = l.trim_start().strip_prefix('#')?.trim_start();
+        let mut words = rest.strip_prefix("define")?.split_whitespace();
+        (words.next()? == name).then_some(())?;
+        words
+            .next()?
+            .trim_end_matches(['u', 'U', 'l', 'L'])
+            .parse()
+            .ok()
+    })
+}
+
 /// `-DNAME=VALUE` flags for a configuration.
 pub fn defines(c: &Config) -> Vec<String> {
     c.iter().map(|(k, v)| format!("-D{k}={v}")).collect()
@@ -422,6 +453,31 @@ mod tests {
             history.push(Trial::measured(c, Some(lat)));
         }
         assert_eq!(best(&history).unwrap().cost, Some(1.0), "{history:?}");
+    }
+
+    #[test]
+    fn the_untuned_configuration_is_read_from_the_source_defines() {
+        let s = space(&[]);
+        let src = "#ifndef BM\n#define BM 32\n#endif\n#  define BN 16u\n";
+        let sol = Solution::from_source(
+            "s",
+            ksmith_task::Language::C,
+            "f",
+            "k.c",
+            src.into(),
+            vec![],
+        );
+        let c = s.default_config(&sol).unwrap();
+        assert_eq!((c["BM"], c["BN"]), (32, 16));
+        let off = Solution::from_source(
+            "s",
+            ksmith_task::Language::C,
+            "f",
+            "k.c",
+            src.replace("32", "33"),
+            vec![],
+        );
+        assert_eq!(s.default_config(&off), None, "33 is not a declared value");
     }
 
     #[test]
