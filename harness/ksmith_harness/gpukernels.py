@@ -89,6 +89,16 @@ class DeviceKernel(Kernel):
     def launch(self, s, axes):
         raise NotImplementedError
 
+    def profiled_call(self, s, axes):
+        """One call under the CUDA profiler: which device kernels actually ran (names)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            elapsed = self.call(s, axes)
+        cuda = torch.autograd.DeviceType.CUDA
+        names = sorted({e.name for e in prof.events() if e.device_type == cuda})
+        return elapsed, names
+
     def flusher(self, nbytes):
         buf = torch.empty(max(nbytes // 4, 1), dtype=torch.float32, device="cuda") if nbytes else None
 

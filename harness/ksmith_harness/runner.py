@@ -160,9 +160,13 @@ def run(req):
     """One correctness call: fills slot 0 with the given inputs, calls once, dumps outputs."""
     k = _kernel()
     s = k.slot(0, req, req["inputs_path"])
-    elapsed = k.call(s, req["axes"])
+    kernels = None
+    if req.get("profile") and hasattr(k, "profiled_call"):
+        elapsed, kernels = k.profiled_call(s, req["axes"])
+    else:
+        elapsed = k.call(s, req["axes"])
     paths, hashes = k.dump(s, req["out_prefix"])
-    return {"elapsed_ns": elapsed, "outputs": paths, "input_hashes": hashes}
+    return {"elapsed_ns": elapsed, "outputs": paths, "input_hashes": hashes, "device_kernels": kernels}
 
 
 def timed(req):

@@ -3,6 +3,7 @@
 Runs only task code (the reference) and our own code; candidates never run here.
 """
 
+import importlib.metadata
 import importlib.util
 import json
 import math
@@ -432,6 +433,14 @@ def policy(req):
     return {"syntax_errors": syntax, "violations": violations}
 
 
+def _dist_version(name):
+    """Installed version of a distribution without importing it ("-" when absent)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "-"
+
+
 def hello(_req):
     return {
         "device": jax.default_backend(),
@@ -442,6 +451,9 @@ def hello(_req):
             "numpy": np.__version__,
             "jax": jax.__version__,
             "jaxlib": getattr(jax.lib, "__version__", jax.__version__),
+            # Backends the runner may import: part of the environment fingerprint.
+            "triton": _dist_version("triton"),
+            "torch": _dist_version("torch"),
         },
         "xla_threads": os.cpu_count(),
     }

@@ -75,6 +75,9 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         if let Some(why) = &r.timing_unavailable {
             println!("  timing: unavailable ({why})");
         }
+        if let Some(k) = &r.device_kernels {
+            println!("  device kernels that ran: {}", k.join(", "));
+        }
         if r.status != Status::Passed {
             if let Some(w) = &c.worst {
                 println!(

@@ -375,6 +375,7 @@ impl Judge {
             time_split: TimeSplit::default(),
             references_computed: 0,
             timing_unavailable: None,
+            device_kernels: None,
         };
         if let Some(v) = self.cascade(task, solution, &mut r)? {
             r.status = v.status;
@@ -808,8 +809,18 @@ impl Judge {
                 "in_shapes": task.inputs.iter().map(|t| t.dims(&task.workloads[w].axes)).collect::<Vec<_>>(),
                 "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(&task.workloads[w].axes)).collect::<Vec<_>>(),
                 "out_prefix": prefix,
+                // On a GPU the quick check also records which device kernels ran.
+                "profile": self.on_gpu && i == 0,
             });
             let reply = runner.call(&req, timeout).map_err(Failure::Candidate)?;
+            if let Some(names) = reply["device_kernels"].as_array() {
+                r.device_kernels = Some(
+                    names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(str::to_string))
+                        .collect(),
+                );
+            }
             elapsed_ns[w] = reply["elapsed_ns"].as_u64().unwrap_or(0);
             r.time_split.kernel_s += elapsed_ns[w] as f64 / 1e9;
             let earlier: Vec<u64> = seeds.iter().copied().take_while(|&s| s != seed).collect();

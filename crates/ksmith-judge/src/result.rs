@@ -298,6 +298,9 @@ pub struct EvalResult {
     /// Why there is no timing although it was asked for (e.g. an interpreter on a CPU).
     #[serde(default)]
     pub timing_unavailable: Option<String>,
+    /// Device kernels seen by the profiler during the quick check (GPU, Triton and CUDA).
+    #[serde(default)]
+    pub device_kernels: Option<Vec<String>>,
 }
 
 /// Breakdown of an evaluation's wall time; `harness_s` is what the judge itself costs.
