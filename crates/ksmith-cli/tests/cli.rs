@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SMALL_VECTOR_ADD: &str = r#"
 [[workloads]]
@@ -283,31 +283,13 @@ fn bench_survives_kill_9_and_resumes_then_show_and_export_work() {
         "4",
         "--json",
     ];
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
-        .arg("--store")
-        .arg(&store)
-        .args(args)
-        .current_dir(root())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while bench_items(&store) < 1 {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "bench exited before the first item was recorded"
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "first bench item never recorded"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
     // kill -9 while the second (hanging) candidate is being evaluated.
-    std::thread::sleep(Duration::from_millis(300));
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    child.wait().unwrap();
+    kill_9_when(
+        &store,
+        &args,
+        || bench_items(&store) >= 1,
+        Duration::from_millis(300),
+    );
     let c = rusqlite::Connection::open(store.join("ksmith.db")).unwrap();
     let check: String = c
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
@@ -617,26 +599,7 @@ fn tune_searches_the_declared_space_survives_kill_9_resumes_and_writes_the_winne
         "--json",
     ];
     // kill -9 after the untuned solution and the first configuration are stored.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
-        .arg("--store")
-        .arg(&store)
-        .args(args)
-        .current_dir(root())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while evaluations(&store) < 2 {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "tune exited before two evaluations were stored"
-        );
-        assert!(start.elapsed() < Duration::from_secs(300), "tune stalled");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    child.wait().unwrap();
+    kill_9_when(&store, &args, || evaluations(&store) >= 2, Duration::ZERO);
     let stored = evaluations(&store);
 
     let out = ksmith(&store, &args);

@@ -37,6 +37,40 @@ pub fn ksmith_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("run ksmith")
 }
 
+/// Starts ksmith in the background, waits until `ready()` holds (it must not exit first; at
+/// most 300 s), waits `settle` more, then kills it with SIGKILL.
+pub fn kill_9_when(
+    store: &Path,
+    args: &[&str],
+    ready: impl Fn() -> bool,
+    settle: std::time::Duration,
+) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ksmith"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .current_dir(root())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ksmith");
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ksmith {args:?} exited before it was ready to be killed"
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(300),
+            "ksmith {args:?} never got ready to be killed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(settle);
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+}
+
 /// `ksmith eval TASK SOLUTION --json --no-timing` against the shared store.
 pub fn check_only(task: &str, solution: &str) -> Output {
     ksmith(
