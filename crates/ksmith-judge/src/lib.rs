@@ -470,12 +470,8 @@ impl Judge {
             .iter()
             .flat_map(|(n, s)| c::check_source(n, s))
             .collect();
-        if let Some(v) = r.policy.first() {
-            return Ok(Some(Verdict::new(
-                Status::PolicyRejected,
-                "forbidden_call",
-                format!("{}:{}: {}", v.file, v.line, v.message),
-            )));
+        if let Some(v) = policy_verdict(r) {
+            return Ok(Some(v));
         }
         // 2. Build, then the policy on the library's imports.
         r.stage = Stage::Build;
@@ -487,33 +483,9 @@ impl Judge {
             &self.config.cache_dir.join("build"),
         )? {
             Ok(b) => b,
-            Err(f) => {
-                let first = f
-                    .diagnostics
-                    .iter()
-                    .find(|d| d.severity.contains("error"))
-                    .map(|d| d.to_string());
-                let detail =
-                    first.unwrap_or_else(|| f.log.lines().last().unwrap_or("").to_string());
-                r.build = Some(BuildInfo {
-                    cached: false,
-                    seconds: 0.0,
-                    command: f.command,
-                    diagnostics: f.diagnostics,
-                    log: f.log,
-                    ptxas: Vec::new(),
-                });
-                return Ok(Some(Verdict::new(Status::CompileError, &f.reason, detail)));
-            }
+            Err(f) => return Ok(Some(compile_failure(f, r))),
         };
-        r.build = Some(BuildInfo {
-            cached: built.cached,
-            seconds: built.seconds,
-            command: built.command.clone(),
-            diagnostics: built.diagnostics.clone(),
-            log: built.log.clone(),
-            ptxas: Vec::new(),
-        });
+        r.build = Some(build_info(&built, Vec::new()));
         if let Some(v) = c::check_symbols(&built.library) {
             r.policy = v;
             if let Some(v) = r.policy.first() {
@@ -525,18 +497,32 @@ impl Judge {
             }
         }
         // 3. Load in the sandbox.
+        let load = json!({"backend": "c", "library": built.library.display().to_string()});
+        self.load_and_check(task, solution, r, 0, load)
+    }
+
+    /// Stage 3 on: loads the candidate in a fresh sandboxed runner (`load` holds the
+    /// backend's fields), then runs the checks and timing; `min_address_space` raises the
+    /// runner's limit for backends that map large ranges.
+    fn load_and_check(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        r: &mut EvalResult,
+        min_address_space: u64,
+        mut load: Value,
+    ) -> Result<Option<Verdict>, JudgeError> {
         r.stage = Stage::Load;
-        let mut runner =
-            ksmith_harness::start_runner(&self.env, self.runner_limits(task), self.config.threads)?;
-        let sig = json!({
-            "cmd": "load",
-            "library": built.library.display().to_string(),
-            "entry": solution.entry_point,
-            "inputs": task.inputs,
-            "outputs": task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>(),
-            "naxes": task.axes.len(),
-        });
-        let outcome = self.run_checks(task, &mut runner, sig, r);
+        let mut limits = self.runner_limits(task);
+        limits.address_space = limits.address_space.max(min_address_space);
+        let mut runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
+        load["cmd"] = json!("load");
+        load["entry"] = json!(solution.entry_point);
+        load["inputs"] = json!(task.inputs);
+        load["outputs"] = json!(task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>());
+        load["naxes"] = json!(task.axes.len());
+        load["device_gpu"] = json!(self.on_gpu);
+        let outcome = self.run_checks(task, &mut runner, load, r);
         r.log = runner.log();
         let verdict = match outcome {
             Ok(v) => v,
@@ -600,12 +586,8 @@ impl Judge {
                 detail,
             )));
         }
-        if let Some(v) = r.policy.first() {
-            return Ok(Some(Verdict::new(
-                Status::PolicyRejected,
-                "forbidden_call",
-                format!("{}:{}: {}", v.file, v.line, v.message),
-            )));
+        if let Some(v) = policy_verdict(r) {
+            return Ok(Some(v));
         }
         r.stage = Stage::Build;
         if solution.language == Language::Triton {
@@ -627,30 +609,9 @@ impl Judge {
             log: String::new(),
             ptxas: Vec::new(),
         });
-        r.stage = Stage::Load;
-        let mut limits = self.runner_limits(task);
         // The interpreters (JAX/XLA, Triton) map far more address space than a C kernel.
-        limits.address_space = limits.address_space.max(32 << 30);
-        let mut runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
-        let load = json!({
-            "cmd": "load",
-            "backend": backend,
-            "module": module.display().to_string(),
-            "entry": solution.entry_point,
-            "inputs": task.inputs,
-            "outputs": task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>(),
-            "naxes": task.axes.len(),
-            "device_gpu": self.on_gpu,
-        });
-        let outcome = self.run_checks(task, &mut runner, load, r);
-        r.log = runner.log();
-        let verdict = match outcome {
-            Ok(v) => v,
-            Err(Failure::Candidate(e)) => Some(classify(e, &runner)),
-            Err(Failure::Judge(e)) => return Err(e),
-        };
-        runner.shutdown();
-        Ok(verdict)
+        let load = json!({"backend": backend, "module": module.display().to_string()});
+        self.load_and_check(task, solution, r, 32 << 30, load)
     }
 
     /// CUDA: source policy, nvcc build (register/smem/spill facts kept), then the host launcher
@@ -670,12 +631,8 @@ impl Judge {
                     .chain(ksmith_backend::cuda::check_source(n, s))
             })
             .collect();
-        if let Some(v) = r.policy.first() {
-            return Ok(Some(Verdict::new(
-                Status::PolicyRejected,
-                "forbidden_call",
-                format!("{}:{}: {}", v.file, v.line, v.message),
-            )));
+        if let Some(v) = policy_verdict(r) {
+            return Ok(Some(v));
         }
         r.stage = Stage::Build;
         let nvcc = ksmith_backend::cuda::nvcc().ok_or(JudgeError::Unavailable {
@@ -688,55 +645,13 @@ impl Judge {
             &self.config.cache_dir.join("build"),
         )? {
             Ok(b) => b,
-            Err(f) => {
-                let detail = f
-                    .diagnostics
-                    .iter()
-                    .find(|d| d.severity.contains("error"))
-                    .map(|d| d.to_string())
-                    .unwrap_or_else(|| f.log.lines().last().unwrap_or("").to_string());
-                r.build = Some(BuildInfo {
-                    cached: false,
-                    seconds: 0.0,
-                    command: f.command,
-                    diagnostics: f.diagnostics,
-                    log: f.log,
-                    ptxas: Vec::new(),
-                });
-                return Ok(Some(Verdict::new(Status::CompileError, &f.reason, detail)));
-            }
+            Err(f) => return Ok(Some(compile_failure(f, r))),
         };
-        r.build = Some(BuildInfo {
-            cached: built.cached,
-            seconds: built.seconds,
-            command: built.command.clone(),
-            diagnostics: built.diagnostics.clone(),
-            ptxas: ksmith_backend::cuda::parse_ptxas(&built.log),
-            log: built.log.clone(),
-        });
-        r.stage = Stage::Load;
-        let mut limits = self.runner_limits(task);
-        limits.address_space = limits.address_space.max(256 << 30); // CUDA maps huge ranges
-        let mut runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
-        let load = json!({
-            "cmd": "load",
-            "backend": "cuda",
-            "library": built.library.display().to_string(),
-            "entry": solution.entry_point,
-            "inputs": task.inputs,
-            "outputs": task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>(),
-            "naxes": task.axes.len(),
-            "device_gpu": true,
-        });
-        let outcome = self.run_checks(task, &mut runner, load, r);
-        r.log = runner.log();
-        let verdict = match outcome {
-            Ok(v) => v,
-            Err(Failure::Candidate(e)) => Some(classify(e, &runner)),
-            Err(Failure::Judge(e)) => return Err(e),
-        };
-        runner.shutdown();
-        Ok(verdict)
+        let ptxas = ksmith_backend::cuda::parse_ptxas(&built.log);
+        r.build = Some(build_info(&built, ptxas));
+        // CUDA maps huge virtual ranges.
+        let load = json!({"backend": "cuda", "library": built.library.display().to_string()});
+        self.load_and_check(task, solution, r, 256 << 30, load)
     }
 
     fn runner_limits(&self, task: &Task) -> Limits {
@@ -1039,6 +954,48 @@ fn classify(e: CallError, runner: &Peer) -> Verdict {
             };
             Verdict::new(status, reason, message)
         }
+    }
+}
+
+/// The first static-policy violation as a verdict.
+fn policy_verdict(r: &EvalResult) -> Option<Verdict> {
+    r.policy.first().map(|v| {
+        Verdict::new(
+            Status::PolicyRejected,
+            "forbidden_call",
+            format!("{}:{}: {}", v.file, v.line, v.message),
+        )
+    })
+}
+
+/// Records a failed build and returns its verdict (the first error diagnostic as detail).
+fn compile_failure(f: c::BuildFailure, r: &mut EvalResult) -> Verdict {
+    let detail = f
+        .diagnostics
+        .iter()
+        .find(|d| d.severity.contains("error"))
+        .map(|d| d.to_string())
+        .unwrap_or_else(|| f.log.lines().last().unwrap_or("").to_string());
+    r.build = Some(BuildInfo {
+        cached: false,
+        seconds: 0.0,
+        command: f.command,
+        diagnostics: f.diagnostics,
+        log: f.log,
+        ptxas: Vec::new(),
+    });
+    Verdict::new(Status::CompileError, &f.reason, detail)
+}
+
+/// Build facts of a successful build.
+fn build_info(built: &c::Built, ptxas: Vec<ksmith_backend::cuda::PtxasFacts>) -> BuildInfo {
+    BuildInfo {
+        cached: built.cached,
+        seconds: built.seconds,
+        command: built.command.clone(),
+        diagnostics: built.diagnostics.clone(),
+        log: built.log.clone(),
+        ptxas,
     }
 }
 
