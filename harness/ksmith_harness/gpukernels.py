@@ -111,19 +111,13 @@ class DeviceKernel(Kernel):
     def dump(self, s, prefix):
         for t, buf, o in zip(s["dev_outs"], s["outs"], self.outputs, strict=False):
             _to_host(t, buf, o["dtype"])
-        paths = {}
-        for buf, out in zip(s["outs"], self.outputs, strict=False):
-            p = f"{prefix}.{out['name']}.bin"
-            buf.tofile(p)
-            paths[out["name"]] = p
-        hashes = {}
+        paths, hashes = super().dump(s, prefix)
+        # Hash what is on the device now, so a kernel that mutates its inputs is caught.
         for t, buf, inp in zip(s["dev_ins"], s["ins"], self.inputs, strict=False):
             if inp["shape"]:
                 now = np.empty_like(buf)
                 _to_host(t, now, inp["dtype"])
                 hashes[inp["name"]] = tensors.digest(now)
-            else:
-                hashes[inp["name"]] = tensors.digest(buf)
         return paths, hashes
 
 
