@@ -125,6 +125,8 @@ adversarial!(
     pallas_good,
     pallas_unwritten,
     pallas_wrong_shape,
+    pallas_wrong_dtype,
+    pallas_raises,
     pallas_reference_call,
     pallas_host_math,
     pallas_host_callback,

@@ -783,3 +783,23 @@ fn ksmith_backend_has_nvcc() -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false)
 }
+
+#[test]
+fn a_python_candidate_on_a_task_without_interpret_workloads_gets_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            "crates/ksmith-cli/tests/adversarial/pallas_good.py",
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("add [[workloads]] with set = \"interpret\""),
+        "{}",
+        stderr(&out)
+    );
+}
