@@ -1,0 +1,1 @@
+//! SEARCH/REPLACE edits and full-file replies.

@@ -1,0 +1,3 @@
+//! Agents: role prompts, reply parsers, code edits.
+
+pub mod edit;

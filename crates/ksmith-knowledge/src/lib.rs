@@ -1,0 +1,1 @@
+//! The knowledge corpus: BM25 retrieval over our docs and the user's.
