@@ -2,7 +2,10 @@
 //! ksmith loses at most the evaluation in flight), artifacts content-addressed on disk, bench
 //! runs for resuming, and export in the FlashInfer Trace schema.
 
+mod runs;
 mod trace;
+
+pub use runs::{CallRow, RunRow, SnapshotRow};
 
 pub use trace::export_flashinfer;
 
@@ -166,6 +169,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(runs::SCHEMA)?;
         Ok(conn)
     }
 

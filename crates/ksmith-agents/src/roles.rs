@@ -1,0 +1,253 @@
+//! The agent roles: one prompt template per role (embedded, overridable from a directory),
+//! rendered from typed state with minijinja.
+
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// The specialized agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Writes the plan for the next iteration (new or revision mode).
+    Planner,
+    /// Turns a plan into code.
+    Implementer,
+    /// Repairs build, runtime and numerical failures.
+    Fixer,
+    /// Declares tunables for the deterministic tuner.
+    AutotunePlanner,
+    /// Summarizes profiler output into a bottleneck diagnosis.
+    ProfileAnalyst,
+    /// Drafts a task definition from a bare reference.
+    TestDesigner,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 6] = [
+        Role::Planner,
+        Role::Implementer,
+        Role::Fixer,
+        Role::AutotunePlanner,
+        Role::ProfileAnalyst,
+        Role::TestDesigner,
+    ];
+
+    /// The role's name (as stored and as the scripted provider expects).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Planner => "planner",
+            Role::Implementer => "implementer",
+            Role::Fixer => "fixer",
+            Role::AutotunePlanner => "autotune",
+            Role::ProfileAnalyst => "profile",
+            Role::TestDesigner => "test_designer",
+        }
+    }
+
+    /// The role's template file name.
+    pub fn template(self) -> String {
+        format!("{}.md", self.name())
+    }
+
+    /// Reply length budget in tokens.
+    pub fn max_tokens(self) -> u32 {
+        match self {
+            Role::Planner | Role::ProfileAnalyst | Role::AutotunePlanner => 2048,
+            Role::Implementer | Role::Fixer | Role::TestDesigner => 8192,
+        }
+    }
+}
+
+/// The built-in templates.
+const BUILTIN: [(&str, &str); 7] = [
+    ("_task.md", include_str!("../prompts/_task.md")),
+    ("planner.md", include_str!("../prompts/planner.md")),
+    ("implementer.md", include_str!("../prompts/implementer.md")),
+    ("fixer.md", include_str!("../prompts/fixer.md")),
+    ("autotune.md", include_str!("../prompts/autotune.md")),
+    ("profile.md", include_str!("../prompts/profile.md")),
+    (
+        "test_designer.md",
+        include_str!("../prompts/test_designer.md"),
+    ),
+];
+
+/// Separates the system part of a template from the user part.
+const USER_MARK: &str = "=== user ===";
+
+/// Template errors.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// An override file could not be read.
+    #[error("prompt template {path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A template failed to parse or render.
+    #[error("prompt template {name}: {detail}")]
+    Template {
+        /// Template name.
+        name: String,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+/// A rendered prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The system instruction.
+    pub system: String,
+    /// The user message.
+    pub user: String,
+}
+
+/// The role templates in use.
+pub struct Prompts {
+    env: minijinja::Environment<'static>,
+}
+
+impl Prompts {
+    /// The built-in templates, with any file of the same name in `overrides` taking precedence.
+    pub fn load(overrides: Option<&Path>) -> Result<Prompts, PromptError> {
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Chainable);
+        env.set_trim_blocks(true);
+        for (name, text) in BUILTIN {
+            let text = match overrides.map(|d| d.join(name)).filter(|p| p.exists()) {
+                Some(p) => std::fs::read_to_string(&p)
+                    .map_err(|e| PromptError::Io { path: p, source: e })?,
+                None => text.to_string(),
+            };
+            env.add_template_owned(name.to_string(), text)
+                .map_err(|e| PromptError::Template {
+                    name: name.to_string(),
+                    detail: format!("{e:#}"),
+                })?;
+        }
+        Ok(Prompts { env })
+    }
+
+    /// Renders a role's prompt from its typed context.
+    pub fn render<C: Serialize>(&self, role: Role, ctx: &C) -> Result<Rendered, PromptError> {
+        let name = role.template();
+        let err = |e: minijinja::Error| PromptError::Template {
+            name: name.clone(),
+            detail: format!("{e:#}"),
+        };
+        let text = self
+            .env
+            .get_template(&name)
+            .map_err(err)?
+            .render(ctx)
+            .map_err(err)?;
+        let (system, user) = text
+            .split_once(USER_MARK)
+            .ok_or_else(|| PromptError::Template {
+                name: name.clone(),
+                detail: format!("no `{USER_MARK}` line separating the system and user parts"),
+            })?;
+        Ok(Rendered {
+            system: system.trim().to_string(),
+            user: collapse_blank_lines(user.trim()),
+        })
+    }
+}
+
+/// Templates with optional sections leave runs of blank lines; one is enough.
+fn collapse_blank_lines(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut blank = 0;
+    for line in s.lines() {
+        if line.trim().is_empty() {
+            blank += 1;
+            if blank > 1 {
+                continue;
+            }
+        } else {
+            blank = 0;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task() -> serde_json::Value {
+        json!({"name": "softmax", "description": "Row softmax.", "language": "c", "device": "cpu",
+               "signature": "void softmax(const float* x, float* y, int64_t M, int64_t N);",
+               "workloads": ["M=2000 N=600", "M=64 N=32000"], "tolerance": "atol 1e-6, rtol 2e-4",
+               "fence": "c"})
+    }
+
+    #[test]
+    fn every_role_renders_with_minimal_state() {
+        let p = Prompts::load(None).unwrap();
+        for role in Role::ALL {
+            let r = p
+                .render(
+                    role,
+                    &json!({"task": task(), "mode": "new", "file": "kernel.c"}),
+                )
+                .unwrap();
+            assert!(!r.system.is_empty(), "{role:?}");
+            assert!(!r.user.contains("\n\n\n"), "{role:?}");
+        }
+    }
+
+    #[test]
+    fn planner_revision_shows_last_iteration_and_knowledge() {
+        let p = Prompts::load(None).unwrap();
+        let r = p
+            .render(
+                Role::Planner,
+                &json!({"task": task(), "mode": "revision", "reference": "def reference(x): ...",
+                        "roofline": "peak 100 GFLOP/s", "history": ["iter 1: blocked rows -> passed 1.4x"],
+                        "last": {"iteration": 1, "outcome": "passed, 1.4x", "timing": "w0 1.2 ms", "profile": "memory bound"},
+                        "knowledge": [{"source": "stable-reductions.md#Online softmax", "text": "one pass"}]}),
+            )
+            .unwrap();
+        for needle in [
+            "Task `softmax`",
+            "Last iteration (1): passed, 1.4x",
+            "memory bound",
+            "Online softmax",
+            "iter 1: blocked rows",
+            "Plan a revision",
+        ] {
+            assert!(r.user.contains(needle), "missing {needle}:\n{}", r.user);
+        }
+    }
+
+    #[test]
+    fn overrides_replace_builtin_templates_and_bad_ones_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("planner.md"),
+            "SYS\n=== user ===\nplan {{ task.name }}",
+        )
+        .unwrap();
+        let p = Prompts::load(Some(dir.path())).unwrap();
+        let r = p.render(Role::Planner, &json!({"task": task()})).unwrap();
+        assert_eq!(
+            (r.system.as_str(), r.user.as_str()),
+            ("SYS", "plan softmax\n")
+        );
+        std::fs::write(dir.path().join("fixer.md"), "{% if %}").unwrap();
+        let e = Prompts::load(Some(dir.path())).err().unwrap().to_string();
+        assert!(e.contains("fixer.md"), "{e}");
+        std::fs::write(dir.path().join("fixer.md"), "no marker").unwrap();
+        let p = Prompts::load(Some(dir.path())).unwrap();
+        let e = p.render(Role::Fixer, &json!({})).unwrap_err().to_string();
+        assert!(e.contains("=== user ==="), "{e}");
+    }
+}

@@ -1,0 +1,466 @@
+//! Agent runs: the run itself, every LLM call, every decision (the journal a resumed run replays)
+//! and one snapshot per iteration.
+
+use crate::{Store, StoreError};
+use rusqlite::{params, OptionalExtension};
+
+pub(crate) const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS runs (
+    id          TEXT PRIMARY KEY,
+    created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+    updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+    task_dir    TEXT NOT NULL,
+    task        TEXT NOT NULL,
+    tests_hash  TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    mode        TEXT NOT NULL,
+    options     TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    stop_reason TEXT,
+    active_s    REAL NOT NULL DEFAULT 0,
+    out_dir     TEXT
+);
+CREATE TABLE IF NOT EXISTS llm_calls (
+    run         TEXT NOT NULL REFERENCES runs(id),
+    seq         INTEGER NOT NULL,
+    created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+    role        TEXT NOT NULL,
+    step        TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    system      TEXT NOT NULL,
+    prompt      TEXT NOT NULL,
+    reply       TEXT NOT NULL,
+    error       TEXT,
+    tokens_in   INTEGER NOT NULL,
+    tokens_out  INTEGER NOT NULL,
+    estimated   INTEGER NOT NULL,
+    cost        REAL NOT NULL,
+    latency_ms  REAL NOT NULL,
+    attempts    INTEGER NOT NULL,
+    PRIMARY KEY (run, seq)
+);
+CREATE TABLE IF NOT EXISTS run_events (
+    run         TEXT NOT NULL REFERENCES runs(id),
+    seq         INTEGER NOT NULL,
+    created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+    kind        TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    PRIMARY KEY (run, seq)
+);
+CREATE TABLE IF NOT EXISTS snapshots (
+    run         TEXT NOT NULL REFERENCES runs(id),
+    iteration   INTEGER NOT NULL,
+    created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+    eval_id     INTEGER REFERENCES evaluations(id),
+    status      TEXT NOT NULL,
+    latency_ms  REAL,
+    speedup     REAL,
+    sources     TEXT NOT NULL,
+    summary     TEXT NOT NULL,
+    PRIMARY KEY (run, iteration)
+);
+"#;
+
+/// One agent run as stored.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    /// Run id (`ksmith show RUN`).
+    pub id: String,
+    /// Creation time (UTC, ISO 8601).
+    pub created_at: String,
+    /// Last update time.
+    pub updated_at: String,
+    /// Task directory as given.
+    pub task_dir: String,
+    /// Task name.
+    pub task: String,
+    /// Hash of the frozen tests (task definition + reference).
+    pub tests_hash: String,
+    /// `provider:model`.
+    pub model: String,
+    /// `autonomous` or `interactive`.
+    pub mode: String,
+    /// The run's options (JSON, owned by the agent loop).
+    pub options: String,
+    /// `running`, `paused`, `finished`, `stopped`, `failed`.
+    pub status: String,
+    /// Why it stopped, when it did.
+    pub stop_reason: Option<String>,
+    /// Seconds spent running, over all sessions.
+    pub active_s: f64,
+    /// Where the result was written.
+    pub out_dir: Option<String>,
+}
+
+/// One LLM call as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRow {
+    /// 0-based index in its run.
+    pub seq: u64,
+    /// Time of the call.
+    pub created_at: String,
+    /// Agent role.
+    pub role: String,
+    /// Loop step that made it (e.g. `iter 2 implement`).
+    pub step: String,
+    /// Model that answered.
+    pub model: String,
+    /// System prompt.
+    pub system: String,
+    /// User prompt.
+    pub prompt: String,
+    /// Reply text (empty when the call failed).
+    pub reply: String,
+    /// The error, when the call failed.
+    pub error: Option<String>,
+    /// Prompt tokens.
+    pub tokens_in: u64,
+    /// Reply tokens.
+    pub tokens_out: u64,
+    /// Token counts were estimated (the provider reports none).
+    pub estimated: bool,
+    /// USD.
+    pub cost: f64,
+    /// Wall milliseconds, retries included.
+    pub latency_ms: f64,
+    /// Tries it took.
+    pub attempts: u32,
+}
+
+/// One iteration's snapshot.
+#[derive(Debug, Clone)]
+pub struct SnapshotRow {
+    /// Iteration number (0 = the starting solution).
+    pub iteration: u32,
+    /// Evaluation id, when it got that far.
+    pub eval_id: Option<i64>,
+    /// Final status of the iteration's candidate.
+    pub status: String,
+    /// Median latency summed over workloads (ms), when timed.
+    pub latency_ms: Option<f64>,
+    /// Speedup vs the baseline, when timed.
+    pub speedup: Option<f64>,
+    /// Source files: JSON object name -> artifact hash.
+    pub sources: String,
+    /// One line: what the iteration tried.
+    pub summary: String,
+}
+
+fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: r.get(0)?,
+        created_at: r.get(1)?,
+        updated_at: r.get(2)?,
+        task_dir: r.get(3)?,
+        task: r.get(4)?,
+        tests_hash: r.get(5)?,
+        model: r.get(6)?,
+        mode: r.get(7)?,
+        options: r.get(8)?,
+        status: r.get(9)?,
+        stop_reason: r.get(10)?,
+        active_s: r.get(11)?,
+        out_dir: r.get(12)?,
+    })
+}
+
+const RUN_COLS: &str = "id, created_at, updated_at, task_dir, task, tests_hash, model, mode, options, status, stop_reason, active_s, out_dir";
+
+impl Store {
+    /// Creates a run.
+    pub fn create_run(&self, run: &RunRow) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO runs (id, task_dir, task, tests_hash, model, mode, options, status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    run.id,
+                    run.task_dir,
+                    run.task,
+                    run.tests_hash,
+                    run.model,
+                    run.mode,
+                    run.options,
+                    run.status
+                ],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// One run by id.
+    pub fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
+        self.conn
+            .query_row(
+                &format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"),
+                params![id],
+                run_row,
+            )
+            .optional()
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Every run, newest first.
+    pub fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(&format!(
+                "SELECT {RUN_COLS} FROM runs ORDER BY created_at DESC, rowid DESC"
+            ))
+            .map_err(|e| self.sql(e))?;
+        let rows = st
+            .query_map([], run_row)
+            .map_err(|e| self.sql(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql(e))?;
+        Ok(rows)
+    }
+
+    /// Updates a run's status (and stop reason, options, active seconds, output).
+    pub fn update_run(&self, run: &RunRow) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE runs SET status = ?2, stop_reason = ?3, options = ?4, active_s = ?5, out_dir = ?6,
+                        updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?1",
+                params![
+                    run.id,
+                    run.status,
+                    run.stop_reason,
+                    run.options,
+                    run.active_s,
+                    run.out_dir
+                ],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// Records an LLM call (replacing a failed attempt at the same seq).
+    pub fn record_call(&self, run: &str, c: &CallRow) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO llm_calls (run, seq, role, step, model, system, prompt, reply, error,
+                     tokens_in, tokens_out, estimated, cost, latency_ms, attempts)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                params![
+                    run,
+                    c.seq as i64,
+                    c.role,
+                    c.step,
+                    c.model,
+                    c.system,
+                    c.prompt,
+                    c.reply,
+                    c.error,
+                    c.tokens_in as i64,
+                    c.tokens_out as i64,
+                    c.estimated,
+                    c.cost,
+                    c.latency_ms,
+                    c.attempts
+                ],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// Every call of a run, in order.
+    pub fn calls(&self, run: &str) -> Result<Vec<CallRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT seq, created_at, role, step, model, system, prompt, reply, error, tokens_in, tokens_out,
+                        estimated, cost, latency_ms, attempts FROM llm_calls WHERE run = ?1 ORDER BY seq",
+            )
+            .map_err(|e| self.sql(e))?;
+        let rows = st
+            .query_map(params![run], |r| {
+                Ok(CallRow {
+                    seq: r.get::<_, i64>(0)? as u64,
+                    created_at: r.get(1)?,
+                    role: r.get(2)?,
+                    step: r.get(3)?,
+                    model: r.get(4)?,
+                    system: r.get(5)?,
+                    prompt: r.get(6)?,
+                    reply: r.get(7)?,
+                    error: r.get(8)?,
+                    tokens_in: r.get::<_, i64>(9)? as u64,
+                    tokens_out: r.get::<_, i64>(10)? as u64,
+                    estimated: r.get(11)?,
+                    cost: r.get(12)?,
+                    latency_ms: r.get(13)?,
+                    attempts: r.get(14)?,
+                })
+            })
+            .map_err(|e| self.sql(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql(e))?;
+        Ok(rows)
+    }
+
+    /// Appends a journal event (a decision a resumed run must replay).
+    pub fn record_event(
+        &self,
+        run: &str,
+        seq: u64,
+        kind: &str,
+        payload: &str,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO run_events (run, seq, kind, payload) VALUES (?1, ?2, ?3, ?4)",
+                params![run, seq as i64, kind, payload],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// A run's journal events: (seq, kind, payload), in order.
+    pub fn events(&self, run: &str) -> Result<Vec<(u64, String, String)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT seq, kind, payload FROM run_events WHERE run = ?1 ORDER BY seq")
+            .map_err(|e| self.sql(e))?;
+        let rows = st
+            .query_map(params![run], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?))
+            })
+            .map_err(|e| self.sql(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql(e))?;
+        Ok(rows)
+    }
+
+    /// Records (or replaces) an iteration's snapshot.
+    pub fn record_snapshot(&self, run: &str, s: &SnapshotRow) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO snapshots (run, iteration, eval_id, status, latency_ms, speedup, sources, summary)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    run,
+                    s.iteration,
+                    s.eval_id,
+                    s.status,
+                    s.latency_ms,
+                    s.speedup,
+                    s.sources,
+                    s.summary
+                ],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// A run's snapshots by iteration.
+    pub fn snapshots(&self, run: &str) -> Result<Vec<SnapshotRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT iteration, eval_id, status, latency_ms, speedup, sources, summary
+                 FROM snapshots WHERE run = ?1 ORDER BY iteration",
+            )
+            .map_err(|e| self.sql(e))?;
+        let rows = st
+            .query_map(params![run], |r| {
+                Ok(SnapshotRow {
+                    iteration: r.get(0)?,
+                    eval_id: r.get(1)?,
+                    status: r.get(2)?,
+                    latency_ms: r.get(3)?,
+                    speedup: r.get(4)?,
+                    sources: r.get(5)?,
+                    summary: r.get(6)?,
+                })
+            })
+            .map_err(|e| self.sql(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql(e))?;
+        Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str) -> RunRow {
+        RunRow {
+            id: id.into(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            task_dir: "tasks/starter/softmax".into(),
+            task: "softmax".into(),
+            tests_hash: "abc".into(),
+            model: "scripted:x.toml".into(),
+            mode: "autonomous".into(),
+            options: "{}".into(),
+            status: "running".into(),
+            stop_reason: None,
+            active_s: 0.0,
+            out_dir: None,
+        }
+    }
+
+    #[test]
+    fn runs_calls_events_and_snapshots_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.create_run(&run("r1")).unwrap();
+        let mut r = store.run("r1").unwrap().unwrap();
+        assert_eq!(r.status, "running");
+        r.status = "stopped".into();
+        r.stop_reason = Some("budget: llm calls (4)".into());
+        r.active_s = 12.5;
+        store.update_run(&r).unwrap();
+        let back = store.run("r1").unwrap().unwrap();
+        assert_eq!(back.stop_reason.as_deref(), Some("budget: llm calls (4)"));
+        assert_eq!(back.active_s, 12.5);
+        let mut c = CallRow {
+            seq: 0,
+            created_at: String::new(),
+            role: "planner".into(),
+            step: "iter 1 plan".into(),
+            model: "m".into(),
+            system: "s".into(),
+            prompt: "p".into(),
+            reply: String::new(),
+            error: Some("timeout".into()),
+            tokens_in: 0,
+            tokens_out: 0,
+            estimated: true,
+            cost: 0.0,
+            latency_ms: 5.0,
+            attempts: 3,
+        };
+        store.record_call("r1", &c).unwrap();
+        c.reply = "plan".into();
+        c.error = None;
+        store.record_call("r1", &c).unwrap();
+        let calls = store.calls("r1").unwrap();
+        assert_eq!(calls.len(), 1, "a retried seq replaces the failed attempt");
+        assert_eq!(calls[0].reply, "plan");
+        store
+            .record_event("r1", 0, "decision", "{\"approve\":true}")
+            .unwrap();
+        assert_eq!(store.events("r1").unwrap()[0].1, "decision");
+        store
+            .record_snapshot(
+                "r1",
+                &SnapshotRow {
+                    iteration: 1,
+                    eval_id: None,
+                    status: "compile_error".into(),
+                    latency_ms: None,
+                    speedup: None,
+                    sources: "{}".into(),
+                    summary: "tiling".into(),
+                },
+            )
+            .unwrap();
+        assert_eq!(store.snapshots("r1").unwrap()[0].status, "compile_error");
+        assert!(store.run("nope").unwrap().is_none());
+        assert_eq!(store.runs().unwrap().len(), 1);
+    }
+}
