@@ -1,6 +1,7 @@
 //! `ksmith`: the command-line interface. Argument parsing and output live here; the work is
 //! done by the pipeline crates (task, backend, harness, judge, store).
 
+mod agent;
 mod bench;
 mod optimize;
 mod report;
@@ -115,14 +116,29 @@ enum Cmd {
         #[arg(long)]
         gpu: bool,
     },
-    /// Show a stored evaluation.
+    /// Show a stored evaluation (a number) or an agent run (a run id).
     Show {
-        /// Evaluation id.
-        id: i64,
+        /// Evaluation id or run id.
+        id: String,
         /// Print the stored result as JSON.
         #[arg(long)]
         json: bool,
     },
+    /// Continue an agent run that was quit, stopped by a budget, failed or killed.
+    Resume(agent::ResumeArgs),
+    /// List agent runs.
+    Runs,
+    /// List the LLM calls of a run: role, tokens, cost, latency.
+    Calls {
+        /// Run id.
+        run: String,
+        /// Print every prompt and reply in full.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Task authoring.
+    #[command(subcommand)]
+    Task(TaskCmd),
     /// Export stored evaluations.
     Export {
         /// Output format.
@@ -132,6 +148,12 @@ enum Cmd {
         #[arg(long, default_value = "ksmith-traces")]
         out: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum TaskCmd {
+    /// Draft a task from a bare JAX reference with the test designer; written once it validates.
+    New(agent::TaskNewArgs),
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -188,7 +210,14 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         Cmd::Optimize(args) => optimize::run(&ctx, &args),
         Cmd::Validate { path, no_run } => cmd_validate(&ctx, &path, no_run),
         Cmd::Hw { refresh, json, gpu } => cmd_hw(&ctx, refresh, json, gpu),
-        Cmd::Show { id, json } => cmd_show(&ctx, id, json),
+        Cmd::Show { id, json } => match id.parse::<i64>() {
+            Ok(n) => cmd_show(&ctx, n, json),
+            Err(_) => agent::cmd_show_run(&ctx, &id, json),
+        },
+        Cmd::Resume(args) => agent::resume(&ctx, &args),
+        Cmd::Runs => agent::cmd_runs(&ctx),
+        Cmd::Calls { run, full } => agent::cmd_calls(&ctx, &run, full),
+        Cmd::Task(TaskCmd::New(args)) => agent::cmd_task_new(&ctx, &args),
         Cmd::Export {
             format: ExportFormat::FlashinferTrace,
             out,
@@ -347,45 +376,7 @@ fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool) -> Result<u8, Exit> {
     let mut judge = None;
     let mut bad = 0usize;
     for dir in &dirs {
-        let mut problems: Vec<String> = Vec::new();
-        match Task::load(dir) {
-            Err(p) => problems.extend(p.0.iter().map(|p| p.to_string())),
-            Ok(task) => {
-                for sol in bench::task_solutions(&task, None, None) {
-                    if let Err(p) = Solution::load(&sol, &task) {
-                        problems.extend(p.0.iter().map(|p| p.to_string()));
-                    }
-                }
-                if !no_run {
-                    if judge.is_none() {
-                        judge = Some(ctx.judge(&default_opts())?);
-                    }
-                    let j = judge.as_mut().expect("just set");
-                    // The gpu set is checked statically only: its shapes are sized for a GPU
-                    // and a float64 reference of them on this CPU would take minutes.
-                    for set in [WorkloadSet::Cpu, WorkloadSet::Interpret] {
-                        let Some(t) = task.for_set(set) else { continue };
-                        let tag = match set {
-                            WorkloadSet::Cpu => String::new(),
-                            s => format!(" (set {})", s.name()),
-                        };
-                        match j.validate_task(&t) {
-                            Ok(list) => {
-                                let file = dir.join(ksmith_task::TASK_FILE_NAME);
-                                problems.extend(
-                                    list.into_iter()
-                                        .map(|(f, m)| format!("{}: {f}{tag}: {m}", file.display())),
-                                )
-                            }
-                            Err(ksmith_judge::JudgeError::Task { message, .. }) => problems.push(
-                                format!("{}: -{tag}: {message}", task.reference_path().display()),
-                            ),
-                            Err(e) => return Err(env_err(e)),
-                        }
-                    }
-                }
-            }
-        }
+        let problems = validate_dir(ctx, &mut judge, dir, no_run)?;
         if problems.is_empty() {
             println!("ok    {}", dir.display());
         } else {
@@ -398,6 +389,57 @@ fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool) -> Result<u8, Exit> {
     }
     println!("{} of {} tasks valid", dirs.len() - bad, dirs.len());
     Ok(if bad > 0 { EXIT_INPUT } else { 0 })
+}
+
+/// Every problem of one task directory as `file: field: message` (empty when valid); the
+/// judge is made on first need and reused.
+pub(crate) fn validate_dir(
+    ctx: &Ctx,
+    judge: &mut Option<Judge>,
+    dir: &Path,
+    no_run: bool,
+) -> Result<Vec<String>, Exit> {
+    let mut problems: Vec<String> = Vec::new();
+    let task = match Task::load(dir) {
+        Err(p) => return Ok(p.0.iter().map(|p| p.to_string()).collect()),
+        Ok(task) => task,
+    };
+    for sol in bench::task_solutions(&task, None, None) {
+        if let Err(p) = Solution::load(&sol, &task) {
+            problems.extend(p.0.iter().map(|p| p.to_string()));
+        }
+    }
+    if no_run {
+        return Ok(problems);
+    }
+    if judge.is_none() {
+        *judge = Some(ctx.judge(&default_opts())?);
+    }
+    let j = judge.as_mut().expect("just set");
+    // The gpu set is checked statically only: its shapes are sized for a GPU
+    // and a float64 reference of them on this CPU would take minutes.
+    for set in [WorkloadSet::Cpu, WorkloadSet::Interpret] {
+        let Some(t) = task.for_set(set) else { continue };
+        let tag = match set {
+            WorkloadSet::Cpu => String::new(),
+            s => format!(" (set {})", s.name()),
+        };
+        match j.validate_task(&t) {
+            Ok(list) => {
+                let file = dir.join(ksmith_task::TASK_FILE_NAME);
+                problems.extend(
+                    list.into_iter()
+                        .map(|(f, m)| format!("{}: {f}{tag}: {m}", file.display())),
+                )
+            }
+            Err(ksmith_judge::JudgeError::Task { message, .. }) => problems.push(format!(
+                "{}: -{tag}: {message}",
+                task.reference_path().display()
+            )),
+            Err(e) => return Err(env_err(e)),
+        }
+    }
+    Ok(problems)
 }
 
 fn default_opts() -> JudgeOpts {

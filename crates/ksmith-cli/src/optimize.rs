@@ -25,6 +25,8 @@ pub(crate) struct OptimizeArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub opts: JudgeOpts,
+    #[command(flatten)]
+    pub agent: crate::agent::AgentArgs,
 }
 
 fn start_solution(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> {
@@ -38,6 +40,23 @@ fn start_solution(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> 
         .ok_or_else(|| {
             input(anyhow!(
                 "{}: no solutions/seed or solutions/fast to start from; pass --from SOLUTION",
+                task.dir.display()
+            ))
+        })
+}
+
+/// An agent run starts from `--from`, else the seed, else the naive solution, else the fast one.
+fn agent_start(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> {
+    if let Some(p) = from {
+        return Ok(p.clone());
+    }
+    ["seed", "naive", "fast"]
+        .iter()
+        .map(|n| task.dir.join("solutions").join(n))
+        .find(|p| p.join(ksmith_task::SOLUTION_FILE).exists())
+        .ok_or_else(|| {
+            input(anyhow!(
+                "{}: no solutions/seed, naive or fast to start from; pass --from SOLUTION",
                 task.dir.display()
             ))
         })
@@ -91,8 +110,19 @@ struct TaskSummary {
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
+    if args.agent.model.is_some() || args.agent.interactive {
+        if !args.task.join(ksmith_task::TASK_FILE_NAME).exists() {
+            return Err(input(anyhow!(
+                "{}: an agent run optimizes one task directory (with task.toml), not a suite",
+                args.task.display()
+            )));
+        }
+        let task = load_task(&args.task)?;
+        let from = agent_start(&task, args.from.as_ref())?;
+        return crate::agent::start(ctx, &args.task, from, args.out.clone(), &args.agent, &args.opts);
+    }
     let dirs = crate::suite_tasks(&args.task)?;
-    println!("LLM-driven rewriting is off: no model is configured (the agents are not built yet); optimizing by autotuning the seed solutions only.");
+    println!("No --model given: optimizing by autotuning the seed solution only (add --model PROVIDER:MODEL for the LLM agents).");
     if dirs.len() == 1 && args.task.join(ksmith_task::TASK_FILE_NAME).exists() {
         let out = args.out.clone();
         let s = optimize_task(ctx, &dirs[0], args, out)?;

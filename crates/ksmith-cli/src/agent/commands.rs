@@ -1,0 +1,147 @@
+//! `ksmith runs`, `ksmith show RUN`, `ksmith calls RUN`.
+
+use crate::{env_err, input, Ctx, Exit};
+use anyhow::anyhow;
+use comfy_table::Table;
+
+/// `ksmith runs`: every run, newest first.
+pub(crate) fn cmd_runs(ctx: &Ctx) -> Result<u8, Exit> {
+    let store = ctx.store()?;
+    let runs = store.runs().map_err(env_err)?;
+    if runs.is_empty() {
+        println!("no runs yet (start one with `ksmith optimize TASK --model PROVIDER:MODEL`)");
+        return Ok(0);
+    }
+    let mut t = Table::new();
+    t.set_header(["run", "created", "task", "model", "mode", "status", "calls", "best", "why"]);
+    for r in runs {
+        let calls = store.calls(&r.id).map_err(env_err)?;
+        let best = store
+            .snapshots(&r.id)
+            .map_err(env_err)?
+            .iter()
+            .filter_map(|s| s.speedup)
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+        t.add_row([
+            r.id.clone(),
+            r.created_at.clone(),
+            r.task.clone(),
+            r.model.clone(),
+            r.mode.clone(),
+            r.status.clone(),
+            calls.len().to_string(),
+            best.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
+            short(r.stop_reason.as_deref().unwrap_or_default(), 70),
+        ]);
+    }
+    println!("{t}");
+    Ok(0)
+}
+
+/// The first line of a message, cut to `n` characters.
+fn short(s: &str, n: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    if line.chars().count() <= n {
+        return line.to_string();
+    }
+    let mut t: String = line.chars().take(n).collect();
+    t.push('…');
+    t
+}
+
+fn load_run(ctx: &Ctx, id: &str) -> Result<(ksmith_store::Store, ksmith_store::RunRow), Exit> {
+    let store = ctx.store()?;
+    let run = store
+        .run(id)
+        .map_err(env_err)?
+        .ok_or_else(|| input(anyhow!("no run `{id}` in {} (see `ksmith runs`)", ctx.store_dir.display())))?;
+    Ok((store, run))
+}
+
+/// `ksmith show RUN`: the run, its snapshots and its accounting.
+pub(crate) fn cmd_show_run(ctx: &Ctx, id: &str, json: bool) -> Result<u8, Exit> {
+    let (store, run) = load_run(ctx, id)?;
+    let snaps = store.snapshots(id).map_err(env_err)?;
+    let calls = store.calls(id).map_err(env_err)?;
+    let (tin, tout, cost) = calls
+        .iter()
+        .fold((0u64, 0u64, 0.0f64), |a, c| (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost));
+    if json {
+        let v = serde_json::json!({
+            "id": run.id, "task": run.task, "task_dir": run.task_dir, "tests_hash": run.tests_hash,
+            "model": run.model, "mode": run.mode, "status": run.status, "stop_reason": run.stop_reason,
+            "created_at": run.created_at, "updated_at": run.updated_at, "active_s": run.active_s,
+            "out_dir": run.out_dir,
+            "options": serde_json::from_str::<serde_json::Value>(&run.options).unwrap_or_default(),
+            "llm": {"calls": calls.len(), "failed": calls.iter().filter(|c| c.error.is_some()).count(),
+                    "tokens_in": tin, "tokens_out": tout, "cost": cost},
+            "snapshots": snaps.iter().map(|s| serde_json::json!({
+                "iteration": s.iteration, "status": s.status, "speedup": s.speedup,
+                "latency_ms": s.latency_ms, "eval_id": s.eval_id, "summary": s.summary})).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).map_err(env_err)?);
+        return Ok(0);
+    }
+    println!("run {}  ({} mode, {})", run.id, run.mode, run.status);
+    println!("task {} ({}), tests hash {}", run.task, run.task_dir, run.tests_hash);
+    println!("model {}; created {}, updated {}, {:.0} s active", run.model, run.created_at, run.updated_at, run.active_s);
+    if let Some(r) = &run.stop_reason {
+        println!("ended: {r}");
+    }
+    if let Some(o) = &run.out_dir {
+        println!("output: {o}");
+    }
+    println!("LLM: {} calls, {tin} tokens in, {tout} out, ${cost:.4}", calls.len());
+    let mut t = Table::new();
+    t.set_header(["iteration", "status", "speedup", "latency ms", "evaluation", "what"]);
+    for s in &snaps {
+        t.add_row([
+            s.iteration.to_string(),
+            s.status.clone(),
+            s.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
+            s.latency_ms.map(|x| format!("{x:.3}")).unwrap_or("-".into()),
+            s.eval_id.map(|x| x.to_string()).unwrap_or("-".into()),
+            s.summary.clone(),
+        ]);
+    }
+    println!("{t}");
+    if run.status != "finished" {
+        println!("continue with `ksmith resume {}`", run.id);
+    }
+    Ok(0)
+}
+
+/// `ksmith calls RUN`: every LLM call of a run.
+pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool) -> Result<u8, Exit> {
+    let (store, _) = load_run(ctx, id)?;
+    let calls = store.calls(id).map_err(env_err)?;
+    if full {
+        for c in &calls {
+            println!("===== call {} ({}, {}) =====", c.seq, c.role, c.step);
+            println!("--- system ---\n{}\n--- prompt ---\n{}\n--- reply ---\n{}", c.system, c.prompt, c.reply);
+            if let Some(e) = &c.error {
+                println!("--- error ---\n{e}");
+            }
+        }
+        return Ok(0);
+    }
+    let mut t = Table::new();
+    t.set_header(["#", "time", "role", "step", "tokens in", "tokens out", "cost $", "latency s", "tries", "result"]);
+    for c in &calls {
+        t.add_row([
+            c.seq.to_string(),
+            c.created_at.clone(),
+            c.role.clone(),
+            c.step.clone(),
+            format!("{}{}", c.tokens_in, if c.estimated { "~" } else { "" }),
+            format!("{}{}", c.tokens_out, if c.estimated { "~" } else { "" }),
+            format!("{:.4}", c.cost),
+            format!("{:.1}", c.latency_ms / 1e3),
+            c.attempts.to_string(),
+            c.error.clone().unwrap_or_else(|| format!("{} chars", c.reply.len())),
+        ]);
+    }
+    println!("{t}");
+    println!("(~ = estimated by the provider adapter; `--full` prints prompts and replies)");
+    Ok(0)
+}

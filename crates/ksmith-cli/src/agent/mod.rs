@@ -1,0 +1,200 @@
+//! Agent runs: `ksmith optimize TASK --model P:M` (autonomous or `--interactive`), `ksmith resume`,
+//! `ksmith runs`, `ksmith show RUN`, `ksmith calls RUN`, `ksmith task new`.
+//!
+//! A run is a deterministic function of its journal: every LLM reply and every decision (a
+//! user's review, a profile, a tuning outcome) is stored as it happens, evaluations are stored
+//! by content key, so a resumed run replays the journal up to where it stopped and carries on
+//! without repeating a completed call or evaluation.
+
+mod commands;
+mod iterate;
+mod review;
+mod session;
+mod task_new;
+
+pub(crate) use commands::{cmd_calls, cmd_runs, cmd_show_run};
+pub(crate) use task_new::{cmd_task_new, TaskNewArgs};
+
+use crate::{input, Ctx, Exit, JudgeOpts};
+use anyhow::anyhow;
+use ksmith_agents::Budget;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Options of `optimize --model` that make it an agent run.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct AgentArgs {
+    /// Model as `provider:model`: gemini:, anthropic:, openai:, openai-compat:, ollama:, vllm:,
+    /// llamacpp:, lmstudio:, command:SHELL-COMMAND, manual:DIR, scripted:FILE.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Stop after each agent step to approve, edit, add guidance, rerun or quit.
+    #[arg(long)]
+    pub interactive: bool,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+    /// Fix attempts per failing stage (build, test) in one iteration.
+    #[arg(long, default_value_t = 3)]
+    pub fix_attempts: u32,
+    /// Extra knowledge directories (markdown/text) retrieved into prompts; repeatable.
+    #[arg(long = "knowledge")]
+    pub knowledge: Vec<PathBuf>,
+    /// Directory of prompt templates overriding the built-in ones (same file names).
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
+    /// Configurations the autotuner may try per iteration.
+    #[arg(long, default_value_t = 8)]
+    pub tune_budget: usize,
+    /// Skip the profile stage.
+    #[arg(long)]
+    pub no_profile: bool,
+}
+
+/// Budget flags (shared by `optimize` and `resume`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct BudgetArgs {
+    /// Optimization iterations (default 3 for a new run).
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Most LLM calls.
+    #[arg(long)]
+    pub max_calls: Option<u64>,
+    /// Most tokens (in + out).
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// Most USD spent (from the price table).
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    /// Most wall seconds of running.
+    #[arg(long)]
+    pub max_wall: Option<f64>,
+}
+
+impl BudgetArgs {
+    /// Applies the given flags over `b`.
+    fn apply(&self, b: &mut Budget) {
+        if let Some(n) = self.iterations {
+            b.iterations = Some(n);
+        }
+        if let Some(n) = self.max_calls {
+            b.llm_calls = Some(n);
+        }
+        if let Some(n) = self.max_tokens {
+            b.tokens = Some(n);
+        }
+        if let Some(c) = self.max_cost {
+            b.cost = Some(c);
+        }
+        if let Some(w) = self.max_wall {
+            b.wall_s = Some(w);
+        }
+    }
+}
+
+/// Everything a run needs to be resumed, stored with it as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct RunOptions {
+    /// Starting solution.
+    pub from: PathBuf,
+    /// Limits.
+    pub budget: Budget,
+    /// Fix attempts per stage.
+    pub fix_attempts: u32,
+    /// Extra knowledge directories.
+    pub knowledge: Vec<PathBuf>,
+    /// Prompt overrides.
+    pub prompts: Option<PathBuf>,
+    /// Tuner configurations per iteration.
+    pub tune_budget: usize,
+    /// Profile stage off.
+    pub no_profile: bool,
+    /// Judge settings (seeds policy, timing) frozen with the tests.
+    pub judge: FrozenJudge,
+    /// Output directory.
+    pub out: PathBuf,
+}
+
+/// The judge settings a run keeps for its whole life.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct FrozenJudge {
+    /// Per-call timeout (s).
+    pub timeout: f64,
+    /// Seeds per workload.
+    pub seeds: u64,
+    /// Minimum timed milliseconds per side.
+    pub min_time_ms: u64,
+}
+
+impl FrozenJudge {
+    fn opts(&self) -> JudgeOpts {
+        let mut o = crate::default_opts();
+        o.timeout = self.timeout;
+        o.seeds = self.seeds;
+        o.min_time_ms = self.min_time_ms;
+        o.no_timing = false;
+        o
+    }
+}
+
+/// `ksmith optimize TASK --model P:M`: a new agent run.
+pub(crate) fn start(
+    ctx: &Ctx,
+    task_dir: &std::path::Path,
+    from: PathBuf,
+    out: Option<PathBuf>,
+    args: &AgentArgs,
+    opts: &JudgeOpts,
+) -> Result<u8, Exit> {
+    let model = args
+        .model
+        .clone()
+        .ok_or_else(|| input(anyhow!("--interactive needs --model PROVIDER:MODEL")))?;
+    let mut budget = Budget {
+        iterations: Some(3),
+        ..Budget::default()
+    };
+    args.budget.apply(&mut budget);
+    let task = crate::load_task(task_dir)?;
+    let options = RunOptions {
+        from: std::path::absolute(&from).unwrap_or(from),
+        budget,
+        fix_attempts: args.fix_attempts,
+        knowledge: args.knowledge.clone(),
+        prompts: args.prompts.clone(),
+        tune_budget: args.tune_budget,
+        no_profile: args.no_profile,
+        judge: FrozenJudge {
+            timeout: opts.timeout,
+            seeds: opts.seeds,
+            min_time_ms: opts.min_time_ms,
+        },
+        out: out.unwrap_or_else(|| ctx.store_dir.join("optimized").join(&task.name)),
+    };
+    let mode = if args.interactive { "interactive" } else { "autonomous" };
+    let session = session::Session::create(
+        ctx,
+        &task.dir,
+        &task.name,
+        &task.content_hash,
+        &model,
+        mode,
+        options,
+    )?;
+    iterate::drive(ctx, session)
+}
+
+/// Arguments of `ksmith resume`.
+#[derive(clap::Args)]
+pub(crate) struct ResumeArgs {
+    /// Run id (see `ksmith runs`).
+    pub run: String,
+    /// Raise or set limits for the rest of the run.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+}
+
+/// `ksmith resume RUN`.
+pub(crate) fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<u8, Exit> {
+    let session = session::Session::reopen(ctx, &args.run, &args.budget)?;
+    iterate::drive(ctx, session)
+}

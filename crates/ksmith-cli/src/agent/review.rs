@@ -1,0 +1,102 @@
+//! Human-in-the-loop review: after each agent step an interactive run shows the artifact and
+//! waits for approve / edit / guidance / rerun / quit. Decisions are journaled, so a resumed run
+//! replays them instead of asking again.
+
+use super::session::{Halt, Session};
+use anyhow::anyhow;
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+
+/// What the user decided about an artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Verdict {
+    /// Use it as is.
+    Approve,
+    /// Use the user's edited text instead.
+    Edited(String),
+    /// Use it, and pass this guidance to the next agent call.
+    Guidance(String),
+    /// Ask the agent again.
+    Rerun,
+    /// Stop here; the run can be resumed.
+    Quit,
+}
+
+/// Shows an artifact and gets a verdict (always `Approve` in autonomous runs).
+pub(crate) fn review(
+    s: &mut Session,
+    step: &str,
+    what: &str,
+    shown: &str,
+    editable: &str,
+) -> Result<Verdict, Halt> {
+    if !s.interactive {
+        return Ok(Verdict::Approve);
+    }
+    s.event("review", |_| ask_user(step, what, shown, editable))
+}
+
+fn read_line(stdin: &mut impl BufRead) -> Result<Option<String>, Halt> {
+    let mut line = String::new();
+    let n = stdin
+        .read_line(&mut line)
+        .map_err(|e| Halt::Failed(anyhow!("reading the terminal: {e}")))?;
+    Ok((n > 0).then(|| line.trim().to_string()))
+}
+
+fn ask_user(step: &str, what: &str, shown: &str, editable: &str) -> Result<Verdict, Halt> {
+    let mut out = std::io::stdout();
+    let stdin = std::io::stdin();
+    let mut stdin = stdin.lock();
+    let _ = writeln!(out, "\n==== {step}: {what} ====\n{}\n==== end of {what} ====", shown.trim_end());
+    loop {
+        let _ = write!(out, "[a]pprove, [e]dit, [g]uidance for the next call, [r]erun this step, [q]uit > ");
+        let _ = out.flush();
+        // End of input means nobody is there to answer: stop safely, resumable.
+        let Some(answer) = read_line(&mut stdin)? else {
+            return Ok(Verdict::Quit);
+        };
+        match answer.chars().next().map(|c| c.to_ascii_lowercase()) {
+            Some('a') => return Ok(Verdict::Approve),
+            Some('q') => return Ok(Verdict::Quit),
+            Some('r') => return Ok(Verdict::Rerun),
+            Some('g') => {
+                let _ = write!(out, "guidance (one line): ");
+                let _ = out.flush();
+                match read_line(&mut stdin)? {
+                    Some(g) if !g.is_empty() => return Ok(Verdict::Guidance(g)),
+                    Some(_) => continue,
+                    None => return Ok(Verdict::Quit),
+                }
+            }
+            Some('e') => match edit_in_editor(editable) {
+                Ok(text) => return Ok(Verdict::Edited(text)),
+                Err(e) => {
+                    let _ = writeln!(out, "editing failed: {e:#}");
+                }
+            },
+            _ => {}
+        }
+    }
+}
+
+/// Opens `$VISUAL`/`$EDITOR` (else `vi`) on a copy of the text and returns what was saved.
+fn edit_in_editor(text: &str) -> anyhow::Result<String> {
+    let file = tempfile::Builder::new().prefix("ksmith-edit-").suffix(".txt").tempfile()?;
+    std::fs::write(file.path(), text)?;
+    let editor = std::env::var("VISUAL")
+        .or_else(|_| std::env::var("EDITOR"))
+        .unwrap_or_else(|_| "vi".into());
+    // Through the shell, so EDITOR may carry arguments ("code --wait").
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("ksmith-editor")
+        .arg(file.path())
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("`{editor}` exited with {status}");
+    }
+    Ok(std::fs::read_to_string(file.path())?)
+}

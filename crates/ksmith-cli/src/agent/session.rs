@@ -1,0 +1,307 @@
+//! One run's session: the store rows, the provider, the journal replay and the budget.
+
+use super::{BudgetArgs, RunOptions};
+use crate::{env_err, input, Ctx, Exit};
+use anyhow::anyhow;
+use ksmith_agents::{Limit, Prompts, Rendered, Role, Usage};
+use ksmith_knowledge::Knowledge;
+use ksmith_llm::{ModelSpec, Provider, Request};
+use ksmith_store::{CallRow, RunRow, Store};
+use serde::{de::DeserializeOwned, Serialize};
+use std::time::Instant;
+
+/// Why the loop stopped before its natural end.
+#[derive(Debug)]
+pub(crate) enum Halt {
+    /// A budget limit was reached.
+    Budget(Limit, String),
+    /// The user quit an interactive run.
+    Quit,
+    /// A provider or environment failure; the run can be resumed.
+    Failed(anyhow::Error),
+}
+
+impl From<Exit> for Halt {
+    fn from(e: Exit) -> Self {
+        Halt::Failed(e.1)
+    }
+}
+
+/// An open run.
+pub(crate) struct Session {
+    pub run: RunRow,
+    pub opts: RunOptions,
+    pub interactive: bool,
+    pub store: Store,
+    pub prompts: Prompts,
+    pub knowledge: Knowledge,
+    pub usage: Usage,
+    spec: ModelSpec,
+    price: Option<ksmith_llm::Price>,
+    provider: Option<Box<dyn Provider>>,
+    config: ksmith_llm::Config,
+    calls: Vec<CallRow>,
+    next_call: u64,
+    events: Vec<(u64, String, String)>,
+    next_event: u64,
+    started: Instant,
+    prior_active: f64,
+    /// Replayed calls and events so far (for the resume message).
+    pub replayed: (u64, u64),
+}
+
+fn new_run_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let tag = ksmith_task::content_hash(format!("{}-{}", now.as_nanos(), std::process::id()).as_bytes());
+    format!("run-{}-{}", now.as_secs(), &tag[..6])
+}
+
+impl Session {
+    fn open(
+        ctx: &Ctx,
+        run: RunRow,
+        opts: RunOptions,
+        store: Store,
+    ) -> Result<Session, Exit> {
+        let spec = ModelSpec::parse(&run.model).map_err(|e| input(anyhow!("--model: {e}")))?;
+        let config = ksmith_llm::Config::discover().map_err(input)?;
+        let price = config.price(&spec);
+        let prompts = Prompts::load(opts.prompts.as_deref()).map_err(input)?;
+        let knowledge = Knowledge::open(&opts.knowledge).map_err(input)?;
+        let calls: Vec<CallRow> = store
+            .calls(&run.id)
+            .map_err(env_err)?
+            .into_iter()
+            .filter(|c| c.error.is_none())
+            .collect();
+        let events = store.events(&run.id).map_err(env_err)?;
+        let _ = ctx;
+        Ok(Session {
+            interactive: run.mode == "interactive",
+            prior_active: run.active_s,
+            run,
+            opts,
+            store,
+            prompts,
+            knowledge,
+            usage: Usage::default(),
+            spec,
+            price,
+            provider: None,
+            config,
+            calls,
+            next_call: 0,
+            events,
+            next_event: 0,
+            started: Instant::now(),
+            replayed: (0, 0),
+        })
+    }
+
+    /// Creates and opens a new run on a task directory whose tests hash is `tests_hash`.
+    pub fn create(
+        ctx: &Ctx,
+        task_dir: &std::path::Path,
+        task_name: &str,
+        tests_hash: &str,
+        model: &str,
+        mode: &str,
+        opts: RunOptions,
+    ) -> Result<Session, Exit> {
+        // Parse the model before anything is stored: a typo is an input error, not a run.
+        ModelSpec::parse(model).map_err(|e| input(anyhow!("--model: {e}")))?;
+        let store = ctx.store()?;
+        let run = RunRow {
+            id: new_run_id(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            task_dir: task_dir.display().to_string(),
+            task: task_name.to_string(),
+            tests_hash: tests_hash.to_string(),
+            model: model.to_string(),
+            mode: mode.to_string(),
+            options: serde_json::to_string(&opts).map_err(env_err)?,
+            status: "running".into(),
+            stop_reason: None,
+            active_s: 0.0,
+            out_dir: None,
+        };
+        let session = Session::open(ctx, run.clone(), opts, store)?;
+        session.store.create_run(&run).map_err(env_err)?;
+        eprintln!("ksmith: run {} ({} on {})", run.id, run.model, run.task);
+        Ok(session)
+    }
+
+    /// Reopens a stored run for `resume`, with budget overrides.
+    pub fn reopen(ctx: &Ctx, id: &str, budget: &BudgetArgs) -> Result<Session, Exit> {
+        let store = ctx.store()?;
+        let mut run = store
+            .run(id)
+            .map_err(env_err)?
+            .ok_or_else(|| input(anyhow!("no run `{id}` in {} (see `ksmith runs`)", ctx.store_dir.display())))?;
+        let mut opts: RunOptions = serde_json::from_str(&run.options)
+            .map_err(|e| env_err(anyhow!("run {id}: stored options unreadable: {e}")))?;
+        budget.apply(&mut opts.budget);
+        run.options = serde_json::to_string(&opts).map_err(env_err)?;
+        if run.status == "finished" {
+            return Err(input(anyhow!(
+                "run {id} already finished ({}); start a new run to optimize further",
+                run.stop_reason.as_deref().unwrap_or("done")
+            )));
+        }
+        run.status = "running".into();
+        run.stop_reason = None;
+        store.update_run(&run).map_err(env_err)?;
+        eprintln!("ksmith: resuming run {id} ({} on {})", run.model, run.task);
+        Session::open(ctx, run, opts, store)
+    }
+
+    /// Wall seconds of this run over all its sessions.
+    pub fn active_s(&self) -> f64 {
+        self.prior_active + self.started.elapsed().as_secs_f64()
+    }
+
+    /// Stops with the first exhausted limit other than iterations.
+    pub fn check_budget(&mut self) -> Result<(), Halt> {
+        self.usage.wall_s = self.active_s();
+        let mut b = self.opts.budget.clone();
+        b.iterations = None;
+        match b.exhausted(&self.usage) {
+            Some((l, m)) => Err(Halt::Budget(l, m)),
+            None => Ok(()),
+        }
+    }
+
+    /// Saves status and accounting.
+    pub fn save(&mut self) -> Result<(), Exit> {
+        self.run.active_s = self.active_s();
+        self.store.update_run(&self.run).map_err(env_err)
+    }
+
+    /// One LLM call: replayed from the journal when this run already made it, else asked of
+    /// the provider and stored (failures too, with their error).
+    pub fn call(&mut self, role: Role, step: &str, prompt: &Rendered) -> Result<String, Halt> {
+        let seq = self.next_call;
+        if let Some(c) = self.calls.iter().find(|c| c.seq == seq) {
+            if c.role != role.name() {
+                return Err(Halt::Failed(anyhow!(
+                    "run {}: journal diverged at call {seq} (stored {}, now {}); it cannot be resumed safely",
+                    self.run.id,
+                    c.role,
+                    role.name()
+                )));
+            }
+            let reply = c.reply.clone();
+            self.usage.llm_calls += 1;
+            self.usage.tokens += c.tokens_in + c.tokens_out;
+            self.usage.cost += c.cost;
+            self.next_call += 1;
+            self.replayed.0 += 1;
+            return Ok(reply);
+        }
+        self.check_budget()?;
+        if self.provider.is_none() {
+            let p = ksmith_llm::open(&self.spec, &self.config).map_err(|e| Halt::Failed(e.into()))?;
+            self.provider = Some(p);
+        }
+        let req = Request {
+            role: role.name().to_string(),
+            seq,
+            system: prompt.system.clone(),
+            prompt: prompt.user.clone(),
+            max_tokens: role.max_tokens(),
+            temperature: None,
+        };
+        let started = Instant::now();
+        let provider = self.provider.as_mut().ok_or_else(|| Halt::Failed(anyhow!("no provider")))?;
+        let result = provider.complete(&req);
+        let mut row = CallRow {
+            seq,
+            created_at: String::new(),
+            role: role.name().into(),
+            step: step.into(),
+            model: self.run.model.clone(),
+            system: req.system.clone(),
+            prompt: req.prompt.clone(),
+            reply: String::new(),
+            error: None,
+            tokens_in: 0,
+            tokens_out: 0,
+            estimated: true,
+            cost: 0.0,
+            latency_ms: started.elapsed().as_secs_f64() * 1e3,
+            attempts: 1,
+        };
+        match result {
+            Ok(r) => {
+                row.reply = r.text.clone();
+                row.tokens_in = r.tokens_in;
+                row.tokens_out = r.tokens_out;
+                row.estimated = r.tokens_estimated;
+                row.cost = self.price.map(|p| p.cost(r.tokens_in, r.tokens_out)).unwrap_or(0.0);
+                row.latency_ms = r.latency.as_secs_f64() * 1e3;
+                row.attempts = r.attempts;
+                self.store.record_call(&self.run.id, &row).map_err(|e| Halt::Failed(e.into()))?;
+                self.usage.llm_calls += 1;
+                self.usage.tokens += r.tokens_in + r.tokens_out;
+                self.usage.cost += row.cost;
+                self.next_call += 1;
+                eprintln!(
+                    "ksmith:   {step}: {} replied ({} -> {} tokens{}, {:.1} s)",
+                    role.name(),
+                    r.tokens_in,
+                    r.tokens_out,
+                    if r.tokens_estimated { ", estimated" } else { "" },
+                    row.latency_ms / 1e3
+                );
+                Ok(r.text)
+            }
+            Err(e) => {
+                row.error = Some(e.to_string());
+                self.store.record_call(&self.run.id, &row).map_err(|e| Halt::Failed(e.into()))?;
+                Err(Halt::Failed(anyhow!("{step}: {} call failed: {e}", role.name())))
+            }
+        }
+    }
+
+    /// A journaled decision: replayed when the run already took it, else computed and stored.
+    pub fn event<T: Serialize + DeserializeOwned>(
+        &mut self,
+        kind: &str,
+        compute: impl FnOnce(&mut Session) -> Result<T, Halt>,
+    ) -> Result<T, Halt> {
+        let seq = self.next_event;
+        if let Some((_, k, payload)) = self.events.iter().find(|(s, _, _)| *s == seq) {
+            if k != kind {
+                return Err(Halt::Failed(anyhow!(
+                    "run {}: journal diverged at event {seq} (stored {k}, now {kind}); it cannot be resumed safely",
+                    self.run.id
+                )));
+            }
+            let v = serde_json::from_str(payload)
+                .map_err(|e| Halt::Failed(anyhow!("run {}: event {seq} unreadable: {e}", self.run.id)))?;
+            self.next_event += 1;
+            self.replayed.1 += 1;
+            return Ok(v);
+        }
+        let v = compute(self)?;
+        let payload = serde_json::to_string(&v).map_err(|e| Halt::Failed(e.into()))?;
+        self.store
+            .record_event(&self.run.id, seq, kind, &payload)
+            .map_err(|e| Halt::Failed(e.into()))?;
+        self.next_event += 1;
+        Ok(v)
+    }
+
+    /// Knowledge passages for a query, as template values.
+    pub fn knowledge_for(&self, query: &str) -> Vec<serde_json::Value> {
+        self.knowledge
+            .retrieve(query, 3, 3000)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| serde_json::json!({"source": p.source, "text": p.text}))
+            .collect()
+    }
+}

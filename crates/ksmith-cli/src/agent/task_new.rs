@@ -1,0 +1,146 @@
+//! `ksmith task new REFERENCE.py --model P:M`: the test designer drafts a task from a bare
+//! reference; it is written only once `ksmith validate` accepts it, and is frozen from then on.
+
+use super::session::{Halt, Session};
+use super::{FrozenJudge, RunOptions};
+use crate::{env_err, input, Ctx, Exit};
+use anyhow::anyhow;
+use ksmith_agents::{parse_task_draft, Budget, Role};
+use std::path::{Path, PathBuf};
+
+/// Arguments of `ksmith task new`.
+#[derive(clap::Args)]
+pub(crate) struct TaskNewArgs {
+    /// A JAX file defining the function (and, in a comment or docstring, example input shapes).
+    pub reference: PathBuf,
+    /// Model as `provider:model` (see `ksmith optimize --help`).
+    #[arg(long)]
+    pub model: String,
+    /// Task directory to create (default: ./NAME, after the reference file's stem).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Drafts the designer may submit before giving up.
+    #[arg(long, default_value_t = 3)]
+    pub attempts: u32,
+}
+
+const FORMAT: &str = include_str!("../../../../docs/task-format.md");
+
+/// Runs the test designer until a draft validates, or the attempts run out.
+pub(crate) fn cmd_task_new(ctx: &Ctx, args: &TaskNewArgs) -> Result<u8, Exit> {
+    let reference = std::fs::read_to_string(&args.reference)
+        .map_err(|e| input(anyhow!("{}: cannot read: {e}", args.reference.display())))?;
+    let file = args
+        .reference
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .ok_or_else(|| input(anyhow!("{}: not a file", args.reference.display())))?;
+    let stem = args
+        .reference
+        .file_stem()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_else(|| "task".into());
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(&stem));
+    if out.join(ksmith_task::TASK_FILE_NAME).exists() {
+        return Err(input(anyhow!(
+            "{}: a task already exists there; tasks are frozen once written (choose another --out)",
+            out.display()
+        )));
+    }
+    let opts = RunOptions {
+        from: std::path::absolute(&args.reference).unwrap_or(args.reference.clone()),
+        budget: Budget {
+            llm_calls: Some(args.attempts.into()),
+            ..Budget::default()
+        },
+        fix_attempts: 0,
+        knowledge: Vec::new(),
+        prompts: None,
+        tune_budget: 0,
+        no_profile: true,
+        judge: FrozenJudge {
+            timeout: 30.0,
+            seeds: 3,
+            min_time_ms: 100,
+        },
+        out: out.clone(),
+    };
+    let hash = ksmith_task::content_hash(reference.as_bytes());
+    let mut s = Session::create(ctx, &args.reference, &stem, &hash, &args.model, "task_new", opts)?;
+    let result = design(ctx, &mut s, args, &reference, &file, &out);
+    let (status, reason, code) = match &result {
+        Ok(true) => ("finished", format!("task written to {}", out.display()), 0),
+        Ok(false) => ("stopped", format!("no valid draft in {} attempts", args.attempts), 1),
+        Err(e) => ("failed", format!("{:#}", e.1), 1),
+    };
+    s.run.status = status.into();
+    s.run.stop_reason = Some(reason.clone());
+    s.run.out_dir = (code == 0).then(|| out.display().to_string());
+    s.save()?;
+    result?;
+    println!("{reason} (run {})", s.run.id);
+    Ok(code)
+}
+
+fn halt(h: Halt) -> Exit {
+    match h {
+        Halt::Failed(e) => env_err(e),
+        Halt::Budget(l, m) => env_err(anyhow!("budget reached: {l} ({m})")),
+        Halt::Quit => env_err(anyhow!("quit")),
+    }
+}
+
+fn design(
+    ctx: &Ctx,
+    s: &mut Session,
+    args: &TaskNewArgs,
+    reference: &str,
+    file: &str,
+    out: &Path,
+) -> Result<bool, Exit> {
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(env_err)?;
+    let mut feedback = String::new();
+    let mut judge = None;
+    for attempt in 1..=args.attempts {
+        let vars = serde_json::json!({"reference_file": file, "reference": reference,
+            "format": FORMAT, "feedback": feedback});
+        let prompt = s.prompts.render(Role::TestDesigner, &vars).map_err(input)?;
+        let reply = s
+            .call(Role::TestDesigner, &format!("draft {attempt}"), &prompt)
+            .map_err(halt)?;
+        let draft = match parse_task_draft(&reply) {
+            Ok(d) => d,
+            Err(e) => {
+                feedback = e.0;
+                eprintln!("ksmith: draft {attempt} rejected: {feedback}");
+                continue;
+            }
+        };
+        // Validate in a scratch directory beside the destination, then move it into place.
+        let scratch = tempfile::Builder::new()
+            .prefix(".ksmith-draft-")
+            .tempdir_in(parent)
+            .map_err(env_err)?;
+        std::fs::write(scratch.path().join(ksmith_task::TASK_FILE_NAME), &draft).map_err(env_err)?;
+        std::fs::write(scratch.path().join(file), reference).map_err(env_err)?;
+        let problems = crate::validate_dir(ctx, &mut judge, scratch.path(), false)?;
+        if problems.is_empty() {
+            let kept = scratch.keep();
+            std::fs::rename(&kept, out).map_err(|e| env_err(anyhow!("moving the task to {}: {e}", out.display())))?;
+            eprintln!("ksmith: draft {attempt} validated");
+            return Ok(true);
+        }
+        let scratch_name = scratch.path().display().to_string();
+        feedback = problems
+            .iter()
+            .map(|p| p.replace(&scratch_name, "task"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        eprintln!("ksmith: draft {attempt} failed validation:\n{feedback}");
+    }
+    Ok(false)
+}
