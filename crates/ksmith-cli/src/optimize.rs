@@ -119,7 +119,14 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
         }
         let task = load_task(&args.task)?;
         let from = agent_start(&task, args.from.as_ref())?;
-        return crate::agent::start(ctx, &args.task, from, args.out.clone(), &args.agent, &args.opts);
+        return crate::agent::start(
+            ctx,
+            &args.task,
+            from,
+            args.out.clone(),
+            &args.agent,
+            &args.opts,
+        );
     }
     let dirs = crate::suite_tasks(&args.task)?;
     println!("No --model given: optimizing by autotuning the seed solution only (add --model PROVIDER:MODEL for the LLM agents).");

@@ -21,8 +21,7 @@ use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED,
 };
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter,
-    TextAnalyzer,
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
 use tantivy::{doc, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
 
@@ -54,13 +53,22 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../docs/knowledge/cpu-simd-avx512.md"),
     ),
     ("cuda.md", include_str!("../../../docs/knowledge/cuda.md")),
-    ("openmp.md", include_str!("../../../docs/knowledge/openmp.md")),
-    ("pallas.md", include_str!("../../../docs/knowledge/pallas.md")),
+    (
+        "openmp.md",
+        include_str!("../../../docs/knowledge/openmp.md"),
+    ),
+    (
+        "pallas.md",
+        include_str!("../../../docs/knowledge/pallas.md"),
+    ),
     (
         "stable-reductions.md",
         include_str!("../../../docs/knowledge/stable-reductions.md"),
     ),
-    ("triton.md", include_str!("../../../docs/knowledge/triton.md")),
+    (
+        "triton.md",
+        include_str!("../../../docs/knowledge/triton.md"),
+    ),
 ];
 
 /// A retrieved passage.
@@ -89,16 +97,24 @@ pub enum KnowledgeError {
     /// A directory or file could not be read (missing, unreadable, or not UTF-8).
     #[error("knowledge: {}: {source}", path.display())]
     Io {
+        /// The directory or file involved.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
     /// The search index failed (should not happen: it lives in RAM).
     #[error("knowledge index: {detail}")]
-    Index { detail: String },
+    Index {
+        /// tantivy's message.
+        detail: String,
+    },
     /// A user directory holds no `*.md` or `*.txt` file.
     #[error("knowledge: {}: no .md or .txt files found", path.display())]
-    Empty { path: PathBuf },
+    Empty {
+        /// The directory.
+        path: PathBuf,
+    },
 }
 
 impl From<tantivy::TantivyError> for KnowledgeError {
@@ -133,21 +149,19 @@ impl Knowledge {
     /// The built-in corpus (docs/knowledge embedded into the binary) plus the given user
     /// directories (every `*.md` / `*.txt` file under them, recursively; a path naming a file
     /// indexes that file).
+    ///
+    /// Errors: a missing or unreadable path ([`KnowledgeError::Io`] naming it), a file that is
+    /// not UTF-8 (`Io` naming the file), a directory without any `.md`/`.txt` file
+    /// ([`KnowledgeError::Empty`]). A directory given twice is indexed once.
     pub fn open(extra_dirs: &[PathBuf]) -> Result<Knowledge, KnowledgeError> {
         let mut passages = builtin_passages();
-        for dir in extra_dirs {
-            passages.extend(dir_passages(dir)?);
-        }
+        passages.extend(user_passages(extra_dirs)?);
         Knowledge::build(passages)
     }
 
-    /// Only the given directories (no built-in corpus).
+    /// Only the given directories (no built-in corpus); errors as for [`open`](Self::open).
     pub fn from_dirs(dirs: &[PathBuf]) -> Result<Knowledge, KnowledgeError> {
-        let mut passages = Vec::new();
-        for dir in dirs {
-            passages.extend(dir_passages(dir)?);
-        }
-        Knowledge::build(passages)
+        Knowledge::build(user_passages(dirs)?)
     }
 
     /// Number of indexed passages.
@@ -174,9 +188,7 @@ impl Knowledge {
         let Some(query) = self.build_query(query)? else {
             return Ok(Vec::new());
         };
-        let hits = self
-            .searcher
-            .search(&query, &TopDocs::with_limit(limit))?;
+        let hits = self.searcher.search(&query, &TopDocs::with_limit(limit))?;
         let mut out = Vec::with_capacity(hits.len());
         for (score, address) in hits {
             let doc: TantivyDocument = self.searcher.doc(address)?;
@@ -346,6 +358,22 @@ fn builtin_passages() -> Vec<Passage> {
         .collect()
 }
 
+/// The passages of every user directory (or file), each distinct path once.
+fn user_passages(dirs: &[PathBuf]) -> Result<Vec<Passage>, KnowledgeError> {
+    let mut seen = HashSet::new();
+    let mut passages = Vec::new();
+    for dir in dirs {
+        let key = std::fs::canonicalize(dir).map_err(|source| KnowledgeError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        if seen.insert(key) {
+            passages.extend(dir_passages(dir)?);
+        }
+    }
+    Ok(passages)
+}
+
 /// The passages of every `*.md` / `*.txt` file under `path` (or of `path` itself if it is a
 /// file), in sorted path order. Sources are relative to `path`.
 fn dir_passages(path: &Path) -> Result<Vec<Passage>, KnowledgeError> {
@@ -451,7 +479,15 @@ fn heading(line: &str) -> Option<(usize, &str)> {
     if !rest.is_empty() && !rest.starts_with([' ', '\t']) {
         return None;
     }
-    let text = rest.trim().trim_end_matches('#').trim();
+    let mut text = rest.trim();
+    // An optional closing sequence of `#`s counts only after a space (`## C#` keeps its `#`).
+    let unclosed = text.trim_end_matches('#');
+    if unclosed.is_empty() || unclosed.ends_with([' ', '\t']) {
+        text = unclosed.trim_end();
+    }
+    if text.is_empty() {
+        return None;
+    }
     Some((level, text))
 }
 
@@ -639,7 +675,10 @@ mod tests {
         let text = "# Doc\n\nIntro text.\n\n## A\n\nBody a.\n\n### A1\n\nBody a1.\n\n## B\n\n### B1\n\nBody b1.\n";
         let p = chunk("doc.md", text);
         let sources: Vec<&str> = p.iter().map(|p| p.source.as_str()).collect();
-        assert_eq!(sources, ["doc.md#Doc", "doc.md#A", "doc.md#A1", "doc.md#B1"]);
+        assert_eq!(
+            sources,
+            ["doc.md#Doc", "doc.md#A", "doc.md#A1", "doc.md#B1"]
+        );
         let titles: Vec<&str> = p.iter().map(|p| p.title.as_str()).collect();
         assert_eq!(titles, ["Doc", "Doc > A", "Doc > A > A1", "Doc > B > B1"]);
         assert_eq!(p[2].text, "Doc > A > A1\n\nBody a1.");
@@ -671,6 +710,9 @@ mod tests {
         assert_eq!(heading("#include <x.h>"), None);
         assert_eq!(heading("    ## indented code"), None);
         assert_eq!(heading("####### seven"), None);
+        assert_eq!(heading("### Using C#"), Some((3, "Using C#")));
+        assert_eq!(heading("##"), None);
+        assert_eq!(heading("## ##"), None);
     }
 
     #[test]
@@ -681,11 +723,20 @@ mod tests {
         assert!(parts.iter().all(|p| p.chars().count() <= 2500));
         assert_eq!(parts.concat(), long_line);
 
-        let body = format!("{}\n\n{}\n\n{}", "a ".repeat(1000), "b ".repeat(1000), "c ".repeat(1000));
+        let body = format!(
+            "{}\n\n{}\n\n{}",
+            "a ".repeat(1000),
+            "b ".repeat(1000),
+            "c ".repeat(1000)
+        );
         let parts = split_long(body.trim(), 2500);
         assert_eq!(parts.len(), 3);
         // A fenced block with blank lines stays together when it fits.
-        let fenced = format!("```\n{}\n\nmore\n```\n\n{}", "y".repeat(100), "z ".repeat(1300));
+        let fenced = format!(
+            "```\n{}\n\nmore\n```\n\n{}",
+            "y".repeat(100),
+            "z ".repeat(1300)
+        );
         let parts = split_long(&fenced, 2500);
         assert!(parts[0].starts_with("```") && parts[0].ends_with("```"));
     }

@@ -101,7 +101,10 @@ fn more_topics_find_their_files() {
     assert_top("BlockSpec index_map", "pallas.md");
     assert_top("TPU 128 lanes 8 sublanes block shape", "pallas.md");
     assert_top("warp shuffle reduction __shfl_xor_sync", "cuda.md");
-    assert_top("roofline arithmetic intensity memory-bound", "cache-blocking.md");
+    assert_top(
+        "roofline arithmetic intensity memory-bound",
+        "cache-blocking.md",
+    );
     assert_top("denormals flush to zero", "cpu-simd-avx512.md");
     assert_top("-fopt-info-vec-missed", "cpu-simd-avx512.md");
 }
@@ -167,8 +170,15 @@ fn retrieve_respects_max_chars() {
         }
     }
     let all_text: usize = all.iter().map(|p| p.text.chars().count()).sum();
-    assert_eq!(k.retrieve("softmax numerically stable", 8, 100_000).unwrap().len(), 8);
-    let tight = k.retrieve("softmax numerically stable", 8, all_text - 1).unwrap();
+    assert_eq!(
+        k.retrieve("softmax numerically stable", 8, 100_000)
+            .unwrap()
+            .len(),
+        8
+    );
+    let tight = k
+        .retrieve("softmax numerically stable", 8, all_text - 1)
+        .unwrap();
     assert!(tight.len() <= 8);
     assert!(k.retrieve("softmax", 8, 0).unwrap().is_empty());
 }
@@ -214,6 +224,11 @@ fn user_directory_is_searchable() {
     assert!(both.search("bank conflicts", 1).unwrap()[0]
         .source
         .starts_with("cuda.md#"));
+
+    // The same directory twice is indexed once.
+    let twice =
+        Knowledge::from_dirs(&[dir.path().to_path_buf(), dir.path().join("sub/..")]).unwrap();
+    assert_eq!(twice.len(), 3);
 
     // A path naming a single file indexes that file.
     let file = Knowledge::from_dirs(&[dir.path().join("notes.md")]).unwrap();
@@ -275,11 +290,30 @@ fn long_sections_are_split_on_paragraphs() {
     let k = Knowledge::from_dirs(&[dir.path().to_path_buf()]).unwrap();
     assert!(k.len() >= 4, "{}", k.len());
     for p in k.passages() {
-        assert!(p.source.starts_with("big.md#Huge section (part "), "{}", p.source);
+        assert!(
+            p.source.starts_with("big.md#Huge section (part "),
+            "{}",
+            p.source
+        );
         assert!(p.text.chars().count() <= 2600);
         // Paragraphs are never cut.
-        assert_eq!(p.text.matches("Paragraph ").count(), p.text.matches(para).count());
+        assert_eq!(
+            p.text.matches("Paragraph ").count(),
+            p.text.matches(para).count()
+        );
     }
     let hits = k.search("marker17", 1).unwrap();
     assert!(hits[0].text.contains("Paragraph 17 marker17."));
+}
+
+#[test]
+fn knowledge_is_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Knowledge>();
+    let k = builtin();
+    std::thread::scope(|s| {
+        for q in ["softmax", "bank conflicts", "openmp schedule"] {
+            s.spawn(move || assert!(!k.search(q, 3).unwrap().is_empty()));
+        }
+    });
 }

@@ -13,11 +13,14 @@
 //! - `signal NUMBER CALLS` when the kernel crashed,
 //! - `error MESSAGE` / `note MESSAGE` for the driver's own problems.
 //!
-//! Usage: `driver LIBRARY BUDGET_SECONDS WATCHDOG_SECONDS CONTROL_FIFO|-`. When a control FIFO
+//! Usage: `driver LIBRARY BUDGET_SECONDS WATCHDOG_SECONDS CONTROL_FIFO|- [INPUTS_FILE]`; inputs
+//! found in the safetensors `INPUTS_FILE` are read from it instead of drawn. When a control FIFO
 //! is given the driver writes `enable` to it right before the warm-up call, so a
 //! `perf record -D -1 --control fifo:...` run samples the kernel calls and not the setup.
 
+use crate::inputs::Loaded;
 use ksmith_task::{DType, Distribution, Task};
+use std::collections::HashMap;
 
 /// A generated driver.
 pub(crate) struct Driver {
@@ -52,7 +55,7 @@ fn fill_kind(d: Option<&Distribution>, dtype: DType) -> (u32, f64, f64, Option<S
                     0.0,
                     0.0,
                     Some(format!(
-                        "drawn by `{function}` in the reference; the profile driver filled it with 0 (a safe index; lengths or counts of 0 may hide work)"
+                        "drawn by `{function}` in the reference; the profile driver filled it with 0 (a safe index, but zero lengths or counts can hide the real work; profile_c_with_inputs takes the judge's inputs)"
                     )),
                 )
             }
@@ -104,7 +107,8 @@ fn bf16_bits(v: f64) -> u16 {
     (r >> 16) as u16
 }
 
-fn scalar_arg(dtype: DType, v: f64) -> String {
+/// The C argument expression for a scalar of `dtype` with value `v`.
+pub(crate) fn scalar_arg(dtype: DType, v: f64) -> String {
     match dtype {
         DType::Float32 => format!("(float){}", c_double(v)),
         DType::Float64 => c_double(v),
@@ -269,6 +273,25 @@ static uint16_t ks_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
+static int ks_load(const char* path, void* dst, uint64_t off, uint64_t n) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char* p = (char*)dst;
+    while (n > 0) {
+        size_t chunk = n > (1ull << 30) ? (size_t)(1ull << 30) : (size_t)n;
+        ssize_t r = pread(fd, p, chunk, (off_t)off);
+        if (r <= 0) {
+            close(fd);
+            return 0;
+        }
+        p += r;
+        off += (uint64_t)r;
+        n -= (uint64_t)r;
+    }
+    close(fd);
+    return 1;
+}
+
 static void* ks_alloc(size_t bytes) {
     size_t n = (bytes + 63) / 64 * 64;
     if (n == 0) n = 64;
@@ -278,8 +301,14 @@ static void* ks_alloc(size_t bytes) {
 }
 "#;
 
-/// Generates the driver for workload `w` of `task`, calling `entry`.
-pub(crate) fn generate(task: &Task, w: usize, entry: &str) -> Driver {
+/// Generates the driver for workload `w` of `task`, calling `entry`; inputs in `loaded` come
+/// from the inputs file (the driver's fifth argument), the others are drawn.
+pub(crate) fn generate(
+    task: &Task,
+    w: usize,
+    entry: &str,
+    loaded: &HashMap<String, Loaded>,
+) -> Driver {
     let wl = &task.workloads[w];
     let mut notes = Vec::new();
     let mut bytes: u64 = 0;
@@ -312,13 +341,25 @@ pub(crate) fn generate(task: &Task, w: usize, entry: &str) -> Driver {
     let mut args = Vec::new();
     for (k, i) in task.inputs.iter().enumerate() {
         let dist = wl.inputs.iter().find(|(n, _)| n == &i.name).map(|(_, d)| d);
+        let from_file = loaded.get(&i.name);
         if i.is_scalar() {
-            args.push(scalar_arg(i.dtype, scalar_value(dist, i.dtype)));
+            args.push(match from_file {
+                Some(Loaded::Scalar(lit)) => lit.clone(),
+                _ => scalar_arg(i.dtype, scalar_value(dist, i.dtype)),
+            });
             continue;
         }
         let n = i.numel(&wl.axes).max(0) as u64;
         let b = n * i.dtype.size() as u64;
         bytes += b;
+        args.push(format!("(const {}*)in{k}", i.dtype.c_type()));
+        if let Some(Loaded::Tensor { offset, bytes: nb }) = from_file {
+            fill.push_str(&format!(
+                "    void* in{k} = ks_alloc((size_t){b}ull);\n    if (!in{k}) {{ ks_say(\"error cannot allocate {b} bytes for input {name}\"); _exit(2); }}\n    if (argc < 6 || !ks_load(argv[5], in{k}, {offset}ull, {nb}ull)) {{ ks_say(\"error cannot read input {name} from the inputs file\"); _exit(2); }}\n",
+                name = i.name,
+            ));
+            continue;
+        }
         let (kind, a, bb, note) = fill_kind(dist, i.dtype);
         if let Some(note) = note {
             notes.push(format!("input `{}`: {note}", i.name));
@@ -331,7 +372,6 @@ pub(crate) fn generate(task: &Task, w: usize, entry: &str) -> Driver {
             bb = c_double(bb),
             store = store(i.dtype),
         ));
-        args.push(format!("(const {}*)in{k}", i.dtype.c_type()));
     }
     for (k, o) in task.outputs.iter().enumerate() {
         let n = o.tensor.numel(&wl.axes).max(0) as u64;

@@ -38,9 +38,11 @@
 //! call and the driver's loop included, input generation excluded). A candidate that fails to
 //! build, crashes or hangs, and a machine without perf, give `Ok` with notes; only problems that
 //! are not the candidate's (bad workload index, no compiler, I/O on `work_dir`) are errors.
-//! Artifacts (`kernel.so`, `driver.c`, `perf.data`, `perf-script.txt`) stay under `work_dir`.
+//! Artifacts stay under `work_dir`: the library in `builds/` (content-keyed, reused), and per call
+//! a `profile-w<workload>-<key>-<random>/` with `driver.c`, `perf.data` and `perf-script.txt`.
 
 mod driver;
+mod inputs;
 mod perf;
 mod vecreport;
 
@@ -186,6 +188,33 @@ pub fn profile_c(
         defines,
         work_dir,
         budget,
+        None,
+        &Tools::detect(),
+    )
+}
+
+/// Like [`profile_c`], with the judge's own inputs: `inputs` is a safetensors file holding one
+/// tensor `in.NAME` per input of workload `workload` (what the trusted harness's `prepare`
+/// writes). Inputs a reference draws with a generator function (index tables, lengths, group
+/// sizes) then describe real work; [`profile_c`] has to fill integer ones with 0. Inputs
+/// missing from the file, or of another dtype or shape, are drawn instead, with a note.
+pub fn profile_c_with_inputs(
+    task: &Task,
+    solution: &Solution,
+    workload: usize,
+    defines: &[(String, i64)],
+    work_dir: &Path,
+    budget: Duration,
+    inputs: &Path,
+) -> Result<CpuProfile, ProfileError> {
+    profile_with(
+        task,
+        solution,
+        workload,
+        defines,
+        work_dir,
+        budget,
+        Some(inputs),
         &Tools::detect(),
     )
 }
@@ -313,6 +342,7 @@ fn profile_with(
     defines: &[(String, i64)],
     work_dir: &Path,
     budget: Duration,
+    inputs_file: Option<&Path>,
     tools: &Tools,
 ) -> Result<CpuProfile, ProfileError> {
     if workload >= task.workloads.len() {
@@ -371,15 +401,35 @@ fn profile_with(
     let library = std::fs::canonicalize(&built.library).map_err(io_err(&built.library))?;
 
     // 2. The driver.
-    let run = work_dir.join(format!(
-        "w{workload}-{}",
-        &built.key[..16.min(built.key.len())]
-    ));
-    if run.exists() {
-        std::fs::remove_dir_all(&run).map_err(io_err(&run))?;
-    }
-    std::fs::create_dir_all(&run).map_err(io_err(&run))?;
-    let drv = driver::generate(task, workload, &solution.entry_point);
+    // One directory per call (concurrent profiles of one candidate never collide); it stays.
+    let run = tempfile::Builder::new()
+        .prefix(&format!(
+            "profile-w{workload}-{}-",
+            &built.key[..12.min(built.key.len())]
+        ))
+        .tempdir_in(work_dir)
+        .map_err(io_err(work_dir))?
+        .keep();
+    let (loaded, inputs_file) = match inputs_file {
+        Some(f) => match std::fs::canonicalize(f)
+            .map_err(|e| e.to_string())
+            .and_then(|f| inputs::read(&f, task, workload).map(|r| (r, f)))
+        {
+            Ok(((loaded, notes), f)) => {
+                p.notes.extend(notes);
+                (loaded, Some(f))
+            }
+            Err(e) => {
+                p.notes.push(format!(
+                    "inputs file {} unusable ({e}); every input is drawn",
+                    f.display()
+                ));
+                (Default::default(), None)
+            }
+        },
+        None => (Default::default(), None),
+    };
+    let drv = driver::generate(task, workload, &solution.entry_point, &loaded);
     p.notes.extend(drv.notes.iter().cloned());
     std::fs::write(run.join("driver.c"), &drv.source).map_err(io_err(&run))?;
     let driver_bin = run.join("driver");
@@ -418,6 +468,7 @@ fn profile_with(
         wall: Duration::from_secs_f64(setup + watchdog + 15.0),
         bytes: drv.bytes,
         threads: threads(),
+        inputs: inputs_file.filter(|_| !loaded.is_empty()),
     };
     let perf_data = run.join("perf.data");
     let mut outcome = None;
@@ -539,6 +590,7 @@ struct Runs<'a> {
     wall: Duration,
     bytes: u64,
     threads: usize,
+    inputs: Option<PathBuf>,
 }
 
 impl Runs<'_> {
@@ -560,13 +612,15 @@ impl Runs<'_> {
     }
 
     fn driver_args(&self, ctl: Option<&Path>) -> Vec<String> {
-        vec![
+        let mut v = vec![
             self.library.display().to_string(),
             format!("{:.6}", self.budget_s),
             format!("{:.3}", self.watchdog),
             ctl.map(|c| c.display().to_string())
                 .unwrap_or_else(|| "-".into()),
-        ]
+        ];
+        v.extend(self.inputs.iter().map(|p| p.display().to_string()));
+        v
     }
 
     /// The driver alone, in the sandbox's own namespaces.
@@ -879,6 +933,7 @@ mod tests {
             &[],
             dir.path(),
             Duration::from_millis(100),
+            None,
             &tools,
         )
         .unwrap();

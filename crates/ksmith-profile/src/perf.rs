@@ -398,7 +398,9 @@ pub(crate) fn analyze(
         .into_iter()
         .take(MAX_SYMBOLS)
         .map(|((sym, dso), n)| HotSymbol {
-            symbol: if sym == "[unknown]" && dso.starts_with("libgomp") {
+            symbol: if sym == "[unknown]"
+                && (dso.starts_with("libgomp") || dso.starts_with("libomp"))
+            {
                 format!("OpenMP runtime internals: barriers, idle spinning [{dso}]")
             } else {
                 format!("{sym} [{dso}]")

@@ -29,7 +29,7 @@ fn matmul_naive_hot_line_is_the_inner_loop() {
     eprintln!("{}", p.summary());
     assert!(p.calls >= 1 && p.seconds > 0.0, "{p:?}");
     assert_eq!(p.workload, "workload 0 (M=384, K=500, N=448)");
-    // gcc reports the inner j-loop (line 12) as vectorized.
+    // gcc and clang report the inner j-loop (line 12) as vectorized.
     assert!(
         p.vectorization
             .iter()
@@ -37,7 +37,6 @@ fn matmul_naive_hot_line_is_the_inner_loop() {
         "{:?}",
         p.vectorization
     );
-    assert!(p.vectorization.iter().any(|n| !n.vectorized));
     if !perf_works(&p) {
         eprintln!("perf unavailable here; skipping sample checks");
         return;
@@ -113,7 +112,9 @@ void matmul(const float* a, const float* b, float* c, int64_t M, int64_t K, int6
         p.hot_lines
     );
     assert!(
-        p.hot_symbols.iter().any(|h| h.symbol.contains("_omp_fn")),
+        p.hot_symbols
+            .iter()
+            .any(|h| h.symbol.contains("_omp_fn") || h.symbol.contains("omp_outlined")),
         "{:?}",
         p.hot_symbols
     );
@@ -219,4 +220,192 @@ fn a_candidate_that_does_not_build_is_a_note() {
         profile_c(&t, &s, 99, &[], dir.path(), BUDGET),
         Err(ksmith_profile::ProfileError::NoWorkload { index: 99, .. })
     ));
+}
+
+/// Every KSBench seed on its smallest workload (slow: `cargo test -- --ignored`).
+#[test]
+#[ignore]
+fn every_ksbench_seed_profiles() {
+    let mut bad = Vec::new();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(repo().join("tasks/ksbench"))
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.join("task.toml").exists())
+        .collect();
+    dirs.sort();
+    for d in dirs {
+        let t = Task::load(&d).unwrap();
+        let Ok(s) = Solution::load(&d.join("solutions/seed"), &t) else {
+            continue;
+        };
+        if s.language != Language::C {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let w = t.smallest_workload();
+        let p = profile_c(&t, &s, w, &[], dir.path(), Duration::from_millis(50)).unwrap();
+        let top = p
+            .hot_lines
+            .first()
+            .map(|h| format!("{}:{} {}", h.file, h.line, h.text));
+        eprintln!(
+            "{}: {} calls, {} samples, top {:?}",
+            t.name, p.calls, p.samples, top
+        );
+        let zero_filled = p.notes.iter().any(|n| n.contains("filled it with 0"));
+        if p.calls == 0 || (perf_works(&p) && p.samples == 0 && !zero_filled) {
+            bad.push(format!("{}: {:?}", t.name, p.notes));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Writes a safetensors file like the harness's `prepare` does.
+fn write_safetensors(path: &Path, tensors: &[(&str, &str, Vec<i64>, Vec<u8>)]) {
+    let mut header = serde_json::Map::new();
+    let mut data = Vec::new();
+    for (name, dtype, shape, bytes) in tensors {
+        let begin = data.len();
+        data.extend_from_slice(bytes);
+        header.insert(
+            name.to_string(),
+            serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [begin, data.len()]}),
+        );
+    }
+    let h = serde_json::Value::Object(header).to_string().into_bytes();
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend(h);
+    out.extend(data);
+    std::fs::write(path, out).unwrap();
+}
+
+#[test]
+fn generator_drawn_index_inputs_come_from_the_judges_file() {
+    let root = repo().join("tasks/ksbench/paged_attention_decode");
+    let t = Task::load(&root).unwrap();
+    let s = Solution::load(&root.join("solutions/seed"), &t).unwrap();
+    let w = t.smallest_workload();
+    let ax = &t.workloads[w].axes;
+    let (b, h, mb, nb, bs, d) = (
+        ax["B"],
+        ax["H"],
+        ax["MAX_BLOCKS"],
+        ax["NUM_BLOCKS"],
+        ax["BLOCK_SIZE"],
+        ax["D"],
+    );
+    let floats = |n: i64| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| (((i * 7919) % 200) as f32 / 100.0 - 1.0).to_le_bytes())
+            .collect()
+    };
+    let ints = |v: Vec<i32>| -> Vec<u8> { v.into_iter().flat_map(i32::to_le_bytes).collect() };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("w.inputs.safetensors");
+    write_safetensors(
+        &file,
+        &[
+            ("in.q", "F32", vec![b, h, d], floats(b * h * d)),
+            (
+                "in.k_cache",
+                "F32",
+                vec![nb, bs, h, d],
+                floats(nb * bs * h * d),
+            ),
+            (
+                "in.v_cache",
+                "F32",
+                vec![nb, bs, h, d],
+                floats(nb * bs * h * d),
+            ),
+            (
+                "in.block_table",
+                "I32",
+                vec![b, mb],
+                ints((0..b * mb).map(|i| (i % nb) as i32).collect()),
+            ),
+            ("in.seq_lens", "I64", vec![b], vec![0; 8 * b as usize]), // wrong dtype: drawn instead
+        ],
+    );
+    let drawn = profile_c(&t, &s, w, &[], &dir.path().join("a"), BUDGET).unwrap();
+    let real =
+        ksmith_profile::profile_c_with_inputs(&t, &s, w, &[], &dir.path().join("b"), BUDGET, &file)
+            .unwrap();
+    eprintln!("{}\n{}", drawn.summary(), real.summary());
+    assert!(
+        real.notes
+            .iter()
+            .any(|n| n.contains("`seq_lens`") && n.contains("drawn instead")),
+        "{:?}",
+        real.notes
+    );
+    assert!(
+        !real.notes.iter().any(|n| n.contains("`block_table`")),
+        "{:?}",
+        real.notes
+    );
+    // seq_lens drawn as 0 in both runs: the kernel does no attention work at all...
+    assert!(drawn.calls > 0 && real.calls > 0);
+
+    // ...and with real lengths it does.
+    let lens = ints(vec![(mb * bs) as i32; b as usize]);
+    let file2 = dir.path().join("w2.inputs.safetensors");
+    write_safetensors(
+        &file2,
+        &[
+            ("in.q", "F32", vec![b, h, d], floats(b * h * d)),
+            (
+                "in.k_cache",
+                "F32",
+                vec![nb, bs, h, d],
+                floats(nb * bs * h * d),
+            ),
+            (
+                "in.v_cache",
+                "F32",
+                vec![nb, bs, h, d],
+                floats(nb * bs * h * d),
+            ),
+            (
+                "in.block_table",
+                "I32",
+                vec![b, mb],
+                ints((0..b * mb).map(|i| (i % nb) as i32).collect()),
+            ),
+            ("in.seq_lens", "I32", vec![b], lens),
+        ],
+    );
+    let full = ksmith_profile::profile_c_with_inputs(
+        &t,
+        &s,
+        w,
+        &[],
+        &dir.path().join("c"),
+        BUDGET,
+        &file2,
+    )
+    .unwrap();
+    eprintln!("{}", full.summary());
+    assert!(
+        full.notes.iter().all(|n| !n.contains("drawn")),
+        "{:?}",
+        full.notes
+    );
+    if perf_works(&full) {
+        // Timing is no witness on a loaded machine (OpenMP barriers wait for descheduled
+        // threads), samples in the library are.
+        assert!(
+            full.samples > 10 * drawn.samples.max(1),
+            "{} vs {}",
+            full.samples,
+            drawn.samples
+        );
+        assert!(
+            full.hot_lines[0]
+                .text
+                .contains("for (int64_t d = 0; d < D; d++)"),
+            "{:?}",
+            full.hot_lines
+        );
+    }
 }

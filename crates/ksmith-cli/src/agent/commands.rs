@@ -13,7 +13,9 @@ pub(crate) fn cmd_runs(ctx: &Ctx) -> Result<u8, Exit> {
         return Ok(0);
     }
     let mut t = Table::new();
-    t.set_header(["run", "created", "task", "model", "mode", "status", "calls", "best", "why"]);
+    t.set_header([
+        "run", "created", "task", "model", "mode", "status", "calls", "best", "why",
+    ]);
     for r in runs {
         let calls = store.calls(&r.id).map_err(env_err)?;
         let best = store
@@ -51,10 +53,12 @@ fn short(s: &str, n: usize) -> String {
 
 fn load_run(ctx: &Ctx, id: &str) -> Result<(ksmith_store::Store, ksmith_store::RunRow), Exit> {
     let store = ctx.store()?;
-    let run = store
-        .run(id)
-        .map_err(env_err)?
-        .ok_or_else(|| input(anyhow!("no run `{id}` in {} (see `ksmith runs`)", ctx.store_dir.display())))?;
+    let run = store.run(id).map_err(env_err)?.ok_or_else(|| {
+        input(anyhow!(
+            "no run `{id}` in {} (see `ksmith runs`)",
+            ctx.store_dir.display()
+        ))
+    })?;
     Ok((store, run))
 }
 
@@ -63,9 +67,9 @@ pub(crate) fn cmd_show_run(ctx: &Ctx, id: &str, json: bool) -> Result<u8, Exit> 
     let (store, run) = load_run(ctx, id)?;
     let snaps = store.snapshots(id).map_err(env_err)?;
     let calls = store.calls(id).map_err(env_err)?;
-    let (tin, tout, cost) = calls
-        .iter()
-        .fold((0u64, 0u64, 0.0f64), |a, c| (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost));
+    let (tin, tout, cost) = calls.iter().fold((0u64, 0u64, 0.0f64), |a, c| {
+        (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost)
+    });
     if json {
         let v = serde_json::json!({
             "id": run.id, "task": run.task, "task_dir": run.task_dir, "tests_hash": run.tests_hash,
@@ -83,23 +87,41 @@ pub(crate) fn cmd_show_run(ctx: &Ctx, id: &str, json: bool) -> Result<u8, Exit> 
         return Ok(0);
     }
     println!("run {}  ({} mode, {})", run.id, run.mode, run.status);
-    println!("task {} ({}), tests hash {}", run.task, run.task_dir, run.tests_hash);
-    println!("model {}; created {}, updated {}, {:.0} s active", run.model, run.created_at, run.updated_at, run.active_s);
+    println!(
+        "task {} ({}), tests hash {}",
+        run.task, run.task_dir, run.tests_hash
+    );
+    println!(
+        "model {}; created {}, updated {}, {:.0} s active",
+        run.model, run.created_at, run.updated_at, run.active_s
+    );
     if let Some(r) = &run.stop_reason {
         println!("ended: {r}");
     }
     if let Some(o) = &run.out_dir {
         println!("output: {o}");
     }
-    println!("LLM: {} calls, {tin} tokens in, {tout} out, ${cost:.4}", calls.len());
+    println!(
+        "LLM: {} calls, {tin} tokens in, {tout} out, ${cost:.4}",
+        calls.len()
+    );
     let mut t = Table::new();
-    t.set_header(["iteration", "status", "speedup", "latency ms", "evaluation", "what"]);
+    t.set_header([
+        "iteration",
+        "status",
+        "speedup",
+        "latency ms",
+        "evaluation",
+        "what",
+    ]);
     for s in &snaps {
         t.add_row([
             s.iteration.to_string(),
             s.status.clone(),
             s.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
-            s.latency_ms.map(|x| format!("{x:.3}")).unwrap_or("-".into()),
+            s.latency_ms
+                .map(|x| format!("{x:.3}"))
+                .unwrap_or("-".into()),
             s.eval_id.map(|x| x.to_string()).unwrap_or("-".into()),
             s.summary.clone(),
         ]);
@@ -118,7 +140,10 @@ pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool) -> Result<u8, Exit> {
     if full {
         for c in &calls {
             println!("===== call {} ({}, {}) =====", c.seq, c.role, c.step);
-            println!("--- system ---\n{}\n--- prompt ---\n{}\n--- reply ---\n{}", c.system, c.prompt, c.reply);
+            println!(
+                "--- system ---\n{}\n--- prompt ---\n{}\n--- reply ---\n{}",
+                c.system, c.prompt, c.reply
+            );
             if let Some(e) = &c.error {
                 println!("--- error ---\n{e}");
             }
@@ -126,7 +151,18 @@ pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool) -> Result<u8, Exit> {
         return Ok(0);
     }
     let mut t = Table::new();
-    t.set_header(["#", "time", "role", "step", "tokens in", "tokens out", "cost $", "latency s", "tries", "result"]);
+    t.set_header([
+        "#",
+        "time",
+        "role",
+        "step",
+        "tokens in",
+        "tokens out",
+        "cost $",
+        "latency s",
+        "tries",
+        "result",
+    ]);
     for c in &calls {
         t.add_row([
             c.seq.to_string(),
@@ -138,7 +174,9 @@ pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool) -> Result<u8, Exit> {
             format!("{:.4}", c.cost),
             format!("{:.1}", c.latency_ms / 1e3),
             c.attempts.to_string(),
-            c.error.clone().unwrap_or_else(|| format!("{} chars", c.reply.len())),
+            c.error
+                .clone()
+                .unwrap_or_else(|| format!("{} chars", c.reply.len())),
         ]);
     }
     println!("{t}");

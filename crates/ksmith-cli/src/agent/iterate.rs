@@ -71,17 +71,36 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
             finalize(&mut s, state, "finished", why)?
         }
         Ok((state, Some((limit, msg)))) => {
-            let status = if limit == Limit::Iterations { "finished" } else { "stopped" };
-            let why = if limit == Limit::Iterations { msg } else { format!("budget reached: {limit} ({msg})") };
+            let status = if limit == Limit::Iterations {
+                "finished"
+            } else {
+                "stopped"
+            };
+            let why = if limit == Limit::Iterations {
+                msg
+            } else {
+                format!("budget reached: {limit} ({msg})")
+            };
             finalize(&mut s, state, status, why)?
         }
         Err(Halt::Quit) => {
-            println!("run {} paused; continue with `ksmith resume {}`", s.run.id, s.run.id);
-            ("paused".to_string(), Some("quit by the user".to_string()), 0)
+            println!(
+                "run {} paused; continue with `ksmith resume {}`",
+                s.run.id, s.run.id
+            );
+            (
+                "paused".to_string(),
+                Some("quit by the user".to_string()),
+                0,
+            )
         }
         Err(Halt::Budget(limit, msg)) => {
             // Reached before the starting point was judged: nothing to write.
-            ("stopped".to_string(), Some(format!("budget reached: {limit} ({msg})")), 0)
+            (
+                "stopped".to_string(),
+                Some(format!("budget reached: {limit} ({msg})")),
+                0,
+            )
         }
         Err(Halt::Failed(e)) => {
             s.run.status = "failed".into();
@@ -106,7 +125,10 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     let task = crate::load_task(std::path::Path::new(&s.run.task_dir))?;
     check_frozen(s, &task)?;
     let start = Solution::load(&s.opts.from, &task).map_err(|e| {
-        Halt::Failed(anyhow!("invalid starting solution {}:\n{e}", s.opts.from.display()))
+        Halt::Failed(anyhow!(
+            "invalid starting solution {}:\n{e}",
+            s.opts.from.display()
+        ))
     })?;
     if start.sources.len() != 1 {
         return Err(Halt::Failed(anyhow!(
@@ -126,7 +148,10 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
         last: None,
         guidance: None,
     };
-    eprintln!("ksmith: [iteration 0] judging the starting solution {}", s.opts.from.display());
+    eprintln!(
+        "ksmith: [iteration 0] judging the starting solution {}",
+        s.opts.from.display()
+    );
     let first = evaluate(s, &mut st, &start)?;
     if first.result.timing_unavailable.is_some() {
         return Err(Halt::Failed(anyhow!(
@@ -137,7 +162,10 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     }
     report_line(0, "starting solution", &first);
     snapshot(s, 0, &first, "starting solution")?;
-    st.history.push(format!("iteration 0 (starting solution): {}", outcome(&first)));
+    st.history.push(format!(
+        "iteration 0 (starting solution): {}",
+        outcome(&first)
+    ));
     if first.passed() {
         st.best = Some((0, first.clone()));
     }
@@ -181,7 +209,10 @@ fn check_frozen(s: &Session, task: &Task) -> Result<(), Halt> {
 fn evaluate(s: &mut Session, st: &mut State, sol: &Solution) -> Result<Judged, Halt> {
     let task = crate::load_task(&st.task.dir)?;
     check_frozen(s, &task)?;
-    let key = st.judge.eval_key(&st.task, sol).map_err(|e| Halt::Failed(e.into()))?;
+    let key = st
+        .judge
+        .eval_key(&st.task, sol)
+        .map_err(|e| Halt::Failed(e.into()))?;
     if let Some(stored) = s.store.find(&key).map_err(|e| Halt::Failed(e.into()))? {
         return Ok(Judged {
             solution: sol.clone(),
@@ -210,13 +241,22 @@ fn outcome(j: &Judged) -> String {
 }
 
 fn report_line(it: u32, what: &str, j: &Judged) {
-    eprintln!("ksmith: [iteration {it}] {what}: {} (evaluation {})", outcome(j), j.eval_id);
+    eprintln!(
+        "ksmith: [iteration {it}] {what}: {} (evaluation {})",
+        outcome(j),
+        j.eval_id
+    );
 }
 
 fn snapshot(s: &mut Session, it: u32, j: &Judged, summary: &str) -> Result<(), Halt> {
     let mut files = BTreeMap::new();
     for (n, src) in &j.solution.sources {
-        files.insert(n.clone(), s.store.put_artifact(src.as_bytes()).map_err(|e| Halt::Failed(e.into()))?);
+        files.insert(
+            n.clone(),
+            s.store
+                .put_artifact(src.as_bytes())
+                .map_err(|e| Halt::Failed(e.into()))?,
+        );
     }
     let sources = json!({"files": files, "flags": j.solution.flags}).to_string();
     s.store
@@ -240,7 +280,13 @@ fn task_brief(st: &State) -> Value {
     let workloads: Vec<String> = t
         .workloads
         .iter()
-        .map(|w| w.axes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "))
+        .map(|w| {
+            w.axes
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect();
     let tolerance = t
         .outputs
@@ -248,7 +294,11 @@ fn task_brief(st: &State) -> Value {
         .map(|o| format!("{}: atol {:e}, rtol {:e}", o.tensor.name, o.atol, o.rtol))
         .collect::<Vec<_>>()
         .join("; ");
-    let entry = st.best.as_ref().map(|(_, b)| b.solution.entry_point.clone()).unwrap_or_else(|| t.name.clone());
+    let entry = st
+        .best
+        .as_ref()
+        .map(|(_, b)| b.solution.entry_point.clone())
+        .unwrap_or_else(|| t.name.clone());
     json!({
         "name": t.name, "description": t.description, "language": "C", "device": "CPU",
         "signature": ksmith_backend::c::prototype(t, &entry),
@@ -271,7 +321,9 @@ fn roofline_text(st: &State) -> String {
 }
 
 fn timing_text(task: &Task, r: &EvalResult) -> String {
-    let Some(p) = &r.performance else { return String::new() };
+    let Some(p) = &r.performance else {
+        return String::new();
+    };
     p.workloads
         .iter()
         .map(|w| {
@@ -314,10 +366,19 @@ fn failure(j: &Judged) -> (&'static str, String) {
         _ => "wrong results",
     };
     for v in &r.policy {
-        d.push_str(&format!("{}:{}: `{}`: {}\n", v.file, v.line, v.name, v.message));
+        d.push_str(&format!(
+            "{}:{}: `{}`: {}\n",
+            v.file, v.line, v.name, v.message
+        ));
     }
     if let Some(b) = &r.build {
-        let errors: Vec<String> = b.diagnostics.iter().filter(|x| x.severity.contains("error")).take(20).map(|x| x.to_string()).collect();
+        let errors: Vec<String> = b
+            .diagnostics
+            .iter()
+            .filter(|x| x.severity.contains("error"))
+            .take(20)
+            .map(|x| x.to_string())
+            .collect();
         if errors.is_empty() && r.status == Status::CompileError {
             d.push_str(&tail(&b.log, 3000));
         }
@@ -346,7 +407,10 @@ fn failure(j: &Judged) -> (&'static str, String) {
         }
     }
     if matches!(r.status, Status::RuntimeError | Status::Timeout) && !r.log.is_empty() {
-        d.push_str(&format!("candidate output (tail):\n{}\n", tail(&r.log, 1500)));
+        d.push_str(&format!(
+            "candidate output (tail):\n{}\n",
+            tail(&r.log, 1500)
+        ));
     }
     (kind, d)
 }
@@ -364,7 +428,10 @@ fn code_from_reply(reply: &str, file: &str, base: &str) -> Result<String, String
         other => format!("the reply could not be parsed: {other}"),
     })?;
     for f in change.files().into_iter().flatten() {
-        let name = std::path::Path::new(f.trim()).file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = std::path::Path::new(f.trim())
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         if name != file {
             eprintln!("ksmith:   refused: the reply edits `{f}`; the tests are frozen");
             return Err(format!(
@@ -397,12 +464,19 @@ fn ask<T>(
         if attempt > 0 {
             vars["retry"] = Value::String(last_err.clone());
         }
-        let prompt = s.prompts.render(role, &vars).map_err(|e| Halt::Failed(e.into()))?;
+        let prompt = s
+            .prompts
+            .render(role, &vars)
+            .map_err(|e| Halt::Failed(e.into()))?;
         let reply = s.call(role, step, &prompt)?;
         match parse(&reply) {
             Ok(v) => return Ok(Ok((v, reply))),
             Err(e) => {
-                eprintln!("ksmith:   {step}: unusable {} reply: {}", role.name(), first_line(&e));
+                eprintln!(
+                    "ksmith:   {step}: unusable {} reply: {}",
+                    role.name(),
+                    first_line(&e)
+                );
                 last_err = e;
             }
         }
@@ -433,7 +507,9 @@ fn code_step(
 ) -> Result<Result<String, String>, Halt> {
     loop {
         let file = st.file.clone();
-        let got = ask(s, st, role, step, vars.clone(), s.opts.fix_attempts, |r| code_from_reply(r, &file, base))?;
+        let got = ask(s, st, role, step, vars.clone(), s.opts.fix_attempts, |r| {
+            code_from_reply(r, &file, base)
+        })?;
         let (source, _) = match got {
             Ok(v) => v,
             Err(e) => return Ok(Err(e)),
@@ -469,7 +545,11 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         None => Solution::load(&s.opts.from, &st.task).map_err(|e| Halt::Failed(anyhow!("{e}")))?,
     };
     let base_src = base.sources[0].1.clone();
-    let mode = if st.best.as_ref().map(|(i, _)| *i > 0).unwrap_or(false) || it > 1 { "revision" } else { "new" };
+    let mode = if st.best.as_ref().map(|(i, _)| *i > 0).unwrap_or(false) || it > 1 {
+        "revision"
+    } else {
+        "new"
+    };
     eprintln!("ksmith: [iteration {it}] planner ({mode})");
     // Plan.
     let mut vars = json!({
@@ -496,11 +576,16 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     vars["knowledge"] = Value::Array(s.knowledge_for(&query));
     let step = format!("iteration {it} plan");
     let plan: Plan = loop {
-        let got = ask(s, st, Role::Planner, &step, vars.clone(), 2, |r| parse_plan(r).map_err(|e| e.0))?;
+        let got = ask(s, st, Role::Planner, &step, vars.clone(), 2, |r| {
+            parse_plan(r).map_err(|e| e.0)
+        })?;
         let plan = match got {
             Ok((p, _)) => p,
             Err(e) => {
-                let j_summary = format!("iteration {it}: the planner gave no usable plan ({})", first_line(&e));
+                let j_summary = format!(
+                    "iteration {it}: the planner gave no usable plan ({})",
+                    first_line(&e)
+                );
                 st.history.push(j_summary);
                 return Ok(());
             }
@@ -523,16 +608,31 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
             Verdict::Quit => return Err(Halt::Quit),
         }
     };
-    eprintln!("ksmith:   plan: {} (expects {})", plan.headline(), plan.expected_effect.lines().next().unwrap_or(""));
+    eprintln!(
+        "ksmith:   plan: {} (expects {})",
+        plan.headline(),
+        plan.expected_effect.lines().next().unwrap_or("")
+    );
     // Implement.
     let impl_vars = json!({
         "task": task_brief(st), "plan": plan.markdown(), "file": st.file, "source": base_src,
         "knowledge": s.knowledge_for(&format!("{} {}", st.task.name.replace('_', " "), plan.strategy)),
     });
-    let source = match code_step(s, st, Role::Implementer, &format!("iteration {it} implement"), impl_vars, &base_src)? {
+    let source = match code_step(
+        s,
+        st,
+        Role::Implementer,
+        &format!("iteration {it} implement"),
+        impl_vars,
+        &base_src,
+    )? {
         Ok(src) => src,
         Err(e) => {
-            st.history.push(format!("iteration {it}: {} -> the implementer's code could not be applied ({})", plan.headline(), first_line(&e)));
+            st.history.push(format!(
+                "iteration {it}: {} -> the implementer's code could not be applied ({})",
+                plan.headline(),
+                first_line(&e)
+            ));
             return Ok(());
         }
     };
@@ -543,8 +643,15 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     let mut tried: Vec<String> = Vec::new();
     while !cand.passed() {
         let (kind, detail) = failure(&cand);
-        let build_stage = matches!(cand.result.status, Status::CompileError | Status::PolicyRejected);
-        let used = if build_stage { &mut build_fixes } else { &mut test_fixes };
+        let build_stage = matches!(
+            cand.result.status,
+            Status::CompileError | Status::PolicyRejected
+        );
+        let used = if build_stage {
+            &mut build_fixes
+        } else {
+            &mut test_fixes
+        };
         if *used >= s.opts.fix_attempts {
             break;
         }
@@ -559,18 +666,35 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         match code_step(s, st, Role::Fixer, &step, vars, &src)? {
             Ok(fixed) => {
                 tried.push(format!("{kind}: {}", first_line(&detail)));
-                cand = evaluate(s, st, &variant(st, &base, it, &format!("-fix{}", build_fixes + test_fixes), fixed))?;
+                cand = evaluate(
+                    s,
+                    st,
+                    &variant(
+                        st,
+                        &base,
+                        it,
+                        &format!("-fix{}", build_fixes + test_fixes),
+                        fixed,
+                    ),
+                )?;
                 report_line(it, &format!("after fix {n} ({kind})"), &cand);
             }
             Err(e) => {
-                tried.push(format!("{kind}: the fix could not be applied ({})", first_line(&e)));
+                tried.push(format!(
+                    "{kind}: the fix could not be applied ({})",
+                    first_line(&e)
+                ));
             }
         }
     }
     if cand.passed() {
         cand = autotune(s, st, it, cand)?;
     }
-    let profile = if cand.passed() && !s.opts.no_profile { profile(s, st, it, &cand)? } else { String::new() };
+    let profile = if cand.passed() && !s.opts.no_profile {
+        profile(s, st, it, &cand)?
+    } else {
+        String::new()
+    };
     let summary = plan.headline();
     snapshot(s, it, &cand, &summary)?;
     let improved = match (&st.best, cand.speedup()) {
@@ -580,7 +704,9 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     };
     st.history.push(format!(
         "iteration {it}: {summary} (expected {}) -> {}{}",
-        plan.expected_speedup.map(|x| format!("{x:.2}x")).unwrap_or("?".into()),
+        plan.expected_speedup
+            .map(|x| format!("{x:.2}x"))
+            .unwrap_or("?".into()),
         outcome(&cand),
         if improved { ", new best" } else { "" }
     ));
@@ -615,19 +741,33 @@ fn autotune(s: &mut Session, st: &mut State, it: u32, cand: Judged) -> Result<Ju
     if defs.is_empty() || s.opts.tune_budget == 0 {
         return Ok(cand);
     }
-    let list = defs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
-    let vars = json!({"task": task_brief(st), "file": st.file, "source": cand.source(), "defines": list});
+    let list = defs
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let vars =
+        json!({"task": task_brief(st), "file": st.file, "source": cand.source(), "defines": list});
     let step = format!("iteration {it} autotune");
     let names: Vec<String> = defs.iter().map(|(k, _)| k.clone()).collect();
     let got = ask(s, st, Role::AutotunePlanner, &step, vars, 1, |r| {
         let d = parse_tunables(r).map_err(|e| e.0)?;
         if let TuneDecision::Tunables(t) = &d {
-            let parsed: toml::Table = t.parse().map_err(|e: toml::de::Error| format!("the toml block is invalid: {}", e.message()))?;
-            let entries = parsed.get("tunables").and_then(|v| v.as_array()).cloned().unwrap_or_default();
+            let parsed: toml::Table = t.parse().map_err(|e: toml::de::Error| {
+                format!("the toml block is invalid: {}", e.message())
+            })?;
+            let entries = parsed
+                .get("tunables")
+                .and_then(|v| v.as_array())
+                .cloned()
+                .unwrap_or_default();
             for e in &entries {
                 let name = e.get("name").and_then(|n| n.as_str()).unwrap_or("");
                 if !names.iter().any(|n| n == name) {
-                    return Err(format!("tunable `{name}` is not one of the kernel's #define constants ({})", names.join(", ")));
+                    return Err(format!(
+                        "tunable `{name}` is not one of the kernel's #define constants ({})",
+                        names.join(", ")
+                    ));
                 }
             }
         }
@@ -640,14 +780,22 @@ fn autotune(s: &mut Session, st: &mut State, it: u32, cand: Judged) -> Result<Ju
             return Ok(cand);
         }
         Err(e) => {
-            eprintln!("ksmith:   autotune planner gave no usable tunables ({})", first_line(&e));
+            eprintln!(
+                "ksmith:   autotune planner gave no usable tunables ({})",
+                first_line(&e)
+            );
             return Ok(cand);
         }
     };
     let tuned: TuneOutcome = s.event("tune", |s| {
         let sol = match solution_with_tunables(st, &cand.solution, &toml_text) {
             Ok(sol) => sol,
-            Err(e) => return Ok(TuneOutcome { config: None, note: e }),
+            Err(e) => {
+                return Ok(TuneOutcome {
+                    config: None,
+                    note: e,
+                })
+            }
         };
         let args = SearchArgs {
             strategy: "hillclimb".into(),
@@ -657,7 +805,8 @@ fn autotune(s: &mut Session, st: &mut State, it: u32, cand: Judged) -> Result<Ju
             no_race: false,
             confirm: 2,
         };
-        let o = tune::search(st.ctx, &st.task, &sol, &args, &s.opts.judge.opts()).map_err(Halt::from)?;
+        let o = tune::search(st.ctx, &st.task, &sol, &args, &s.opts.judge.opts())
+            .map_err(Halt::from)?;
         let config = o.best.and_then(|(c, _)| c);
         let note = match &config {
             Some(c) => format!("tuned {}", ksmith_tune::label(c)),
@@ -666,11 +815,19 @@ fn autotune(s: &mut Session, st: &mut State, it: u32, cand: Judged) -> Result<Ju
         Ok(TuneOutcome { config, note })
     })?;
     eprintln!("ksmith:   autotune: {}", tuned.note);
-    let Some(config) = tuned.config else { return Ok(cand) };
+    let Some(config) = tuned.config else {
+        return Ok(cand);
+    };
     let sol = tune::tuned_variant(&cand.solution, &config);
     let j = evaluate(s, st, &sol)?;
     report_line(it, &format!("tuned [{}]", ksmith_tune::label(&config)), &j);
-    Ok(if j.speedup().unwrap_or(0.0) > cand.speedup().unwrap_or(0.0) { j } else { cand })
+    Ok(
+        if j.speedup().unwrap_or(0.0) > cand.speedup().unwrap_or(0.0) {
+            j
+        } else {
+            cand
+        },
+    )
 }
 
 /// The candidate with the planner's `[[tunables]]`, validated by the solution parser.
@@ -696,16 +853,29 @@ fn profile(s: &mut Session, st: &mut State, it: u32, cand: &Judged) -> Result<St
             .unwrap_or(0);
         let dir = s.store.root().join("cache").join("profile");
         std::fs::create_dir_all(&dir).map_err(|e| Halt::Failed(e.into()))?;
-        Ok(match ksmith_profile::profile_c(&st.task, &cand.solution, w, &[], &dir, std::time::Duration::from_millis(500)) {
-            Ok(p) => p.summary(),
-            Err(e) => format!("profiling failed: {e}"),
-        })
+        Ok(
+            match ksmith_profile::profile_c(
+                &st.task,
+                &cand.solution,
+                w,
+                &[],
+                &dir,
+                std::time::Duration::from_millis(500),
+            ) {
+                Ok(p) => p.summary(),
+                Err(e) => format!("profiling failed: {e}"),
+            },
+        )
     })?;
     let vars = json!({"task": task_brief(st), "file": st.file, "source": cand.source(),
         "timing": timing_text(&st.task, &cand.result), "profile": raw});
     let step = format!("iteration {it} profile");
     let got = ask(s, st, Role::ProfileAnalyst, &step, vars, 0, |r| {
-        if r.trim().is_empty() { Err("the reply was empty".into()) } else { Ok(r.trim().to_string()) }
+        if r.trim().is_empty() {
+            Err("the reply was empty".into())
+        } else {
+            Ok(r.trim().to_string())
+        }
     })?;
     let summary = match got {
         Ok((t, _)) => tail_lines(&t, 12),
@@ -727,17 +897,31 @@ fn tail_lines(s: &str, n: usize) -> String {
 }
 
 /// Rolls back to the fastest correct snapshot, re-validates it on fresh seeds, writes it out.
-fn finalize(s: &mut Session, st: State, status: &str, why: String) -> Result<(String, Option<String>, u8), Exit> {
+fn finalize(
+    s: &mut Session,
+    st: State,
+    status: &str,
+    why: String,
+) -> Result<(String, Option<String>, u8), Exit> {
     let snaps = s.store.snapshots(&s.run.id).map_err(env_err)?;
     let Some((bi, best)) = st.best else {
-        println!("run {}: no correct kernel in {} snapshots; nothing written ({why})", s.run.id, snaps.len());
-        return Ok((status.to_string(), Some(format!("{why}; no correct kernel")), 1));
+        println!(
+            "run {}: no correct kernel in {} snapshots; nothing written ({why})",
+            s.run.id,
+            snaps.len()
+        );
+        return Ok((
+            status.to_string(),
+            Some(format!("{why}; no correct kernel")),
+            1,
+        ));
     };
     let mut fresh = s.opts.judge.opts();
     fresh.fresh_seeds = true;
     fresh.no_timing = true;
     let mut judge = st.ctx.judge(&fresh)?;
-    let (check_id, check) = crate::evaluate_recorded(&mut judge, &mut s.store, &st.task, &best.solution)?;
+    let (check_id, check) =
+        crate::evaluate_recorded(&mut judge, &mut s.store, &st.task, &best.solution)?;
     let calls = s.store.calls(&s.run.id).map_err(env_err)?;
     let mut md = format!(
         "# ksmith run {}\n\ntask `{}`, model `{}`, {} mode; {status}: {why}\n\n| iteration | status | speedup vs XLA | latency (ms) | what |\n| --- | --- | --- | --- | --- |\n",
@@ -750,24 +934,39 @@ fn finalize(s: &mut Session, st: State, status: &str, why: String) -> Result<(St
             if sn.iteration == bi { " (best)" } else { "" },
             sn.status,
             sn.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
-            sn.latency_ms.map(|x| format!("{x:.3}")).unwrap_or("-".into()),
+            sn.latency_ms
+                .map(|x| format!("{x:.3}"))
+                .unwrap_or("-".into()),
             sn.summary.replace('|', "/")
         ));
     }
-    let (tin, tout, cost): (u64, u64, f64) = calls.iter().fold((0, 0, 0.0), |a, c| (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost));
+    let (tin, tout, cost): (u64, u64, f64) = calls.iter().fold((0, 0, 0.0), |a, c| {
+        (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost)
+    });
     md.push_str(&format!(
         "\nLLM calls: {} ({} tokens in, {} out, ${cost:.4}). Best: iteration {bi}, evaluation {}; fresh-seed re-validation: {} (evaluation {check_id}).\n",
         calls.len(), tin, tout, best.eval_id, check.status
     ));
     if check.status != Status::Passed {
-        println!("{md}\nthe best snapshot failed on fresh seeds ({}); nothing written", check.status);
-        return Ok((status.to_string(), Some(format!("{why}; best failed fresh-seed re-validation")), 1));
+        println!(
+            "{md}\nthe best snapshot failed on fresh seeds ({}); nothing written",
+            check.status
+        );
+        return Ok((
+            status.to_string(),
+            Some(format!("{why}; best failed fresh-seed re-validation")),
+            1,
+        ));
     }
     let out = s.opts.out.clone();
     write_solution(&best.solution, &out).map_err(env_err)?;
     std::fs::write(out.join("report.md"), &md).map_err(env_err)?;
     println!("{md}");
-    println!("best kernel (iteration {bi}, {:.2}x vs XLA) and report written to {}", best.speedup().unwrap_or(0.0), out.display());
+    println!(
+        "best kernel (iteration {bi}, {:.2}x vs XLA) and report written to {}",
+        best.speedup().unwrap_or(0.0),
+        out.display()
+    );
     s.run.out_dir = Some(out.display().to_string());
     Ok((status.to_string(), Some(why), 0))
 }
@@ -794,18 +993,42 @@ mod tests {
     #[test]
     fn frozen_files_are_refused_and_edits_apply() {
         let base = "int a = 1;\nint b = 2;\n";
-        let e = code_from_reply("task.toml\n<<<<<<< SEARCH\natol = 1e-6\n=======\natol = 1.0\n>>>>>>> REPLACE\n", "kernel.c", base).unwrap_err();
+        let e = code_from_reply(
+            "task.toml\n<<<<<<< SEARCH\natol = 1e-6\n=======\natol = 1.0\n>>>>>>> REPLACE\n",
+            "kernel.c",
+            base,
+        )
+        .unwrap_err();
         assert!(e.starts_with("REFUSED: `task.toml` is frozen"), "{e}");
-        let ok = code_from_reply("kernel.c\n<<<<<<< SEARCH\nint b = 2;\n=======\nint b = 3;\n>>>>>>> REPLACE\n", "kernel.c", base).unwrap();
+        let ok = code_from_reply(
+            "kernel.c\n<<<<<<< SEARCH\nint b = 2;\n=======\nint b = 3;\n>>>>>>> REPLACE\n",
+            "kernel.c",
+            base,
+        )
+        .unwrap();
         assert_eq!(ok, "int a = 1;\nint b = 3;\n");
-        assert!(code_from_reply("", "kernel.c", base).unwrap_err().contains("empty"));
-        let nf = code_from_reply("<<<<<<< SEARCH\nint c = 9;\n=======\nint c = 1;\n>>>>>>> REPLACE\n", "kernel.c", base).unwrap_err();
+        assert!(code_from_reply("", "kernel.c", base)
+            .unwrap_err()
+            .contains("empty"));
+        let nf = code_from_reply(
+            "<<<<<<< SEARCH\nint c = 9;\n=======\nint c = 1;\n>>>>>>> REPLACE\n",
+            "kernel.c",
+            base,
+        )
+        .unwrap_err();
         assert!(nf.contains("int"), "{nf}");
     }
 
     #[test]
     fn defines_are_found() {
         let d = defines("#ifndef BM\n#define BM 64\n#endif\n#define NAME_2 (8) /* rows */\n#define F 1.5\n#define C 3 // x\n");
-        assert_eq!(d, vec![("BM".to_string(), 64), ("NAME_2".to_string(), 8), ("C".to_string(), 3)]);
+        assert_eq!(
+            d,
+            vec![
+                ("BM".to_string(), 64),
+                ("NAME_2".to_string(), 8),
+                ("C".to_string(), 3)
+            ]
+        );
     }
 }

@@ -170,7 +170,11 @@ pub(crate) fn start(
         },
         out: out.unwrap_or_else(|| ctx.store_dir.join("optimized").join(&task.name)),
     };
-    let mode = if args.interactive { "interactive" } else { "autonomous" };
+    let mode = if args.interactive {
+        "interactive"
+    } else {
+        "autonomous"
+    };
     let session = session::Session::create(
         ctx,
         &task.dir,

@@ -49,9 +49,16 @@ fn ask_user(step: &str, what: &str, shown: &str, editable: &str) -> Result<Verdi
     let mut out = std::io::stdout();
     let stdin = std::io::stdin();
     let mut stdin = stdin.lock();
-    let _ = writeln!(out, "\n==== {step}: {what} ====\n{}\n==== end of {what} ====", shown.trim_end());
+    let _ = writeln!(
+        out,
+        "\n==== {step}: {what} ====\n{}\n==== end of {what} ====",
+        shown.trim_end()
+    );
     loop {
-        let _ = write!(out, "[a]pprove, [e]dit, [g]uidance for the next call, [r]erun this step, [q]uit > ");
+        let _ = write!(
+            out,
+            "[a]pprove, [e]dit, [g]uidance for the next call, [r]erun this step, [q]uit > "
+        );
         let _ = out.flush();
         // End of input means nobody is there to answer: stop safely, resumable.
         let Some(answer) = read_line(&mut stdin)? else {
@@ -83,7 +90,10 @@ fn ask_user(step: &str, what: &str, shown: &str, editable: &str) -> Result<Verdi
 
 /// Opens `$VISUAL`/`$EDITOR` (else `vi`) on a copy of the text and returns what was saved.
 fn edit_in_editor(text: &str) -> anyhow::Result<String> {
-    let file = tempfile::Builder::new().prefix("ksmith-edit-").suffix(".txt").tempfile()?;
+    let file = tempfile::Builder::new()
+        .prefix("ksmith-edit-")
+        .suffix(".txt")
+        .tempfile()?;
     std::fs::write(file.path(), text)?;
     let editor = std::env::var("VISUAL")
         .or_else(|_| std::env::var("EDITOR"))

@@ -54,17 +54,13 @@ fn new_run_id() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let tag = ksmith_task::content_hash(format!("{}-{}", now.as_nanos(), std::process::id()).as_bytes());
+    let tag =
+        ksmith_task::content_hash(format!("{}-{}", now.as_nanos(), std::process::id()).as_bytes());
     format!("run-{}-{}", now.as_secs(), &tag[..6])
 }
 
 impl Session {
-    fn open(
-        ctx: &Ctx,
-        run: RunRow,
-        opts: RunOptions,
-        store: Store,
-    ) -> Result<Session, Exit> {
+    fn open(ctx: &Ctx, run: RunRow, opts: RunOptions, store: Store) -> Result<Session, Exit> {
         let spec = ModelSpec::parse(&run.model).map_err(|e| input(anyhow!("--model: {e}")))?;
         let config = ksmith_llm::Config::discover().map_err(input)?;
         let price = config.price(&spec);
@@ -137,10 +133,12 @@ impl Session {
     /// Reopens a stored run for `resume`, with budget overrides.
     pub fn reopen(ctx: &Ctx, id: &str, budget: &BudgetArgs) -> Result<Session, Exit> {
         let store = ctx.store()?;
-        let mut run = store
-            .run(id)
-            .map_err(env_err)?
-            .ok_or_else(|| input(anyhow!("no run `{id}` in {} (see `ksmith runs`)", ctx.store_dir.display())))?;
+        let mut run = store.run(id).map_err(env_err)?.ok_or_else(|| {
+            input(anyhow!(
+                "no run `{id}` in {} (see `ksmith runs`)",
+                ctx.store_dir.display()
+            ))
+        })?;
         let mut opts: RunOptions = serde_json::from_str(&run.options)
             .map_err(|e| env_err(anyhow!("run {id}: stored options unreadable: {e}")))?;
         budget.apply(&mut opts.budget);
@@ -203,7 +201,8 @@ impl Session {
         }
         self.check_budget()?;
         if self.provider.is_none() {
-            let p = ksmith_llm::open(&self.spec, &self.config).map_err(|e| Halt::Failed(e.into()))?;
+            let p =
+                ksmith_llm::open(&self.spec, &self.config).map_err(|e| Halt::Failed(e.into()))?;
             self.provider = Some(p);
         }
         let req = Request {
@@ -215,7 +214,10 @@ impl Session {
             temperature: None,
         };
         let started = Instant::now();
-        let provider = self.provider.as_mut().ok_or_else(|| Halt::Failed(anyhow!("no provider")))?;
+        let provider = self
+            .provider
+            .as_mut()
+            .ok_or_else(|| Halt::Failed(anyhow!("no provider")))?;
         let result = provider.complete(&req);
         let mut row = CallRow {
             seq,
@@ -240,10 +242,15 @@ impl Session {
                 row.tokens_in = r.tokens_in;
                 row.tokens_out = r.tokens_out;
                 row.estimated = r.tokens_estimated;
-                row.cost = self.price.map(|p| p.cost(r.tokens_in, r.tokens_out)).unwrap_or(0.0);
+                row.cost = self
+                    .price
+                    .map(|p| p.cost(r.tokens_in, r.tokens_out))
+                    .unwrap_or(0.0);
                 row.latency_ms = r.latency.as_secs_f64() * 1e3;
                 row.attempts = r.attempts;
-                self.store.record_call(&self.run.id, &row).map_err(|e| Halt::Failed(e.into()))?;
+                self.store
+                    .record_call(&self.run.id, &row)
+                    .map_err(|e| Halt::Failed(e.into()))?;
                 self.usage.llm_calls += 1;
                 self.usage.tokens += r.tokens_in + r.tokens_out;
                 self.usage.cost += row.cost;
@@ -253,15 +260,24 @@ impl Session {
                     role.name(),
                     r.tokens_in,
                     r.tokens_out,
-                    if r.tokens_estimated { ", estimated" } else { "" },
+                    if r.tokens_estimated {
+                        ", estimated"
+                    } else {
+                        ""
+                    },
                     row.latency_ms / 1e3
                 );
                 Ok(r.text)
             }
             Err(e) => {
                 row.error = Some(e.to_string());
-                self.store.record_call(&self.run.id, &row).map_err(|e| Halt::Failed(e.into()))?;
-                Err(Halt::Failed(anyhow!("{step}: {} call failed: {e}", role.name())))
+                self.store
+                    .record_call(&self.run.id, &row)
+                    .map_err(|e| Halt::Failed(e.into()))?;
+                Err(Halt::Failed(anyhow!(
+                    "{step}: {} call failed: {e}",
+                    role.name()
+                )))
             }
         }
     }
@@ -280,8 +296,9 @@ impl Session {
                     self.run.id
                 )));
             }
-            let v = serde_json::from_str(payload)
-                .map_err(|e| Halt::Failed(anyhow!("run {}: event {seq} unreadable: {e}", self.run.id)))?;
+            let v = serde_json::from_str(payload).map_err(|e| {
+                Halt::Failed(anyhow!("run {}: event {seq} unreadable: {e}", self.run.id))
+            })?;
             self.next_event += 1;
             self.replayed.1 += 1;
             return Ok(v);

@@ -66,11 +66,23 @@ pub(crate) fn cmd_task_new(ctx: &Ctx, args: &TaskNewArgs) -> Result<u8, Exit> {
         out: out.clone(),
     };
     let hash = ksmith_task::content_hash(reference.as_bytes());
-    let mut s = Session::create(ctx, &args.reference, &stem, &hash, &args.model, "task_new", opts)?;
+    let mut s = Session::create(
+        ctx,
+        &args.reference,
+        &stem,
+        &hash,
+        &args.model,
+        "task_new",
+        opts,
+    )?;
     let result = design(ctx, &mut s, args, &reference, &file, &out);
     let (status, reason, code) = match &result {
         Ok(true) => ("finished", format!("task written to {}", out.display()), 0),
-        Ok(false) => ("stopped", format!("no valid draft in {} attempts", args.attempts), 1),
+        Ok(false) => (
+            "stopped",
+            format!("no valid draft in {} attempts", args.attempts),
+            1,
+        ),
         Err(e) => ("failed", format!("{:#}", e.1), 1),
     };
     s.run.status = status.into();
@@ -125,12 +137,14 @@ fn design(
             .prefix(".ksmith-draft-")
             .tempdir_in(parent)
             .map_err(env_err)?;
-        std::fs::write(scratch.path().join(ksmith_task::TASK_FILE_NAME), &draft).map_err(env_err)?;
+        std::fs::write(scratch.path().join(ksmith_task::TASK_FILE_NAME), &draft)
+            .map_err(env_err)?;
         std::fs::write(scratch.path().join(file), reference).map_err(env_err)?;
         let problems = crate::validate_dir(ctx, &mut judge, scratch.path(), false)?;
         if problems.is_empty() {
             let kept = scratch.keep();
-            std::fs::rename(&kept, out).map_err(|e| env_err(anyhow!("moving the task to {}: {e}", out.display())))?;
+            std::fs::rename(&kept, out)
+                .map_err(|e| env_err(anyhow!("moving the task to {}: {e}", out.display())))?;
             eprintln!("ksmith: draft {attempt} validated");
             return Ok(true);
         }

@@ -1,0 +1,512 @@
+//! End-to-end agent runs with the scripted provider on starter tasks: the real binary, the real
+//! compiler and judge, real SQLite. Each scripted reply names the role it answers and text the
+//! prompt must contain, so a prompt missing its feedback (diagnostics, mismatch, refusal) fails.
+
+mod common;
+
+use common::{kill_9_when, ksmith, root, shared_store};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// One scripted reply (TOML literal string: the text must not contain `'''`).
+fn reply(role: &str, expect: &[&str], text: &str) -> String {
+    assert!(!text.contains("'''"));
+    let expect: Vec<String> = expect.iter().map(|e| format!("{e:?}")).collect();
+    format!(
+        "[[reply]]\nrole = \"{role}\"\nexpect = [{}]\ntext = '''\n{text}'''\n\n",
+        expect.join(", ")
+    )
+}
+
+fn plan(strategy: &str, effect: &str) -> String {
+    format!("## Strategy\n{strategy}\n## Expected effect\n{effect}\n## Risks\nTails.\n")
+}
+
+fn full_file(src: &str) -> String {
+    format!("kernel.c\n```c\n{src}```\n")
+}
+
+fn write_scenario(dir: &Path, replies: &[String]) -> String {
+    let p = dir.join("scenario.toml");
+    std::fs::write(&p, replies.concat()).unwrap();
+    format!("scripted:{}", p.display())
+}
+
+/// A new store with the machine's roofline copied from the shared one (measured once).
+fn fresh_store(dir: &Path) -> PathBuf {
+    let shared = shared_store();
+    if !shared.join("hw.json").exists() {
+        assert!(ksmith(&shared, &["hw"]).status.success());
+    }
+    let s = dir.join("store");
+    std::fs::create_dir_all(&s).unwrap();
+    std::fs::copy(shared.join("hw.json"), s.join("hw.json")).unwrap();
+    s
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn run_id(o: &Output) -> String {
+    let t = text(o);
+    let at = t.find("ksmith: run run-").expect("run id printed") + "ksmith: run ".len();
+    t[at..].split_whitespace().next().unwrap().to_string()
+}
+
+fn show(store: &Path, id: &str) -> Value {
+    let o = ksmith(store, &["show", id, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn db(store: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(store.join("ksmith.db")).unwrap()
+}
+
+fn roles(store: &Path, id: &str) -> Vec<String> {
+    let c = db(store);
+    let mut st = c
+        .prepare("SELECT role FROM llm_calls WHERE run = ?1 AND error IS NULL ORDER BY seq")
+        .unwrap();
+    st.query_map([id], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+fn prompt_of(store: &Path, id: &str, seq: i64) -> String {
+    db(store)
+        .query_row(
+            "SELECT prompt FROM llm_calls WHERE run = ?1 AND seq = ?2",
+            rusqlite::params![id, seq],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+const FAST_ARGS: [&str; 2] = ["--min-time-ms", "20"];
+
+fn optimize(store: &Path, task: &str, model: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["optimize", task, "--model", model];
+    args.extend(FAST_ARGS);
+    if !extra.contains(&"--tune-budget") {
+        args.extend(["--tune-budget", "0"]);
+    }
+    args.extend(extra);
+    ksmith(store, &args)
+}
+
+const SOFTMAX_OMP: &str = r#"#include <math.h>
+#include <stdint.h>
+
+void softmax(const float* x, float* y, int64_t M, int64_t N) {
+    #pragma omp parallel for
+    for (int64_t i = 0; i < M; i++) {
+        const float* xr = x + i * N;
+        float* yr = y + i * N;
+        float m = xr[0];
+        for (int64_t j = 1; j < N; j++)
+            if (xr[j] > m) m = xr[j];
+        float s = 0.0f;
+        for (int64_t j = 0; j < N; j++) {
+            yr[j] = expf(xr[j] - m);
+            s += yr[j];
+        }
+        for (int64_t j = 0; j < N; j++)
+            yr[j] = yr[j] / s;
+    }
+}
+"#;
+
+#[test]
+fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let fast =
+        std::fs::read_to_string(root().join("tasks/starter/softmax/solutions/fast/kernel.c"))
+            .unwrap();
+    let model = write_scenario(
+        dir.path(),
+        &[
+            reply(
+                "planner",
+                &[
+                    "Task `softmax`",
+                    "Plan the first optimized version",
+                    "iteration 0 (starting solution): passed",
+                ],
+                &plan(
+                    "Parallelize the rows with OpenMP.",
+                    "About 1.8x faster on 2 cores.",
+                ),
+            ),
+            reply(
+                "implementer",
+                &["Parallelize the rows", "## Current `kernel.c`"],
+                &full_file(SOFTMAX_OMP),
+            ),
+            reply(
+                "profile",
+                &["## Profile", "Vectorization report"],
+                "Scalar expf dominates; vectorize the exp.\n",
+            ),
+            reply(
+                "planner",
+                &[
+                    "Plan a revision",
+                    "Last iteration (1): passed",
+                    "Scalar expf dominates",
+                    "iteration 1: Parallelize the rows",
+                ],
+                &plan(
+                    "Vectorize exp with a polynomial and fuse the passes.",
+                    "about 3x",
+                ),
+            ),
+            reply(
+                "implementer",
+                &["Vectorize exp", "## Current `kernel.c`"],
+                &full_file(&fast),
+            ),
+            reply(
+                "autotune",
+                &["CHUNK=8"],
+                "```toml\n[[tunables]]\nname = \"CHUNK\"\nvalues = [8, 16]\n```\n",
+            ),
+            reply("profile", &["## Profile"], "Memory bound now.\n"),
+        ],
+    );
+    let out_dir = dir.path().join("out");
+    let o = optimize(
+        &store,
+        "tasks/starter/softmax",
+        &model,
+        &[
+            "--iterations",
+            "2",
+            "--tune-budget",
+            "2",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let id = run_id(&o);
+    let v = show(&store, &id);
+    assert_eq!(v["status"], "finished", "{v}");
+    assert_eq!(v["llm"]["calls"], 7);
+    let snaps = v["snapshots"].as_array().unwrap();
+    assert_eq!(snaps.len(), 3);
+    let sp: Vec<f64> = snaps
+        .iter()
+        .map(|s| s["speedup"].as_f64().unwrap())
+        .collect();
+    assert!(
+        sp[2] > 2.0 * sp[0],
+        "the vectorized kernel must beat the naive one by far: {sp:?}"
+    );
+    // The written kernel is the fastest snapshot's, and it re-validated on fresh seeds.
+    let written = std::fs::read_to_string(out_dir.join("kernel.c")).unwrap();
+    let best = if sp[2] >= sp[1] { &fast } else { SOFTMAX_OMP };
+    assert_eq!(&written, best);
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("fresh-seed re-validation: PASSED"),
+        "{report}"
+    );
+    assert!(report.contains("LLM calls: 7"), "{report}");
+    // The tuner really ran on the declared tunable (evaluations with -DCHUNK=16).
+    let tuned: i64 = db(&store)
+        .query_row(
+            "SELECT count(*) FROM evaluations WHERE solution_json LIKE '%DCHUNK=16%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(tuned >= 1, "no tuned evaluation");
+    assert_eq!(
+        roles(&store, &id),
+        [
+            "planner",
+            "implementer",
+            "profile",
+            "planner",
+            "implementer",
+            "autotune",
+            "profile"
+        ]
+    );
+    let calls = ksmith(&store, &["calls", &id]);
+    assert!(text(&calls).contains("autotune"), "{}", text(&calls));
+    let runs = ksmith(&store, &["runs"]);
+    assert!(text(&runs).contains(&id));
+}
+
+#[test]
+fn a_compile_error_goes_to_the_fixer_with_the_real_compiler_diagnostics() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let broken = "#include <stdint.h>\n\nvoid vector_add(const float* a, const float* b, float* c, int64_t N) {\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n        c[i] = a[i] + b[i]\n}\n";
+    let model = write_scenario(
+        dir.path(),
+        &[
+            reply("planner", &[], &plan("Add an OpenMP parallel for.", "1.5x")),
+            reply("implementer", &[], &full_file(broken)),
+            // gcc's own words and the line of the missing semicolon must reach the fixer.
+            reply("fixer", &["compile error", "kernel.c:6", "expected ';'"],
+                "kernel.c\n<<<<<<< SEARCH\n        c[i] = a[i] + b[i]\n=======\n        c[i] = a[i] + b[i];\n>>>>>>> REPLACE\n"),
+        ],
+    );
+    let o = optimize(
+        &store,
+        "tasks/starter/vector_add",
+        &model,
+        &["--iterations", "1", "--no-profile"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = show(&store, &run_id(&o));
+    let snaps = v["snapshots"].as_array().unwrap();
+    assert_eq!(snaps[1]["status"], "PASSED", "{v}");
+    let statuses: Vec<String> = db(&store)
+        .prepare("SELECT status FROM evaluations ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(
+        statuses.contains(&"COMPILE_ERROR".to_string()),
+        "{statuses:?}"
+    );
+}
+
+#[test]
+fn wrong_results_go_to_the_fixer_with_the_worst_element_and_error_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    // No max subtraction: exp overflows on the task's large-magnitude workload.
+    let unstable = SOFTMAX_OMP
+        .replace("float m = xr[0];", "float m = 0.0f;")
+        .replace("if (xr[j] > m) m = xr[j];", "(void)0;");
+    let model = write_scenario(
+        dir.path(),
+        &[
+            reply(
+                "planner",
+                &[],
+                &plan("Parallel rows, skip the max pass.", "2x"),
+            ),
+            reply("implementer", &[], &full_file(&unstable)),
+            reply(
+                "fixer",
+                &[
+                    "wrong results",
+                    "INCORRECT_NUMERICAL",
+                    "worst element",
+                    "max abs error",
+                ],
+                &format!(
+                    "The max subtraction is needed for large inputs.\n\n{}",
+                    full_file(SOFTMAX_OMP)
+                ),
+            ),
+        ],
+    );
+    let o = optimize(
+        &store,
+        "tasks/starter/softmax",
+        &model,
+        &["--iterations", "1", "--no-profile"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = show(&store, &run_id(&o));
+    assert_eq!(v["snapshots"][1]["status"], "PASSED", "{v}");
+}
+
+#[test]
+fn garbage_empty_and_unappliable_replies_go_back_to_the_model_until_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let model = write_scenario(
+        dir.path(),
+        &[
+            reply("planner", &[], "I would probably make it faster somehow.\n"),
+            reply("planner", &["could not be used", "## Strategy"], &plan("Parallelize the loop.", "1.5x")),
+            reply("implementer", &[], ""),
+            reply("implementer", &["could not be used", "empty"],
+                "kernel.c\n<<<<<<< SEARCH\n    for (int64_t j = 0; j < N; j++)\n        c[j] = a[j] + b[j];\n=======\n    #pragma omp parallel for\n    for (int64_t j = 0; j < N; j++)\n        c[j] = a[j] + b[j];\n>>>>>>> REPLACE\n"),
+            // The nearest text and its line number come back with the failure.
+            reply("implementer", &["did not apply", "lines 4-5", "for (int64_t i = 0; i < N; i++)"],
+                "kernel.c\n<<<<<<< SEARCH\n    for (int64_t i = 0; i < N; i++)\n=======\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n>>>>>>> REPLACE\n"),
+        ],
+    );
+    let o = optimize(
+        &store,
+        "tasks/starter/vector_add",
+        &model,
+        &["--iterations", "1", "--no-profile"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let id = run_id(&o);
+    assert_eq!(show(&store, &id)["snapshots"][1]["status"], "PASSED");
+    assert_eq!(
+        roles(&store, &id),
+        [
+            "planner",
+            "planner",
+            "implementer",
+            "implementer",
+            "implementer"
+        ]
+    );
+}
+
+#[test]
+fn agents_cannot_change_the_tests_and_a_budget_stop_is_clean_and_resumable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let task = dir.path().join("vector_add");
+    let copy = std::process::Command::new("cp")
+        .args([
+            "-r",
+            root().join("tasks/starter/vector_add").to_str().unwrap(),
+            task.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let toml_before = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    let model = write_scenario(
+        dir.path(),
+        &[
+            reply("planner", &[], &plan("Loosen the tolerance.", "10x")),
+            reply("implementer", &[], "task.toml\n<<<<<<< SEARCH\natol = 1e-6\n=======\natol = 1.0\n>>>>>>> REPLACE\n"),
+            reply("implementer", &["REFUSED: `task.toml` is frozen"],
+                "kernel.c\n<<<<<<< SEARCH\n    for (int64_t i = 0; i < N; i++)\n=======\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n>>>>>>> REPLACE\n"),
+            reply("planner", &["Plan a revision"], &plan("Nothing more.", "1x")),
+        ],
+    );
+    let o = optimize(
+        &store,
+        task.to_str().unwrap(),
+        &model,
+        &[
+            "--iterations",
+            "5",
+            "--max-calls",
+            "3",
+            "--no-profile",
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("refused"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(task.join("task.toml")).unwrap(),
+        toml_before
+    );
+    let id = run_id(&o);
+    let v = show(&store, &id);
+    assert_eq!(v["status"], "stopped", "{v}");
+    assert!(
+        v["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("budget reached: llm calls"),
+        "{v}"
+    );
+    assert_eq!(v["llm"]["calls"], 3);
+    // The best so far was still re-validated and written.
+    assert!(dir.path().join("out/kernel.c").exists());
+    // Someone changes the tests between sessions: the run refuses to go on.
+    std::fs::write(
+        task.join("task.toml"),
+        toml_before.replace("atol = 1e-6", "atol = 1e-5"),
+    )
+    .unwrap();
+    let r = ksmith(&store, &["resume", &id, "--max-calls", "10"]);
+    assert!(!r.status.success());
+    assert!(text(&r).contains("changed during run"), "{}", text(&r));
+    std::fs::write(task.join("task.toml"), &toml_before).unwrap();
+    let r = ksmith(
+        &store,
+        &["resume", &id, "--max-calls", "4", "--iterations", "2"],
+    );
+    assert!(text(&r).contains("replayed 3 LLM calls"), "{}", text(&r));
+    assert_eq!(show(&store, &id)["llm"]["calls"], 4);
+}
+
+#[test]
+fn a_run_killed_mid_evaluation_resumes_without_repeating_calls_or_evaluations() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let model = write_scenario(
+        dir.path(),
+        &[
+            reply(
+                "planner",
+                &[],
+                &plan("Parallelize the rows with OpenMP.", "1.8x"),
+            ),
+            reply("implementer", &[], &full_file(SOFTMAX_OMP)),
+            reply(
+                "planner",
+                &["Last iteration (1)"],
+                &plan("Keep it.", "1.0x"),
+            ),
+            reply(
+                "implementer",
+                &[],
+                &full_file(&SOFTMAX_OMP.replace(
+                    "#pragma omp parallel for",
+                    "#pragma omp parallel for schedule(static)",
+                )),
+            ),
+        ],
+    );
+    let calls = || -> i64 {
+        rusqlite::Connection::open(store.join("ksmith.db"))
+            .and_then(|c| c.query_row("SELECT count(*) FROM llm_calls", [], |r| r.get(0)))
+            .unwrap_or(0)
+    };
+    let mut args = vec![
+        "optimize",
+        "tasks/starter/softmax",
+        "--model",
+        &model,
+        "--iterations",
+        "2",
+        "--no-profile",
+    ];
+    args.extend(FAST_ARGS);
+    // Killed while the first candidate is being judged (its two calls are stored).
+    kill_9_when(
+        &store,
+        &args,
+        || calls() >= 2,
+        std::time::Duration::from_millis(300),
+    );
+    let id: String = db(&store)
+        .query_row("SELECT id FROM runs", [], |r| r.get(0))
+        .unwrap();
+    let r = ksmith(&store, &["resume", &id]);
+    assert!(r.status.success(), "{}", text(&r));
+    assert!(text(&r).contains("replayed 2 LLM calls"), "{}", text(&r));
+    assert_eq!(calls(), 4, "each call made once");
+    let dup: i64 = db(&store)
+        .query_row(
+            "SELECT count(*) - count(DISTINCT eval_key) FROM evaluations",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(dup, 0, "no evaluation repeated");
+    assert_eq!(show(&store, &id)["status"], "finished");
+}
