@@ -510,3 +510,208 @@ fn a_run_killed_mid_evaluation_resumes_without_repeating_calls_or_evaluations() 
     assert_eq!(dup, 0, "no evaluation repeated");
     assert_eq!(show(&store, &id)["status"], "finished");
 }
+
+/// A child on a pseudo-terminal: its output is collected, answers are typed into it.
+struct Pty {
+    child: std::process::Child,
+    master: std::fs::File,
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Pty {
+    fn spawn(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Pty {
+        use std::os::fd::OwnedFd;
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let slave: OwnedFd = pty.slave;
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
+            .arg("--store")
+            .arg(store)
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(root())
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        drop(slave);
+        let master = std::fs::File::from(pty.master);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (mut reader, sink) = (master.try_clone().unwrap(), seen.clone());
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Pty {
+            child,
+            master,
+            seen,
+        }
+    }
+
+    /// Waits until `needle` has appeared `n` times in the output.
+    fn wait_for(&mut self, needle: &str, n: usize) {
+        let start = std::time::Instant::now();
+        while self.seen.lock().unwrap().matches(needle).count() < n {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "ksmith exited ({status}) before `{needle}` #{n}:\n{}",
+                    self.seen.lock().unwrap()
+                );
+            }
+            assert!(
+                start.elapsed().as_secs() < 240,
+                "no `{needle}` #{n}:\n{}",
+                self.seen.lock().unwrap()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    fn type_line(&mut self, line: &str) {
+        use std::io::Write;
+        self.master
+            .write_all(format!("{line}\n").as_bytes())
+            .unwrap();
+    }
+
+    fn finish(mut self) -> (std::process::ExitStatus, String) {
+        let status = self.child.wait().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let out = self.seen.lock().unwrap().clone();
+        (status, out)
+    }
+}
+
+#[test]
+fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let editor = dir.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nprintf '/* edited by the user */\\n' >> \"$1\"\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&editor)
+        .status()
+        .unwrap();
+    let edit = "kernel.c\n<<<<<<< SEARCH\n    for (int64_t i = 0; i < N; i++)\n=======\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n>>>>>>> REPLACE\n";
+    let model = write_scenario(
+        dir.path(),
+        &[
+            reply("planner", &[], &plan("Parallelize.", "1.5x")),
+            reply(
+                "implementer",
+                &["## Guidance from the user", "use a static schedule"],
+                edit,
+            ),
+            reply(
+                "planner",
+                &["Plan a revision"],
+                &plan("Unroll by 4.", "1.1x"),
+            ),
+            reply("implementer", &[], edit),
+        ],
+    );
+    let out = dir.path().join("out");
+    let args = [
+        "optimize",
+        "tasks/starter/vector_add",
+        "--model",
+        &model,
+        "--interactive",
+        "--iterations",
+        "2",
+        "--no-profile",
+        "--tune-budget",
+        "0",
+        "--min-time-ms",
+        "20",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let env = [("EDITOR", editor.to_str().unwrap())];
+    let mut t = Pty::spawn(&store, &args, &env);
+    t.wait_for("[a]pprove", 1);
+    assert!(
+        t.seen.lock().unwrap().contains("## Strategy\nParallelize.")
+            || t.seen.lock().unwrap().contains("Parallelize.")
+    );
+    t.type_line("g");
+    t.wait_for("guidance (one line): ", 1);
+    t.type_line("use a static schedule");
+    t.wait_for("[a]pprove", 2);
+    assert!(
+        t.seen
+            .lock()
+            .unwrap()
+            .contains("+    #pragma omp parallel for"),
+        "the diff is shown"
+    );
+    t.type_line("e");
+    t.wait_for("[a]pprove", 3);
+    t.type_line("q");
+    let (status, seen) = t.finish();
+    assert!(status.success(), "{seen}");
+    assert!(
+        seen.contains("paused; continue with `ksmith resume"),
+        "{seen}"
+    );
+    let id: String = db(&store)
+        .query_row("SELECT id FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(show(&store, &id)["status"], "paused");
+    // The quit is not journaled: the resumed run asks again at the same step.
+    let mut t = Pty::spawn(&store, &["resume", &id], &env);
+    t.wait_for("[a]pprove", 1);
+    t.type_line("a");
+    t.wait_for("[a]pprove", 2);
+    t.type_line("a");
+    let (status, seen) = t.finish();
+    assert!(status.success(), "{seen}");
+    let v = show(&store, &id);
+    assert_eq!(v["status"], "finished", "{v}");
+    assert_eq!(v["llm"]["calls"], 4, "no call repeated");
+    let kernels: Vec<String> = db(&store)
+        .prepare("SELECT payload FROM run_events WHERE run = ?1 ORDER BY seq")
+        .unwrap()
+        .query_map([&id], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(
+        kernels.len(),
+        4,
+        "guidance, edit, approve, approve: {kernels:?}"
+    );
+    assert!(
+        kernels[0].contains("use a static schedule") && kernels[1].contains("edited by the user"),
+        "{kernels:?}"
+    );
+    // The user's edit is in the snapshot of iteration 1.
+    let snap: String = db(&store)
+        .query_row(
+            "SELECT sources FROM snapshots WHERE run = ?1 AND iteration = 1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let hash = serde_json::from_str::<Value>(&snap).unwrap()["files"]["kernel.c"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let src =
+        std::fs::read_to_string(store.join("artifacts").join(&hash[..2]).join(&hash[2..])).unwrap();
+    assert!(src.contains("/* edited by the user */"), "{src}");
+}

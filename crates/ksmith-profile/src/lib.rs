@@ -388,10 +388,22 @@ fn profile_with(
     let built = match ksmith_backend::c::build_with(&tool, solution, &work_dir.join("builds"))? {
         Ok(b) => b,
         Err(f) => {
-            p.notes.push(format!(
-                "the candidate did not build for profiling ({}): {}",
-                f.reason,
+            // The log is mostly the vectorization report: show the errors.
+            let errors: Vec<String> = f
+                .diagnostics
+                .iter()
+                .filter(|d| d.severity.contains("error"))
+                .take(3)
+                .map(|d| format!("{}:{}: {}", d.file, d.line, d.message))
+                .collect();
+            let why = if errors.is_empty() {
                 tail(&f.log, 6)
+            } else {
+                errors.join(" | ")
+            };
+            p.notes.push(format!(
+                "the candidate did not build for profiling ({}): {why}",
+                f.reason
             ));
             return Ok(p);
         }
@@ -548,6 +560,7 @@ fn profile_with(
         p.samples = a.in_library;
         p.hot_lines = a.hot_lines;
         p.hot_symbols = a.hot_symbols;
+        let unreadable = a.notes.iter().any(|n| n.starts_with("perf script"));
         p.notes.extend(a.notes);
         if a.total > 0 {
             p.notes.insert(
@@ -559,7 +572,7 @@ fn profile_with(
                     100.0 * a.in_library as f64 / a.total as f64
                 ),
             );
-        } else {
+        } else if !unreadable {
             p.notes
                 .push("perf recorded no samples during the calls".into());
         }

@@ -216,6 +216,7 @@ fn a_candidate_that_does_not_build_is_a_note() {
     let dir = tempfile::tempdir().unwrap();
     let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET).unwrap();
     assert!(p.notes[0].contains("did not build"), "{:?}", p.notes);
+    assert!(p.notes[0].contains("kernel.c:1: unknown type name"), "{:?}", p.notes);
     assert!(matches!(
         profile_c(&t, &s, 99, &[], dir.path(), BUDGET),
         Err(ksmith_profile::ProfileError::NoWorkload { index: 99, .. })
@@ -408,4 +409,30 @@ fn generator_drawn_index_inputs_come_from_the_judges_file() {
             full.hot_lines
         );
     }
+}
+
+/// A kernel that blocks the watchdog's signal is killed by the sandbox's wall limit (slow).
+#[test]
+#[ignore]
+fn a_kernel_that_blocks_the_watchdog_is_killed() {
+    let t = task("matmul");
+    let src = "#include <signal.h>\n#include <stdint.h>\nvoid matmul(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {\n    sigset_t s;\n    sigfillset(&s);\n    sigprocmask(SIG_BLOCK, &s, 0);\n    volatile int64_t spin = 0;\n    for (;;) spin += M;\n}\n";
+    let s = Solution::from_source(
+        "evil",
+        Language::C,
+        "matmul",
+        "kernel.c",
+        src.into(),
+        vec![],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET).unwrap();
+    eprintln!("{}\n(took {:?})", p.summary(), start.elapsed());
+    assert!(start.elapsed() < Duration::from_secs(40));
+    assert!(
+        p.notes.iter().any(|n| n.contains("was killed")),
+        "{:?}",
+        p.notes
+    );
 }

@@ -34,7 +34,15 @@ pub(crate) fn review(
     if !s.interactive {
         return Ok(Verdict::Approve);
     }
-    s.event("review", |_| ask_user(step, what, shown, editable))
+    if let Some(v) = s.replay("review")? {
+        return Ok(v);
+    }
+    let v = ask_user(step, what, shown, editable)?;
+    // A quit is not journaled: the resumed run asks again at the same step.
+    if v != Verdict::Quit {
+        s.record("review", &v)?;
+    }
+    Ok(v)
 }
 
 fn read_line(stdin: &mut impl BufRead) -> Result<Option<String>, Halt> {

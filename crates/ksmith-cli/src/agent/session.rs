@@ -288,28 +288,42 @@ impl Session {
         kind: &str,
         compute: impl FnOnce(&mut Session) -> Result<T, Halt>,
     ) -> Result<T, Halt> {
-        let seq = self.next_event;
-        if let Some((_, k, payload)) = self.events.iter().find(|(s, _, _)| *s == seq) {
-            if k != kind {
-                return Err(Halt::Failed(anyhow!(
-                    "run {}: journal diverged at event {seq} (stored {k}, now {kind}); it cannot be resumed safely",
-                    self.run.id
-                )));
-            }
-            let v = serde_json::from_str(payload).map_err(|e| {
-                Halt::Failed(anyhow!("run {}: event {seq} unreadable: {e}", self.run.id))
-            })?;
-            self.next_event += 1;
-            self.replayed.1 += 1;
+        if let Some(v) = self.replay(kind)? {
             return Ok(v);
         }
         let v = compute(self)?;
-        let payload = serde_json::to_string(&v).map_err(|e| Halt::Failed(e.into()))?;
+        self.record(kind, &v)?;
+        Ok(v)
+    }
+
+    /// The next journaled event, when this run already recorded it (it must be of `kind`).
+    pub fn replay<T: DeserializeOwned>(&mut self, kind: &str) -> Result<Option<T>, Halt> {
+        let seq = self.next_event;
+        let Some((_, k, payload)) = self.events.iter().find(|(s, _, _)| *s == seq) else {
+            return Ok(None);
+        };
+        if k != kind {
+            return Err(Halt::Failed(anyhow!(
+                "run {}: journal diverged at event {seq} (stored {k}, now {kind}); it cannot be resumed safely",
+                self.run.id
+            )));
+        }
+        let v = serde_json::from_str(payload).map_err(|e| {
+            Halt::Failed(anyhow!("run {}: event {seq} unreadable: {e}", self.run.id))
+        })?;
+        self.next_event += 1;
+        self.replayed.1 += 1;
+        Ok(Some(v))
+    }
+
+    /// Appends an event to the journal.
+    pub fn record<T: Serialize>(&mut self, kind: &str, v: &T) -> Result<(), Halt> {
+        let payload = serde_json::to_string(v).map_err(|e| Halt::Failed(e.into()))?;
         self.store
-            .record_event(&self.run.id, seq, kind, &payload)
+            .record_event(&self.run.id, self.next_event, kind, &payload)
             .map_err(|e| Halt::Failed(e.into()))?;
         self.next_event += 1;
-        Ok(v)
+        Ok(())
     }
 
     /// Knowledge passages for a query, as template values.
