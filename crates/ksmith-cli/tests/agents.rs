@@ -715,3 +715,121 @@ fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_term
         std::fs::read_to_string(store.join("artifacts").join(&hash[..2]).join(&hash[2..])).unwrap();
     assert!(src.contains("/* edited by the user */"), "{src}");
 }
+
+const GOOD_DRAFT: &str = r#"```toml
+name = "scaled_tanh"
+description = "y = 2 tanh(x), elementwise."
+op_class = "elementwise"
+flops = "2 * M * N"
+bytes = "8 * M * N"
+
+[reference]
+file = "scaled_tanh.py"
+
+[axes]
+M = { kind = "var" }
+N = { kind = "var" }
+
+[[inputs]]
+name = "x"
+shape = ["M", "N"]
+dtype = "float32"
+
+[[outputs]]
+name = "y"
+shape = ["M", "N"]
+dtype = "float32"
+# float32 tanh is accurate to a few ulp; |y| <= 2, so 1e-5 absolute and relative is ~40 ulp.
+atol = 1e-5
+rtol = 1e-5
+
+[[workloads]]
+axes = { M = 300, N = 333 }
+[workloads.inputs]
+x = { dist = "normal", mean = 0.0, std = 1.0 }
+
+[[workloads]]
+# saturation and a single column
+axes = { M = 7, N = 1 }
+[workloads.inputs]
+x = { dist = "uniform", low = -20.0, high = 20.0 }
+```
+"#;
+
+#[test]
+fn task_new_writes_a_drafted_task_only_once_validate_accepts_it_with_a_command_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let reference = dir.path().join("scaled_tanh.py");
+    std::fs::write(&reference, "import jax.numpy as jnp\n\n\n# x: float32 (M, N)\ndef reference(x):\n    return 2.0 * jnp.tanh(x)\n").unwrap();
+    // Draft 0 claims a tolerance float32 cannot meet; draft 1 is sound. The fake model checks
+    // that the validator's complaint came back to it.
+    let bad = GOOD_DRAFT.replace("atol = 1e-5\nrtol = 1e-5", "atol = 0.0\nrtol = 1e-12");
+    std::fs::write(dir.path().join("reply-0.md"), &bad).unwrap();
+    std::fs::write(dir.path().join("reply-1.md"), GOOD_DRAFT).unwrap();
+    let script = dir.path().join("fake-llm.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprompt=$(cat)\ncase \"$KSMITH_ROLE\" in test_designer) ;; *) exit 9 ;; esac\nif [ \"$KSMITH_CALL_SEQ\" = 1 ]; then echo \"$prompt\" | grep -q 'previous draft was rejected' || exit 7; fi\ncat {}/reply-$KSMITH_CALL_SEQ.md\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let model = format!("command:sh {}", script.display());
+    let out = dir.path().join("tasks/scaled_tanh");
+    let (r, o) = (reference.to_str().unwrap(), out.to_str().unwrap());
+    // One attempt: the bad draft is rejected and nothing is written.
+    let first = ksmith(
+        &store,
+        &[
+            "task",
+            "new",
+            r,
+            "--model",
+            &model,
+            "--out",
+            o,
+            "--attempts",
+            "1",
+        ],
+    );
+    assert_eq!(first.status.code(), Some(1), "{}", text(&first));
+    assert!(
+        text(&first).contains("failed validation"),
+        "{}",
+        text(&first)
+    );
+    assert!(!out.exists());
+    // Two attempts: the validator's problems go back, the second draft is written.
+    let second = ksmith(
+        &store,
+        &[
+            "task",
+            "new",
+            r,
+            "--model",
+            &model,
+            "--out",
+            o,
+            "--attempts",
+            "2",
+        ],
+    );
+    assert!(second.status.success(), "{}", text(&second));
+    assert!(out.join("task.toml").exists() && out.join("scaled_tanh.py").exists());
+    let v = ksmith(&store, &["validate", o]);
+    assert!(v.status.success(), "{}", text(&v));
+    // Frozen: a second `task new` will not overwrite it.
+    let again = ksmith(&store, &["task", "new", r, "--model", &model, "--out", o]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains("frozen"), "{}", text(&again));
+    let calls: i64 = db(&store)
+        .query_row(
+            "SELECT count(*) FROM llm_calls WHERE role = 'test_designer'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(calls, 3);
+}

@@ -409,7 +409,7 @@ pub(crate) fn analyze(
         })
         .collect();
     // A few samples on PLT stubs and the like have no symbol in `nm`; only many matter.
-    if unresolved * 50 > a.in_library.max(1) {
+    if unresolved > 10 && unresolved * 20 > a.in_library {
         a.notes.push(format!(
             "{unresolved} samples in the library could not be mapped to an address (no symbol)"
         ));
