@@ -242,6 +242,13 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
             "profile"
         ]
     );
+    // The planner sees the roofline and knowledge passages; the implementer sees the plan.
+    let first = prompt_of(&store, &id, 0);
+    assert!(
+        first.contains("GFLOP/s fp32") && first.contains("## Notes from the knowledge base"),
+        "{first}"
+    );
+    assert!(prompt_of(&store, &id, 1).contains("## Plan to implement"));
     let calls = ksmith(&store, &["calls", &id]);
     assert!(text(&calls).contains("autotune"), "{}", text(&calls));
     let runs = ksmith(&store, &["runs"]);

@@ -710,9 +710,15 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         outcome(&cand),
         if improved { ", new best" } else { "" }
     ));
+    // A failed iteration tells the next plan why (diagnostics, mismatch), not just the status.
+    let last_outcome = if cand.passed() {
+        outcome(&cand)
+    } else {
+        format!("{}\n{}", outcome(&cand), tail_lines(&failure(&cand).1, 12))
+    };
     st.last = Some(Last {
         iteration: it,
-        outcome: outcome(&cand),
+        outcome: last_outcome,
         timing: timing_text(&st.task, &cand.result),
         profile,
     });
