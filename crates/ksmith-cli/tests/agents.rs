@@ -214,7 +214,9 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
     // The written kernel is the fastest snapshot's, and it re-validated on fresh seeds.
     let written = std::fs::read_to_string(out_dir.join("kernel.c")).unwrap();
     let best = if sp[2] >= sp[1] { &fast } else { SOFTMAX_OMP };
-    assert_eq!(&written, best);
+    // (with the tuner's CHUNK written in when it won)
+    let tuned = best.replace("#define CHUNK 8", "#define CHUNK 16");
+    assert!(written == best || written == tuned, "{written}");
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     assert!(
         report.contains("fresh-seed re-validation: PASSED"),

@@ -38,8 +38,9 @@
 //! call and the driver's loop included, input generation excluded). A candidate that fails to
 //! build, crashes or hangs, and a machine without perf, give `Ok` with notes; only problems that
 //! are not the candidate's (bad workload index, no compiler, I/O on `work_dir`) are errors.
-//! Artifacts stay under `work_dir`: the library in `builds/` (content-keyed, reused), and per call
-//! a `profile-w<workload>-<key>-<random>/` with `driver.c`, `perf.data` and `perf-script.txt`.
+//! Artifacts stay under `work_dir`: the library in `builds/` (content-keyed, reused) and, per build
+//! and workload, `profile-w<workload>-<key>/` with `driver.c`, `perf.data` and `perf-script.txt`
+//! (replaced when the same pair is profiled again).
 
 mod driver;
 mod inputs;
@@ -413,15 +414,23 @@ fn profile_with(
     let library = std::fs::canonicalize(&built.library).map_err(io_err(&built.library))?;
 
     // 2. The driver.
-    // One directory per call (concurrent profiles of one candidate never collide); it stays.
-    let run = tempfile::Builder::new()
-        .prefix(&format!(
-            "profile-w{workload}-{}-",
-            &built.key[..12.min(built.key.len())]
-        ))
-        .tempdir_in(work_dir)
-        .map_err(io_err(work_dir))?
-        .keep();
+    // One directory per (build, workload), replaced by the next profile of the same pair, so a
+    // long search does not pile up artifacts; a fresh one if the old cannot be removed.
+    let run = work_dir.join(format!(
+        "profile-w{workload}-{}",
+        &built.key[..16.min(built.key.len())]
+    ));
+    let run = if (!run.exists() || std::fs::remove_dir_all(&run).is_ok())
+        && std::fs::create_dir(&run).is_ok()
+    {
+        run
+    } else {
+        tempfile::Builder::new()
+            .prefix(&format!("profile-w{workload}-"))
+            .tempdir_in(work_dir)
+            .map_err(io_err(work_dir))?
+            .keep()
+    };
     let (loaded, inputs_file) = match inputs_file {
         Some(f) => match std::fs::canonicalize(f)
             .map_err(|e| e.to_string())

@@ -735,6 +735,18 @@ fn defines(source: &str) -> Vec<(String, i64)> {
         .collect()
 }
 
+/// The source with each tuned `#define NAME VALUE` set to the configuration's value.
+fn bake_defines(source: &str, config: &BTreeMap<String, i64>) -> String {
+    let re =
+        regex::Regex::new(r"(?m)^([ \t]*#[ \t]*define[ \t]+)([A-Z_][A-Z0-9_]*)([ \t]+\(?)(-?\d+)")
+            .expect("regex");
+    re.replace_all(source, |c: &regex::Captures| match config.get(&c[2]) {
+        Some(v) => format!("{}{}{}{v}", &c[1], &c[2], &c[3]),
+        None => c[0].to_string(),
+    })
+    .into_owned()
+}
+
 #[derive(Serialize, Deserialize)]
 struct TuneOutcome {
     config: Option<BTreeMap<String, i64>>,
@@ -756,7 +768,7 @@ fn autotune(s: &mut Session, st: &mut State, it: u32, cand: Judged) -> Result<Ju
         json!({"task": task_brief(st), "file": st.file, "source": cand.source(), "defines": list});
     let step = format!("iteration {it} autotune");
     let names: Vec<String> = defs.iter().map(|(k, _)| k.clone()).collect();
-    let got = ask(s, st, Role::AutotunePlanner, &step, vars, 1, |r| {
+    let check = |r: &str| -> Result<TuneDecision, String> {
         let d = parse_tunables(r).map_err(|e| e.0)?;
         if let TuneDecision::Tunables(t) = &d {
             let parsed: toml::Table = t.parse().map_err(|e: toml::de::Error| {
@@ -778,19 +790,40 @@ fn autotune(s: &mut Session, st: &mut State, it: u32, cand: Judged) -> Result<Ju
             }
         }
         Ok(d)
-    })?;
-    let toml_text = match got {
-        Ok((TuneDecision::Tunables(t), _)) => t,
-        Ok((TuneDecision::None(why), _)) => {
-            eprintln!("ksmith:   autotune planner: no tuning ({why})");
-            return Ok(cand);
-        }
-        Err(e) => {
-            eprintln!(
-                "ksmith:   autotune planner gave no usable tunables ({})",
-                first_line(&e)
-            );
-            return Ok(cand);
+    };
+    let toml_text = loop {
+        let got = ask(s, st, Role::AutotunePlanner, &step, vars.clone(), 1, check)?;
+        let toml_text = match got {
+            Ok((TuneDecision::Tunables(t), _)) => t,
+            Ok((TuneDecision::None(why), _)) => {
+                eprintln!("ksmith:   autotune planner: no tuning ({why})");
+                return Ok(cand);
+            }
+            Err(e) => {
+                eprintln!(
+                    "ksmith:   autotune planner gave no usable tunables ({})",
+                    first_line(&e)
+                );
+                return Ok(cand);
+            }
+        };
+        match review(s, &step, "tunables", &toml_text, &toml_text)? {
+            Verdict::Approve => break toml_text,
+            Verdict::Guidance(g) => {
+                st.guidance = Some(g);
+                break toml_text;
+            }
+            Verdict::Edited(t) => {
+                match check(&format!("```toml\n{t}\n```")) {
+                    Ok(TuneDecision::Tunables(t)) => break t,
+                    _ => {
+                        eprintln!("ksmith:   the edited tunables are not usable; no tuning this iteration");
+                        return Ok(cand);
+                    }
+                }
+            }
+            Verdict::Rerun => continue,
+            Verdict::Quit => return Err(Halt::Quit),
         }
     };
     let tuned: TuneOutcome = s.event("tune", |s| {
@@ -824,7 +857,9 @@ fn autotune(s: &mut Session, st: &mut State, it: u32, cand: Judged) -> Result<Ju
     let Some(config) = tuned.config else {
         return Ok(cand);
     };
-    let sol = tune::tuned_variant(&cand.solution, &config);
+    // The values are written into the source, so later iterations edit the tuned kernel.
+    let baked = bake_defines(cand.source(), &config);
+    let sol = variant(st, &cand.solution, it, "-tuned", baked);
     let j = evaluate(s, st, &sol)?;
     report_line(it, &format!("tuned [{}]", ksmith_tune::label(&config)), &j);
     Ok(
@@ -1023,6 +1058,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(nf.contains("int"), "{nf}");
+    }
+
+    #[test]
+    fn tuned_values_are_baked_into_the_source() {
+        let c: BTreeMap<String, i64> = [("BM".to_string(), 32)].into();
+        let src = "#ifndef BM\n#define BM 64 /* rows */\n#endif\n#define BN 8\n";
+        assert_eq!(
+            bake_defines(src, &c),
+            "#ifndef BM\n#define BM 32 /* rows */\n#endif\n#define BN 8\n"
+        );
     }
 
     #[test]
