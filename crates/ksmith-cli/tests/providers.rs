@@ -12,10 +12,13 @@ const EDIT: &str = "kernel.c\n<<<<<<< SEARCH\n    for (int64_t i = 0; i < N; i++
 
 /// Answers generateContent by the role named in the system instruction; the first request with
 /// the good key is rate limited, and any key but `good-key` is rejected.
-fn serve() -> (String, Arc<Mutex<Vec<(String, Value)>>>) {
+/// Requests the server saw: (URL, JSON body).
+type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+
+fn serve() -> (String, Seen) {
     let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
     let base = format!("http://{}", server.server_addr().to_ip().unwrap());
-    let seen: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let log = seen.clone();
     std::thread::spawn(move || {
         let mut limited = false;
