@@ -6,6 +6,7 @@
 # On the GPU machine (no package registry, no Rust: carry a binary built elsewhere):
 #   KSMITH=target/release/ksmith KSMITH_PYTHON=python3 bash scripts/gpu-check.sh
 # The interpreter must have jax (CUDA), triton and torch; nvcc must be on PATH (or NVCC=...).
+# Then every adversarial CUDA/Triton case is judged and compared with its expected status.
 # Each solution gets one evaluation: correctness on every gpu workload x 3 seeds, then timing
 # (CUDA events for CUDA/Triton, host clock around block_until_ready for Pallas and XLA; L2
 # flushed between calls). Budget: about 5-8 minutes on an H100/H200.
@@ -51,6 +52,24 @@ for lang in cuda triton pallas; do
         echo '```' | tee -a "$report"
         [ "$rc" = 0 ] || status=$rc
     done
+done
+
+# The adversarial CUDA and Triton cases: each file's first line names its task and the status
+# (and reason) the judge must give it; on the GPU they run for real.
+echo | tee -a "$report"
+echo "### adversarial CUDA and Triton cases (expected vs got)" | tee -a "$report"
+echo "| case | expected | got | ok |" | tee -a "$report"
+echo "| --- | --- | --- | --- |" | tee -a "$report"
+for f in crates/ksmith-cli/tests/adversarial/cuda_*.cu crates/ksmith-cli/tests/adversarial/triton_*.py; do
+    first=$(head -1 "$f")
+    task=$(echo "$first" | sed -n 's/.*task: \([a-z_]*\);.*/\1/p')
+    expect=$(echo "$first" | sed -n 's/.*expect: //p' | xargs)
+    got=$(ks eval "tasks/starter/$task" "$f" --json --no-timing --timeout 10 2>/dev/null \
+        | "$PY" -c 'import json, sys; v = json.load(sys.stdin); print(v["status"], v.get("reason") or "")' 2>/dev/null | xargs)
+    ok=no
+    case "$got" in "$expect"*) ok=yes ;; esac
+    [ "$ok" = yes ] || status=1
+    echo "| $(basename "$f") | $expect | ${got:-no result} | $ok |" | tee -a "$report"
 done
 
 echo | tee -a "$report"

@@ -1,7 +1,8 @@
 //! The adversarial collection: misbehaving C, Triton and Pallas solutions for the starter
 //! tasks, each asserted to get its exact status and reason from the real judge (real compiler,
 //! real sandbox, real JAX, real Triton interpreter). Each file's first line says
-//! `// task: NAME; expect: STATUS reason [line=N]` (`#` for Python).
+//! `// task: NAME; expect: STATUS reason [line=N]` (`#` for Python). CUDA cases that need a GPU
+//! are checked for an honest "unavailable" on machines without one.
 
 mod common;
 
@@ -36,9 +37,37 @@ fn expectation(file: &str) -> (String, String, Option<String>, Option<u64>) {
     (task, status, reason, line)
 }
 
+fn has_nvcc() -> bool {
+    std::process::Command::new(std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into()))
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
 fn check(file: &str) {
     let (task, status, reason, line) = expectation(file);
     let store = shared_store();
+    // CUDA cases the static policy cannot decide need nvcc and a GPU: elsewhere the backend
+    // must say it is unavailable (exit 3), never pass or fail the candidate.
+    if file.ends_with(".cu") && status != "POLICY_REJECTED" && !has_nvcc() {
+        let out = ksmith(
+            &store,
+            &[
+                "eval",
+                &format!("tasks/starter/{task}"),
+                &format!("crates/ksmith-cli/tests/adversarial/{file}"),
+                "--json",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(3), "{file}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("cuda backend unavailable"),
+            "{file}: {}",
+            stderr(&out)
+        );
+        return;
+    }
     let task_dir = format!("tasks/starter/{task}");
     let sol = format!("crates/ksmith-cli/tests/adversarial/{file}");
     // Correctness only, except for cheats only timing can expose; a short limit for the hang.
@@ -206,3 +235,15 @@ fn no_candidate_process_survives_an_evaluation() {
         "processes left running: {leftovers:?}"
     );
 }
+
+// CUDA: the policy cases are judged on any machine; the others on a machine with nvcc and a GPU
+// (`scripts/gpu-check.sh` runs them there), and are reported unavailable elsewhere.
+adversarial!(
+    ".cu":
+    cuda_side_stream,
+    cuda_vendor_blas,
+    cuda_unwritten,
+    cuda_cached_output,
+    cuda_oob_write,
+    cuda_infinite_loop,
+);

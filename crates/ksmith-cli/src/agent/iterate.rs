@@ -894,19 +894,41 @@ fn profile(s: &mut Session, st: &mut State, it: u32, cand: &Judged) -> Result<St
             .unwrap_or(0);
         let dir = s.store.root().join("cache").join("profile");
         std::fs::create_dir_all(&dir).map_err(|e| Halt::Failed(e.into()))?;
-        Ok(
-            match ksmith_profile::profile_c(
+        let budget = std::time::Duration::from_millis(500);
+        // The judge's own inputs for this workload, so generated index tables describe real work.
+        let prefix = format!("w{w}_s");
+        let inputs = std::fs::read_dir(
+            s.store
+                .root()
+                .join("cache")
+                .join("reference")
+                .join(&st.task.content_hash[..24.min(st.task.content_hash.len())]),
+        )
+        .ok()
+        .and_then(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    let n = p.file_name().unwrap_or_default().to_string_lossy();
+                    n.starts_with(&prefix) && n.ends_with(".inputs.safetensors")
+                })
+                .min()
+        });
+        let profiled = match &inputs {
+            Some(f) => ksmith_profile::profile_c_with_inputs(
                 &st.task,
                 &cand.solution,
                 w,
                 &[],
                 &dir,
-                std::time::Duration::from_millis(500),
-            ) {
-                Ok(p) => p.summary(),
-                Err(e) => format!("profiling failed: {e}"),
-            },
-        )
+                budget,
+                f,
+            ),
+            None => ksmith_profile::profile_c(&st.task, &cand.solution, w, &[], &dir, budget),
+        };
+        Ok(match profiled {
+            Ok(p) => p.summary(),
+            Err(e) => format!("profiling failed: {e}"),
+        })
     })?;
     let vars = json!({"task": task_brief(st), "file": st.file, "source": cand.source(),
         "timing": timing_text(&st.task, &cand.result), "profile": raw});
