@@ -169,7 +169,10 @@ fn every_adversarial_file_has_a_test() {
         std::fs::read_to_string(root().join("crates/ksmith-cli/tests/adversarial.rs")).unwrap();
     for e in std::fs::read_dir(dir).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();
-        let stem = name.trim_end_matches(".c").trim_end_matches(".py");
+        let stem = name
+            .trim_end_matches(".cu")
+            .trim_end_matches(".c")
+            .trim_end_matches(".py");
         assert!(src.contains(&format!("    {stem},")), "{name} has no test");
     }
 }

@@ -351,12 +351,41 @@ impl Judge {
         let start = Instant::now();
         let computed_before = self.references_computed;
         self.trusted()?;
-        let task = &self.task_for(task, solution)?;
+        let task = &match self.task_for(task, solution) {
+            Ok(t) => t,
+            // The static policy needs no device: a CUDA candidate that breaks it is rejected
+            // on any machine, not reported unavailable.
+            Err(e @ JudgeError::Unavailable { .. }) => {
+                let mut r = self.blank_result(task, solution);
+                match cuda_policy(solution, &mut r) {
+                    Some(v) => {
+                        apply_verdict(&mut r, Some(v));
+                        r.elapsed_s = start.elapsed().as_secs_f64();
+                        return Ok(r);
+                    }
+                    None => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         self.on_gpu = solution.language != Language::C && self.has_gpu()?;
         if self.on_gpu && self.gpu_roofline.is_none() {
             self.gpu_roofline = Some(self.measure_gpu()?);
         }
-        let mut r = EvalResult {
+        let mut r = self.blank_result(task, solution);
+        let verdict = self.cascade(task, solution, &mut r)?;
+        apply_verdict(&mut r, verdict);
+        r.elapsed_s = start.elapsed().as_secs_f64();
+        r.references_computed = self.references_computed - computed_before;
+        let t = &mut r.time_split;
+        t.build_s = r.build.as_ref().map(|b| b.seconds).unwrap_or(0.0);
+        t.harness_s = (r.elapsed_s - t.build_s - t.kernel_s - t.baseline_s).max(0.0);
+        Ok(r)
+    }
+
+    /// A result that has passed nothing yet.
+    fn blank_result(&self, task: &Task, solution: &Solution) -> EvalResult {
+        EvalResult {
             status: Status::Passed,
             reason: None,
             detail: None,
@@ -376,20 +405,7 @@ impl Judge {
             references_computed: 0,
             timing_unavailable: None,
             device_kernels: None,
-        };
-        if let Some(v) = self.cascade(task, solution, &mut r)? {
-            r.status = v.status;
-            r.reason = Some(v.reason);
-            r.detail = Some(v.detail);
-        } else {
-            r.stage = Stage::Done;
         }
-        r.elapsed_s = start.elapsed().as_secs_f64();
-        r.references_computed = self.references_computed - computed_before;
-        let t = &mut r.time_split;
-        t.build_s = r.build.as_ref().map(|b| b.seconds).unwrap_or(0.0);
-        t.harness_s = (r.elapsed_s - t.build_s - t.kernel_s - t.baseline_s).max(0.0);
-        Ok(r)
     }
 
     /// Whether the trusted process found an accelerator (JAX's default backend is not the CPU).
@@ -622,16 +638,7 @@ impl Judge {
         solution: &Solution,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, JudgeError> {
-        r.policy = solution
-            .sources
-            .iter()
-            .flat_map(|(n, s)| {
-                c::check_source(n, s)
-                    .into_iter()
-                    .chain(ksmith_backend::cuda::check_source(n, s))
-            })
-            .collect();
-        if let Some(v) = policy_verdict(r) {
+        if let Some(v) = cuda_policy(solution, r) {
             return Ok(Some(v));
         }
         r.stage = Stage::Build;
@@ -954,6 +961,33 @@ fn classify(e: CallError, runner: &Peer) -> Verdict {
             };
             Verdict::new(status, reason, message)
         }
+    }
+}
+
+/// The CUDA sources' static policy (C rules plus vendor libraries, side streams, device
+/// control), recorded in `r`; the first violation as a verdict.
+fn cuda_policy(solution: &Solution, r: &mut EvalResult) -> Option<Verdict> {
+    r.policy = solution
+        .sources
+        .iter()
+        .flat_map(|(n, s)| {
+            c::check_source(n, s)
+                .into_iter()
+                .chain(ksmith_backend::cuda::check_source(n, s))
+        })
+        .collect();
+    policy_verdict(r)
+}
+
+/// Sets the status from the cascade's verdict (none: everything ran).
+fn apply_verdict(r: &mut EvalResult, verdict: Option<Verdict>) {
+    match verdict {
+        Some(v) => {
+            r.status = v.status;
+            r.reason = Some(v.reason);
+            r.detail = Some(v.detail);
+        }
+        None => r.stage = Stage::Done,
     }
 }
 
