@@ -11,7 +11,7 @@ use ksmith_agents::edit::{self, Change};
 use ksmith_agents::{parse_plan, parse_tunables, Limit, Plan, Role, TuneDecision};
 use ksmith_judge::{EvalResult, Judge, Status};
 use ksmith_store::SnapshotRow;
-use ksmith_task::{Solution, Task};
+use ksmith_task::{Language, Solution, Task};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -50,6 +50,9 @@ struct Last {
 struct State<'a> {
     task: Task,
     file: String,
+    /// Entry point and language of the starting solution (kept by every candidate).
+    entry: String,
+    language: Language,
     judge: Judge,
     ctx: &'a Ctx,
     best: Option<(u32, Judged)>,
@@ -140,6 +143,8 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     let judge = ctx.judge(&s.opts.judge.opts())?;
     let mut st = State {
         file: start.sources[0].0.clone(),
+        entry: start.entry_point.clone(),
+        language: start.language,
         task,
         judge,
         ctx,
@@ -294,15 +299,39 @@ fn task_brief(st: &State) -> Value {
         .map(|o| format!("{}: atol {:e}, rtol {:e}", o.tensor.name, o.atol, o.rtol))
         .collect::<Vec<_>>()
         .join("; ");
-    let entry = st
-        .best
-        .as_ref()
-        .map(|(_, b)| b.solution.entry_point.clone())
-        .unwrap_or_else(|| t.name.clone());
+    let proto = ksmith_backend::c::prototype(t, &st.entry);
+    let (language, device, fence, signature) = match st.language {
+        Language::C => ("C", "CPU", "c", proto),
+        Language::Cuda => (
+            "CUDA C++",
+            "GPU",
+            "cuda",
+            format!("extern \"C\" {proto}  // device pointers"),
+        ),
+        Language::Triton | Language::Pallas => {
+            let args: Vec<&str> = t
+                .inputs
+                .iter()
+                .map(|i| i.name.as_str())
+                .chain(t.outputs.iter().map(|o| o.tensor.name.as_str()))
+                .chain(t.axes.iter().map(|a| a.name.as_str()))
+                .collect();
+            let sig = format!(
+                "def {}({}): ...  # inputs, then preallocated outputs, then axes",
+                st.entry,
+                args.join(", ")
+            );
+            (
+                st.language.name(),
+                "GPU (interpreter on a CPU)",
+                "python",
+                sig,
+            )
+        }
+    };
     json!({
-        "name": t.name, "description": t.description, "language": "C", "device": "CPU",
-        "signature": ksmith_backend::c::prototype(t, &entry),
-        "workloads": workloads, "tolerance": tolerance, "fence": "c",
+        "name": t.name, "description": t.description, "language": language, "device": device,
+        "signature": signature, "workloads": workloads, "tolerance": tolerance, "fence": fence,
     })
 }
 
