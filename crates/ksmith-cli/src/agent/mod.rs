@@ -6,8 +6,12 @@
 //! by content key, so a resumed run replays the journal up to where it stopped and carries on
 //! without repeating a completed call or evaluation.
 
+mod autotune;
+mod brief;
 mod commands;
+mod finish;
 mod iterate;
+mod profile;
 mod review;
 mod session;
 mod task_new;

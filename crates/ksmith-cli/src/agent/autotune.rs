@@ -1,0 +1,205 @@
+//! The autotune step: the autotune planner declares tunables over the kernel's `#define`
+//! constants, the deterministic tuner searches them, the winning values are written into the
+//! source.
+
+use super::brief::task_brief;
+use super::iterate::{ask, evaluate, first_line, report_line, variant, Judged, State};
+use super::review::{review, Verdict};
+use super::session::{Halt, Session};
+use crate::tune::{self, SearchArgs};
+use ksmith_agents::{parse_tunables, Role, TuneDecision};
+use ksmith_task::Solution;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+pub(super) fn defines(source: &str) -> Vec<(String, i64)> {
+    let re = regex::Regex::new(r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Z_][A-Z0-9_]*)[ \t]+\(?(-?\d+)\)?[ \t]*(?://.*|/\*.*\*/)?[ \t]*$").expect("regex");
+    re.captures_iter(source)
+        .filter_map(|c| Some((c[1].to_string(), c[2].parse().ok()?)))
+        .collect()
+}
+
+/// The source with each tuned `#define NAME VALUE` set to the configuration's value.
+pub(super) fn bake_defines(source: &str, config: &BTreeMap<String, i64>) -> String {
+    let re =
+        regex::Regex::new(r"(?m)^([ \t]*#[ \t]*define[ \t]+)([A-Z_][A-Z0-9_]*)([ \t]+\(?)(-?\d+)")
+            .expect("regex");
+    re.replace_all(source, |c: &regex::Captures| match config.get(&c[2]) {
+        Some(v) => format!("{}{}{}{v}", &c[1], &c[2], &c[3]),
+        None => c[0].to_string(),
+    })
+    .into_owned()
+}
+
+#[derive(Serialize, Deserialize)]
+struct TuneOutcome {
+    config: Option<BTreeMap<String, i64>>,
+    note: String,
+}
+
+/// The autotune planner declares tunables; the deterministic tuner searches them.
+pub(super) fn autotune(
+    s: &mut Session,
+    st: &mut State,
+    it: u32,
+    cand: Judged,
+) -> Result<Judged, Halt> {
+    let defs = defines(cand.source());
+    if defs.is_empty() || s.opts.tune_budget == 0 {
+        return Ok(cand);
+    }
+    let list = defs
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let vars =
+        json!({"task": task_brief(st), "file": st.file, "source": cand.source(), "defines": list});
+    let step = format!("iteration {it} autotune");
+    let names: Vec<String> = defs.iter().map(|(k, _)| k.clone()).collect();
+    let check = |r: &str| -> Result<TuneDecision, String> {
+        let d = parse_tunables(r).map_err(|e| e.0)?;
+        if let TuneDecision::Tunables(t) = &d {
+            let parsed: toml::Table = t.parse().map_err(|e: toml::de::Error| {
+                format!("the toml block is invalid: {}", e.message())
+            })?;
+            let entries = parsed
+                .get("tunables")
+                .and_then(|v| v.as_array())
+                .cloned()
+                .unwrap_or_default();
+            for e in &entries {
+                let name = e.get("name").and_then(|n| n.as_str()).unwrap_or("");
+                if !names.iter().any(|n| n == name) {
+                    return Err(format!(
+                        "tunable `{name}` is not one of the kernel's #define constants ({})",
+                        names.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(d)
+    };
+    let toml_text = loop {
+        let got = ask(s, st, Role::AutotunePlanner, &step, vars.clone(), 1, check)?;
+        let toml_text = match got {
+            Ok((TuneDecision::Tunables(t), _)) => t,
+            Ok((TuneDecision::None(why), _)) => {
+                eprintln!("ksmith:   autotune planner: no tuning ({why})");
+                return Ok(cand);
+            }
+            Err(e) => {
+                eprintln!(
+                    "ksmith:   autotune planner gave no usable tunables ({})",
+                    first_line(&e)
+                );
+                return Ok(cand);
+            }
+        };
+        match review(s, &step, "tunables", &toml_text, &toml_text)? {
+            Verdict::Approve => break toml_text,
+            Verdict::Guidance(g) => {
+                st.guidance = Some(g);
+                break toml_text;
+            }
+            Verdict::Edited(t) => {
+                match check(&format!("```toml\n{t}\n```")) {
+                    Ok(TuneDecision::Tunables(t)) => break t,
+                    _ => {
+                        eprintln!("ksmith:   the edited tunables are not usable; no tuning this iteration");
+                        return Ok(cand);
+                    }
+                }
+            }
+            Verdict::Rerun => continue,
+            Verdict::Quit => return Err(Halt::Quit),
+        }
+    };
+    let tuned: TuneOutcome = s.event("tune", |s| {
+        let sol = match solution_with_tunables(st, &cand.solution, &toml_text) {
+            Ok(sol) => sol,
+            Err(e) => {
+                return Ok(TuneOutcome {
+                    config: None,
+                    note: e,
+                })
+            }
+        };
+        let args = SearchArgs {
+            strategy: "hillclimb".into(),
+            budget: s.opts.tune_budget,
+            time_budget: None,
+            seed: 1,
+            no_race: false,
+            confirm: 2,
+        };
+        let o = tune::search(st.ctx, &st.task, &sol, &args, &s.opts.judge.opts())
+            .map_err(Halt::from)?;
+        let config = o.best.and_then(|(c, _)| c);
+        let note = match &config {
+            Some(c) => format!("tuned {}", ksmith_tune::label(c)),
+            None => "the defaults stayed best".into(),
+        };
+        Ok(TuneOutcome { config, note })
+    })?;
+    eprintln!("ksmith:   autotune: {}", tuned.note);
+    let Some(config) = tuned.config else {
+        return Ok(cand);
+    };
+    // The values are written into the source, so later iterations edit the tuned kernel.
+    let baked = bake_defines(cand.source(), &config);
+    let sol = variant(st, &cand.solution, it, "-tuned", baked);
+    let j = evaluate(s, st, &sol)?;
+    report_line(it, &format!("tuned [{}]", ksmith_tune::label(&config)), &j);
+    Ok(
+        if j.speedup().unwrap_or(0.0) > cand.speedup().unwrap_or(0.0) {
+            j
+        } else {
+            cand
+        },
+    )
+}
+
+/// The candidate with the planner's `[[tunables]]`, validated by the solution parser.
+fn solution_with_tunables(st: &State, sol: &Solution, tunables: &str) -> Result<Solution, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let toml = format!(
+        "name = {:?}\nlanguage = {:?}\nentry_point = {:?}\nsources = [{:?}]\nflags = []\n\n{tunables}\n",
+        sol.name,
+        sol.language.name(),
+        sol.entry_point,
+        st.file
+    );
+    std::fs::write(dir.path().join(ksmith_task::SOLUTION_FILE), toml).map_err(|e| e.to_string())?;
+    std::fs::write(dir.path().join(&st.file), &sol.sources[0].1).map_err(|e| e.to_string())?;
+    Solution::load(dir.path(), &st.task).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuned_values_are_baked_into_the_source() {
+        let c: BTreeMap<String, i64> = [("BM".to_string(), 32)].into();
+        let src = "#ifndef BM\n#define BM 64 /* rows */\n#endif\n#define BN 8\n";
+        assert_eq!(
+            bake_defines(src, &c),
+            "#ifndef BM\n#define BM 32 /* rows */\n#endif\n#define BN 8\n"
+        );
+    }
+
+    #[test]
+    fn defines_are_found() {
+        let d = defines("#ifndef BM\n#define BM 64\n#endif\n#define NAME_2 (8) /* rows */\n#define F 1.5\n#define C 3 // x\n");
+        assert_eq!(
+            d,
+            vec![
+                ("BM".to_string(), 64),
+                ("NAME_2".to_string(), 8),
+                ("C".to_string(), 3)
+            ]
+        );
+    }
+}

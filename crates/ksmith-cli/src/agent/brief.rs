@@ -1,0 +1,180 @@
+//! What the agents are told: the task brief, the machine's roofline, per-workload timing and a
+//! failed candidate's diagnostics, rendered from typed results.
+
+use super::iterate::{Judged, State};
+use ksmith_judge::{EvalResult, Status};
+use ksmith_task::{Language, Task};
+use serde_json::{json, Value};
+
+pub(super) fn task_brief(st: &State) -> Value {
+    let t = &st.task;
+    let workloads: Vec<String> = t
+        .workloads
+        .iter()
+        .map(|w| {
+            w.axes
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let tolerance = t
+        .outputs
+        .iter()
+        .map(|o| format!("{}: atol {:e}, rtol {:e}", o.tensor.name, o.atol, o.rtol))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let proto = ksmith_backend::c::prototype(t, &st.entry);
+    let (language, device, fence, signature) = match st.language {
+        Language::C => ("C", "CPU", "c", proto),
+        Language::Cuda => (
+            "CUDA C++",
+            "GPU",
+            "cuda",
+            format!("extern \"C\" {proto}  // device pointers"),
+        ),
+        Language::Triton | Language::Pallas => {
+            let args: Vec<&str> = t
+                .inputs
+                .iter()
+                .map(|i| i.name.as_str())
+                .chain(t.outputs.iter().map(|o| o.tensor.name.as_str()))
+                .chain(t.axes.iter().map(|a| a.name.as_str()))
+                .collect();
+            let sig = format!(
+                "def {}({}): ...  # inputs, then preallocated outputs, then axes",
+                st.entry,
+                args.join(", ")
+            );
+            (
+                st.language.name(),
+                "GPU (interpreter on a CPU)",
+                "python",
+                sig,
+            )
+        }
+    };
+    json!({
+        "name": t.name, "description": t.description, "language": language, "device": device,
+        "signature": signature, "workloads": workloads, "tolerance": tolerance, "fence": fence,
+    })
+}
+
+pub(super) fn roofline_text(st: &State) -> String {
+    let hw = st.judge.hardware();
+    format!(
+        "{} ({} cores, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32, memory bandwidth {:.1} GB/s (cache-resident {:.1} GB/s). Flags: -O3 -march=native -fopenmp.",
+        hw.cpu,
+        hw.cores,
+        hw.vector_bits,
+        hw.simd.join(" "),
+        hw.peak_fp32_flops / 1e9,
+        hw.dram_bandwidth / 1e9,
+        hw.cache_bandwidth / 1e9
+    )
+}
+
+pub(super) fn timing_text(task: &Task, r: &EvalResult) -> String {
+    let Some(p) = &r.performance else {
+        return String::new();
+    };
+    p.workloads
+        .iter()
+        .map(|w| {
+            let axes = w.axes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+            format!(
+                "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x), {:.1} GFLOP/s, {:.1} GB/s, {:.0}% of roofline (floor {:.3} ms)",
+                w.candidate.median_ms,
+                w.baseline.median_ms,
+                w.speedup,
+                w.gflops,
+                w.gbps,
+                w.roofline_fraction * 100.0,
+                w.floor_ms
+            )
+        })
+        .chain(std::iter::once(format!(
+            "- overall: {:.2}x vs XLA (geometric mean over {} workloads)",
+            p.speedup,
+            task.workloads.len()
+        )))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The failure of a judged candidate as the fixer needs it.
+pub(super) fn failure(j: &Judged) -> (&'static str, String) {
+    let r = &j.result;
+    let mut d = format!("status {}", r.status);
+    if let Some(reason) = &r.reason {
+        d.push_str(&format!(" ({reason})"));
+    }
+    if let Some(detail) = &r.detail {
+        d.push_str(&format!(": {detail}"));
+    }
+    d.push('\n');
+    let kind = match r.status {
+        Status::CompileError => "compile error",
+        Status::PolicyRejected => "policy violation",
+        Status::RuntimeError | Status::Timeout => "runtime failure",
+        _ => "wrong results",
+    };
+    for v in &r.policy {
+        d.push_str(&format!(
+            "{}:{}: `{}`: {}\n",
+            v.file, v.line, v.name, v.message
+        ));
+    }
+    if let Some(b) = &r.build {
+        let errors: Vec<String> = b
+            .diagnostics
+            .iter()
+            .filter(|x| x.severity.contains("error"))
+            .take(20)
+            .map(|x| x.to_string())
+            .collect();
+        if errors.is_empty() && r.status == Status::CompileError {
+            d.push_str(&tail(&b.log, 3000));
+        }
+        for e in errors {
+            d.push_str(&e);
+            d.push('\n');
+        }
+    }
+    if let Some(c) = &r.correctness {
+        d.push_str(&format!(
+            "max abs error {:.3e}, max rel error {:.3e}, {:.2}% of elements out of tolerance\n",
+            c.max_abs_error,
+            c.max_rel_error,
+            c.fraction_bad * 100.0
+        ));
+        if let Some(w) = &c.worst {
+            d.push_str(&format!(
+                "worst element: output `{}` index {:?} on workload {} (seed {}): got {}, expected {}\n",
+                w.output,
+                w.index,
+                w.workload,
+                w.seed,
+                w.got.map(|g| format!("{g:e}")).unwrap_or("-".into()),
+                w.expected.map(|g| format!("{g:e}")).unwrap_or("-".into())
+            ));
+        }
+    }
+    if matches!(r.status, Status::RuntimeError | Status::Timeout) && !r.log.is_empty() {
+        d.push_str(&format!(
+            "candidate output (tail):\n{}\n",
+            tail(&r.log, 1500)
+        ));
+    }
+    (kind, d)
+}
+
+pub(super) fn tail(s: &str, n: usize) -> String {
+    let start = s.char_indices().rev().nth(n).map(|(i, _)| i).unwrap_or(0);
+    s[start..].to_string()
+}
+
+pub(super) fn tail_lines(s: &str, n: usize) -> String {
+    s.lines().take(n).collect::<Vec<_>>().join("\n")
+}
