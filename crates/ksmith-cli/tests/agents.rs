@@ -842,3 +842,60 @@ fn task_new_writes_a_drafted_task_only_once_validate_accepts_it_with_a_command_p
         .unwrap();
     assert_eq!(calls, 3);
 }
+
+#[test]
+fn a_manual_run_is_answered_by_whoever_writes_the_reply_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let inbox = dir.path().join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    let mut args = vec!["optimize", "tasks/starter/vector_add"];
+    let model = format!("manual:{}", inbox.display());
+    args.extend([
+        "--model",
+        &model,
+        "--iterations",
+        "1",
+        "--no-profile",
+        "--tune-budget",
+        "0",
+        "--min-time-ms",
+        "20",
+    ]);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
+        .arg("--store")
+        .arg(&store)
+        .args(&args)
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The "person": answers each prompt file as it appears (written whole, then renamed).
+    let answers = [
+        ("0000-planner", plan("Parallelize the loop.", "1.5x")),
+        ("0001-implementer", "kernel.c\n<<<<<<< SEARCH\n    for (int64_t i = 0; i < N; i++)\n=======\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n>>>>>>> REPLACE\n".to_string()),
+    ];
+    for (stem, answer) in answers {
+        let start = std::time::Instant::now();
+        while !inbox.join(format!("{stem}.prompt.md")).exists() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "ksmith exited before asking {stem}"
+            );
+            assert!(start.elapsed().as_secs() < 120, "no prompt {stem}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let prompt = std::fs::read_to_string(inbox.join(format!("{stem}.prompt.md"))).unwrap();
+        assert!(prompt.contains("vector_add"), "{prompt}");
+        let tmp = inbox.join(format!(".{stem}.tmp"));
+        std::fs::write(&tmp, answer).unwrap();
+        std::fs::rename(&tmp, inbox.join(format!("{stem}.reply.md"))).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let id = run_id(&out);
+    let v = show(&store, &id);
+    assert_eq!(v["snapshots"][1]["status"], "PASSED", "{v}");
+    assert_eq!(roles(&store, &id), ["planner", "implementer"]);
+}
