@@ -355,7 +355,7 @@ impl Judge {
             Ok(t) => t,
             // The static policy needs no device: a CUDA candidate that breaks it is rejected
             // on any machine, not reported unavailable.
-            Err(e @ JudgeError::Unavailable { .. }) => {
+            Err(e @ JudgeError::Unavailable { .. }) if solution.language == Language::Cuda => {
                 let mut r = self.blank_result(task, solution);
                 match cuda_policy(solution, &mut r) {
                     Some(v) => {
