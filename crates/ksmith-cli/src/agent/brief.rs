@@ -3,7 +3,7 @@
 
 use super::iterate::{Judged, State};
 use ksmith_judge::{EvalResult, Status};
-use ksmith_task::{Language, Task};
+use ksmith_task::Language;
 use serde_json::{json, Value};
 
 pub(super) fn task_brief(st: &State) -> Value {
@@ -75,7 +75,7 @@ pub(super) fn roofline_text(st: &State) -> String {
     )
 }
 
-pub(super) fn timing_text(task: &Task, r: &EvalResult) -> String {
+pub(super) fn timing_text(r: &EvalResult) -> String {
     let Some(p) = &r.performance else {
         return String::new();
     };
@@ -97,7 +97,7 @@ pub(super) fn timing_text(task: &Task, r: &EvalResult) -> String {
         .chain(std::iter::once(format!(
             "- overall: {:.2}x vs XLA (geometric mean over {} workloads)",
             p.speedup,
-            task.workloads.len()
+            p.workloads.len()
         )))
         .collect::<Vec<_>>()
         .join("\n")

@@ -179,7 +179,7 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     st.last = Some(Last {
         iteration: 0,
         outcome: outcome(&first),
-        timing: timing_text(&st.task, &first.result),
+        timing: timing_text(&first.result),
         profile: String::new(),
     });
     loop {
@@ -248,6 +248,9 @@ pub(super) fn outcome(j: &Judged) -> String {
 }
 
 pub(super) fn report_line(it: u32, what: &str, j: &Judged) {
+    if j.passed() {
+        eprintln!("{}", super::brief::timing_text(&j.result));
+    }
     eprintln!(
         "ksmith: [iteration {it}] {what}: {} (evaluation {})",
         outcome(j),
@@ -366,6 +369,7 @@ pub(super) fn code_step(
     step: &str,
     vars: Value,
     base: &str,
+    context: &str,
 ) -> Result<Result<String, String>, Halt> {
     loop {
         let file = st.file.clone();
@@ -376,8 +380,14 @@ pub(super) fn code_step(
             Ok(v) => v,
             Err(e) => return Ok(Err(e)),
         };
+        // A fix is reviewed next to what it fixes: the diagnostics or the mismatch.
         let diff = unified_diff(base, &source, &st.file);
-        match review(s, step, "code change", &diff, &source)? {
+        let shown = if context.is_empty() {
+            diff
+        } else {
+            format!("What failed:\n{context}\nProposed change:\n{diff}")
+        };
+        match review(s, step, "code change", &shown, &source)? {
             Verdict::Approve => return Ok(Ok(source)),
             Verdict::Guidance(g) => {
                 st.guidance = Some(g);
@@ -487,6 +497,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         &format!("iteration {it} implement"),
         impl_vars,
         &base_src,
+        "",
     )? {
         Ok(src) => src,
         Err(e) => {
@@ -525,7 +536,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         });
         let step = format!("iteration {it} fix {kind} {n}");
         let src = cand.source().to_string();
-        match code_step(s, st, Role::Fixer, &step, vars, &src)? {
+        match code_step(s, st, Role::Fixer, &step, vars, &src, &detail)? {
             Ok(fixed) => {
                 tried.push(format!("{kind}: {}", first_line(&detail)));
                 cand = evaluate(
@@ -581,7 +592,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     st.last = Some(Last {
         iteration: it,
         outcome: last_outcome,
-        timing: timing_text(&st.task, &cand.result),
+        timing: timing_text(&cand.result),
         profile,
     });
     if improved {
