@@ -248,14 +248,16 @@ pub(super) fn outcome(j: &Judged) -> String {
 }
 
 pub(super) fn report_line(it: u32, what: &str, j: &Judged) {
-    if j.passed() {
-        eprintln!("{}", super::brief::timing_text(&j.result));
-    }
     eprintln!(
         "ksmith: [iteration {it}] {what}: {} (evaluation {})",
         outcome(j),
         j.eval_id
     );
+    if j.passed() {
+        for line in super::brief::timing_text(&j.result).lines() {
+            eprintln!("ksmith:     {line}");
+        }
+    }
 }
 
 fn snapshot(s: &mut Session, it: u32, j: &Judged, summary: &str) -> Result<(), Halt> {
