@@ -222,6 +222,7 @@ pub fn start_trusted(env: &PythonEnv) -> Result<Peer, HarnessError> {
         processes: u64::MAX,
         env: env.process_env(&[("GLIBC_TUNABLES", STEADY_MALLOC)]),
         isolate: false,
+        own_proc: false,
     };
     Peer::start(env, "trusted", limits)
 }

@@ -686,6 +686,7 @@ impl Judge {
             processes: 512,
             env: Vec::new(),
             isolate: true,
+            own_proc: false,
         }
     }
 

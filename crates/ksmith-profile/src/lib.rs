@@ -480,7 +480,6 @@ fn profile_with(
     let watchdog = 3.0 * budget_s + 2.0;
     let setup = 2.0 + drv.bytes as f64 / 200e6;
     let runs = Runs {
-        tools,
         run: run.clone(),
         driver: driver_bin,
         library: library.clone(),
@@ -602,8 +601,7 @@ fn profile_with(
 }
 
 /// How the driver runs: paths, time limits and rlimits shared by every run.
-struct Runs<'a> {
-    tools: &'a Tools,
+struct Runs {
     run: PathBuf,
     driver: PathBuf,
     library: PathBuf,
@@ -615,7 +613,7 @@ struct Runs<'a> {
     inputs: Option<PathBuf>,
 }
 
-impl Runs<'_> {
+impl Runs {
     fn limits(&self, isolate: bool) -> Limits {
         Limits {
             cpu_seconds: (self.wall.as_secs_f64() * self.threads as f64).ceil() as u64 + 10,
@@ -630,6 +628,7 @@ impl Runs<'_> {
                 ("MKL_NUM_THREADS".into(), "1".into()),
             ],
             isolate,
+            own_proc: false,
         }
     }
 
@@ -683,28 +682,21 @@ impl Runs<'_> {
         perf_args.push("--".into());
         perf_args.push(self.driver.display().to_string());
         perf_args.extend(self.driver_args(ctl_ok.then_some(ctl.as_path())));
-        let mut args = Vec::new();
-        let program = match self
-            .tools
-            .unshare
-            .as_ref()
-            .map(|u| (u, perf::namespaces_for_perf(u)))
-        {
-            Some((u, Ok(()))) => {
-                args.extend(perf::UNSHARE_ARGS.iter().map(|s| s.to_string()));
-                args.push(perf.display().to_string());
-                u.clone()
-            }
-            Some((_, Err(e))) => {
-                push_once(notes, &format!(
-                    "the profiled run has no network/PID namespaces ({e}); only its process group is killed"
-                ));
-                perf.to_path_buf()
-            }
-            None => perf.to_path_buf(),
-        };
-        args.extend(perf_args);
-        run_sandboxed(&program, &args, &self.limits(false), self.wall)
+        // perf refuses a PID namespace without its own /proc: the sandbox gives it one where the
+        // kernel allows, else the run goes without namespaces (process group only).
+        let iso = ksmith_sandbox::isolation();
+        if !iso.proc_namespace {
+            push_once(
+                notes,
+                &format!(
+                    "the profiled run has no network/PID namespaces ({}); only its process group is killed",
+                    if iso.pid_namespace { "no private /proc here" } else { iso.note.as_str() }
+                ),
+            );
+        }
+        let mut limits = self.limits(iso.proc_namespace);
+        limits.own_proc = true;
+        run_sandboxed(perf, &perf_args, &limits, self.wall)
     }
 
     /// A second run under `perf stat -e cycles,instructions`.

@@ -22,7 +22,6 @@ pub(crate) struct Tools {
     pub perf: Option<PathBuf>,
     pub addr2line: Option<PathBuf>,
     pub nm: Option<PathBuf>,
-    pub unshare: Option<PathBuf>,
 }
 
 /// Finds `name` in `$PATH` (then /usr/bin, /bin).
@@ -48,7 +47,6 @@ impl Tools {
             perf: which("perf"),
             addr2line: which("addr2line"),
             nm: which("nm"),
-            unshare: which("unshare"),
         }
     }
 }
@@ -125,34 +123,6 @@ pub(crate) fn perf_has_control(perf: &Path) -> bool {
         .unwrap_or(false)
     })
 }
-
-/// Whether `unshare --net --pid --fork --kill-child --mount-proc` works here: perf refuses to
-/// run in a PID namespace without its own /proc, which needs a mount namespace too.
-pub(crate) fn namespaces_for_perf(unshare: &Path) -> Result<(), String> {
-    static OK: OnceLock<Result<(), String>> = OnceLock::new();
-    OK.get_or_init(|| {
-        match run_capture(
-            Command::new(unshare).args(UNSHARE_ARGS).arg("true"),
-            None,
-            Duration::from_secs(20),
-        ) {
-            Ok((true, _, _)) => Ok(()),
-            Ok((false, _, e)) => Err(e.trim().to_string()),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .clone()
-}
-
-/// Namespaces for the profiled run (network, PID with its own /proc).
-pub(crate) const UNSHARE_ARGS: [&str; 6] = [
-    "--net",
-    "--pid",
-    "--fork",
-    "--kill-child",
-    "--mount-proc",
-    "--",
-];
 
 /// Probes once whether hardware cycle and instruction counters can be read.
 pub(crate) fn hardware_counters(perf: &Path) -> Result<(), String> {

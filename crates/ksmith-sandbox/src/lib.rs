@@ -50,6 +50,9 @@ pub struct Limits {
     pub env: Vec<(String, String)>,
     /// Run inside fresh network and PID namespaces when the kernel allows it.
     pub isolate: bool,
+    /// With `isolate`: also mount a private /proc for the PID namespace (perf refuses a PID
+    /// namespace without one). Only used where [`Isolation::proc_namespace`] holds.
+    pub own_proc: bool,
 }
 
 impl Default for Limits {
@@ -62,6 +65,7 @@ impl Default for Limits {
             processes: 256,
             env: Vec::new(),
             isolate: true,
+            own_proc: false,
         }
     }
 }
@@ -73,27 +77,46 @@ pub struct Isolation {
     pub network_namespace: bool,
     /// Whether children get a private PID namespace (forks die with the child).
     pub pid_namespace: bool,
+    /// Whether that PID namespace can also get its own /proc (`unshare --mount-proc`).
+    pub proc_namespace: bool,
     /// Human-readable note (why isolation is unavailable, if it is).
     pub note: String,
 }
 
 const UNSHARE: &str = "unshare";
 const UNSHARE_ARGS: [&str; 5] = ["--net", "--pid", "--fork", "--kill-child", "--"];
+const UNSHARE_PROC_ARGS: [&str; 6] = [
+    "--net",
+    "--pid",
+    "--fork",
+    "--kill-child",
+    "--mount-proc",
+    "--",
+];
+
+fn unshare_works(args: &[&str]) -> std::io::Result<std::process::Output> {
+    Command::new(UNSHARE)
+        .args(args)
+        .arg("true")
+        .stdin(Stdio::null())
+        .output()
+}
 
 /// Probes (once) whether `unshare --net --pid --fork` works for this user.
 pub fn isolation() -> &'static Isolation {
     static ISO: OnceLock<Isolation> = OnceLock::new();
     ISO.get_or_init(|| {
-        let out = Command::new(UNSHARE).args(UNSHARE_ARGS).arg("true").stdin(Stdio::null()).output();
-        match out {
+        match unshare_works(&UNSHARE_ARGS) {
             Ok(o) if o.status.success() => Isolation {
                 network_namespace: true,
                 pid_namespace: true,
+                proc_namespace: unshare_works(&UNSHARE_PROC_ARGS).is_ok_and(|o| o.status.success()),
                 note: "network and PID namespaces".into(),
             },
             Ok(o) => Isolation {
                 network_namespace: false,
                 pid_namespace: false,
+                proc_namespace: false,
                 note: format!(
                     "namespaces unavailable (unshare: {}); candidates keep network access and only their process group is killed",
                     String::from_utf8_lossy(&o.stderr).trim()
@@ -102,6 +125,7 @@ pub fn isolation() -> &'static Isolation {
             Err(e) => Isolation {
                 network_namespace: false,
                 pid_namespace: false,
+                proc_namespace: false,
                 note: format!("namespaces unavailable (cannot run `unshare`: {e}); candidates keep network access"),
             },
         }
@@ -156,7 +180,12 @@ impl Sandboxed {
         let iso = isolation();
         let mut cmd = if limits.isolate && iso.pid_namespace {
             let mut c = Command::new(UNSHARE);
-            c.args(UNSHARE_ARGS).arg(program).args(args);
+            if limits.own_proc && iso.proc_namespace {
+                c.args(UNSHARE_PROC_ARGS);
+            } else {
+                c.args(UNSHARE_ARGS);
+            }
+            c.arg(program).args(args);
             c
         } else {
             let mut c = Command::new(program);
@@ -411,6 +440,36 @@ mod tests {
                 assert!(!alive(p), "process {p} survived the sandbox");
             }
         }
+    }
+
+    #[test]
+    fn own_proc_shows_only_the_namespace_processes() {
+        if !isolation().proc_namespace {
+            return; // the kernel refuses a private /proc here; nothing to check
+        }
+        let count = |own_proc: bool| -> usize {
+            let mut s = sh(
+                "ls /proc | grep -c '^[0-9]'",
+                &Limits {
+                    own_proc,
+                    ..Limits::default()
+                },
+            );
+            let n = match s.recv(Duration::from_secs(10)) {
+                Recv::Line(l) => l.trim().parse().unwrap(),
+                other => panic!("{other:?}"),
+            };
+            s.finish(Duration::from_secs(5));
+            n
+        };
+        assert!(
+            count(true) < 5,
+            "a private /proc lists the namespace's few processes"
+        );
+        assert!(
+            count(false) > 5,
+            "the host's /proc lists the machine's processes"
+        );
     }
 
     fn sleepers() -> Vec<i32> {
