@@ -402,6 +402,7 @@ pub(super) fn code_step(
     }
 }
 
+/// A candidate derived from `base`: new source, same language, entry point and compiler flags.
 pub(super) fn variant(st: &State, base: &Solution, it: u32, tag: &str, source: String) -> Solution {
     Solution::from_source(
         &format!("{}-{it}{tag}", st.task.name),
@@ -409,7 +410,7 @@ pub(super) fn variant(st: &State, base: &Solution, it: u32, tag: &str, source: S
         &base.entry_point,
         &st.file,
         source,
-        Vec::new(),
+        base.flags.clone(),
     )
 }
 
