@@ -3,6 +3,7 @@
 //! source.
 
 use super::brief::task_brief;
+use super::finish::write_solution;
 use super::iterate::{ask, evaluate, first_line, report_line, variant, Judged, State};
 use super::review::{review, Verdict};
 use super::session::{Halt, Session};
@@ -164,15 +165,7 @@ pub(super) fn autotune(
 /// The candidate with the planner's `[[tunables]]`, validated by the solution parser.
 fn solution_with_tunables(st: &State, sol: &Solution, tunables: &str) -> Result<Solution, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let toml = format!(
-        "name = {:?}\nlanguage = {:?}\nentry_point = {:?}\nsources = [{:?}]\nflags = []\n\n{tunables}\n",
-        sol.name,
-        sol.language.name(),
-        sol.entry_point,
-        st.file
-    );
-    std::fs::write(dir.path().join(ksmith_task::SOLUTION_FILE), toml).map_err(|e| e.to_string())?;
-    std::fs::write(dir.path().join(&st.file), &sol.sources[0].1).map_err(|e| e.to_string())?;
+    write_solution(sol, dir.path(), tunables).map_err(|e| e.to_string())?;
     Solution::load(dir.path(), &st.task).map_err(|e| e.to_string())
 }
 
