@@ -114,6 +114,12 @@ pub struct Prompts {
 impl Prompts {
     /// The built-in templates, with any file of the same name in `overrides` taking precedence.
     pub fn load(overrides: Option<&Path>) -> Result<Prompts, PromptError> {
+        if let Some(d) = overrides.filter(|d| !d.is_dir()) {
+            return Err(PromptError::Io {
+                path: d.to_path_buf(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
+            });
+        }
         let mut env = minijinja::Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Chainable);
         env.set_trim_blocks(true);
@@ -249,5 +255,8 @@ mod tests {
         let p = Prompts::load(Some(dir.path())).unwrap();
         let e = p.render(Role::Fixer, &json!({})).unwrap_err().to_string();
         assert!(e.contains("=== user ==="), "{e}");
+        let missing = dir.path().join("nope");
+        let e = Prompts::load(Some(&missing)).err().unwrap().to_string();
+        assert!(e.contains("nope") && e.contains("not a directory"), "{e}");
     }
 }

@@ -899,3 +899,49 @@ fn a_manual_run_is_answered_by_whoever_writes_the_reply_files() {
     assert_eq!(v["snapshots"][1]["status"], "PASSED", "{v}");
     assert_eq!(roles(&store, &id), ["planner", "implementer"]);
 }
+
+#[test]
+fn bad_agent_flags_are_input_errors_that_name_the_problem_and_store_no_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let task = "tasks/starter/vector_add";
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["optimize", task, "--model", "nope:model"],
+            "unknown provider",
+        ),
+        (&["optimize", task, "--model", "gemini:"], "--model"),
+        (
+            &[
+                "optimize",
+                task,
+                "--model",
+                "scripted:x.toml",
+                "--prompts",
+                "/nonexistent/prompts",
+            ],
+            "/nonexistent/prompts",
+        ),
+        (
+            &[
+                "optimize",
+                task,
+                "--model",
+                "scripted:x.toml",
+                "--knowledge",
+                "/nonexistent/notes",
+            ],
+            "/nonexistent/notes",
+        ),
+        (&["resume", "run-123-abcdef"], "no run `run-123-abcdef`"),
+    ];
+    for (args, needle) in cases {
+        let o = ksmith(&store, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(needle), "{args:?}: {}", text(&o));
+    }
+    let runs: i64 = db(&store)
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap_or(0);
+    assert_eq!(runs, 0);
+}
