@@ -353,17 +353,30 @@ fn garbage_empty_and_unappliable_replies_go_back_to_the_model_until_usable() {
             // The nearest text and its line number come back with the failure.
             reply("implementer", &["did not apply", "lines 4-5", "for (int64_t i = 0; i < N; i++)"],
                 "kernel.c\n<<<<<<< SEARCH\n    for (int64_t i = 0; i < N; i++)\n=======\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n>>>>>>> REPLACE\n"),
+            // Iteration 2: a planner that never answers in the format gives no candidate.
+            reply("planner", &["Plan a revision"], "Just make it faster.\n"),
+            reply("planner", &["could not be used"], "Still no sections.\n"),
+            reply("planner", &["could not be used"], "## Strategy\nunroll\n"),
         ],
     );
     let o = optimize(
         &store,
         "tasks/starter/vector_add",
         &model,
-        &["--iterations", "1", "--no-profile"],
+        &["--iterations", "2", "--no-profile"],
     );
     assert!(o.status.success(), "{}", text(&o));
     let id = run_id(&o);
-    assert_eq!(show(&store, &id)["snapshots"][1]["status"], "PASSED");
+    let v = show(&store, &id);
+    assert_eq!(v["snapshots"][1]["status"], "PASSED");
+    assert_eq!(v["snapshots"][2]["status"], "NO_CANDIDATE", "{v}");
+    assert!(
+        v["snapshots"][2]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("no usable plan"),
+        "{v}"
+    );
     assert_eq!(
         roles(&store, &id),
         [
@@ -371,7 +384,10 @@ fn garbage_empty_and_unappliable_replies_go_back_to_the_model_until_usable() {
             "planner",
             "implementer",
             "implementer",
-            "implementer"
+            "implementer",
+            "planner",
+            "planner",
+            "planner"
         ]
     );
 }

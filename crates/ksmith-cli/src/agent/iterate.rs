@@ -402,6 +402,24 @@ pub(super) fn code_step(
     }
 }
 
+/// The snapshot of an iteration that produced no candidate to judge.
+fn no_candidate(s: &mut Session, it: u32, why: &str) -> Result<(), Halt> {
+    s.store
+        .record_snapshot(
+            &s.run.id,
+            &SnapshotRow {
+                iteration: it,
+                eval_id: None,
+                status: "NO_CANDIDATE".into(),
+                latency_ms: None,
+                speedup: None,
+                sources: "{}".into(),
+                summary: why.to_string(),
+            },
+        )
+        .map_err(|e| Halt::Failed(e.into()))
+}
+
 /// A candidate derived from `base`: new source, same language, entry point and compiler flags.
 pub(super) fn variant(st: &State, base: &Solution, it: u32, tag: &str, source: String) -> Solution {
     Solution::from_source(
@@ -457,11 +475,9 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         let plan = match got {
             Ok((p, _)) => p,
             Err(e) => {
-                let j_summary = format!(
-                    "iteration {it}: the planner gave no usable plan ({})",
-                    first_line(&e)
-                );
-                st.history.push(j_summary);
+                let why = format!("the planner gave no usable plan ({})", first_line(&e));
+                no_candidate(s, it, &why)?;
+                st.history.push(format!("iteration {it}: {why}"));
                 return Ok(());
             }
         };
@@ -504,11 +520,13 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     )? {
         Ok(src) => src,
         Err(e) => {
-            st.history.push(format!(
-                "iteration {it}: {} -> the implementer's code could not be applied ({})",
+            let why = format!(
+                "{} -> the implementer's code could not be applied ({})",
                 plan.headline(),
                 first_line(&e)
-            ));
+            );
+            no_candidate(s, it, &why)?;
+            st.history.push(format!("iteration {it}: {why}"));
             return Ok(());
         }
     };
