@@ -92,7 +92,7 @@ enum Cmd {
     },
     /// Evaluate every task of a suite with its solutions; print the table and suite metrics.
     Bench(bench::BenchArgs),
-    /// Find a faster kernel for a task: evaluate its seed, autotune it, re-validate the winner on fresh seeds.
+    /// Find a faster kernel: with --model, LLM agents plan, implement, fix, tune and profile; without, the seed is autotuned. The winner is re-validated on fresh seeds.
     Optimize(optimize::OptimizeArgs),
     /// Search a solution's tunable parameters; writes the best configuration as a new solution.
     Tune(tune::TuneArgs),

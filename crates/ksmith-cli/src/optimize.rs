@@ -14,7 +14,7 @@ use std::time::Instant;
 pub(crate) struct OptimizeArgs {
     /// Task directory, or a suite directory (every task in turn, with a summary).
     pub task: PathBuf,
-    /// Solution to start from (default: the task's solutions/seed, else solutions/fast).
+    /// Solution to start from (default: solutions/seed, else solutions/fast; agent runs: seed, naive, fast).
     #[arg(long)]
     pub from: Option<PathBuf>,
     #[command(flatten)]
