@@ -961,3 +961,27 @@ fn bad_agent_flags_are_input_errors_that_name_the_problem_and_store_no_run() {
         .unwrap_or(0);
     assert_eq!(runs, 0);
 }
+
+#[test]
+fn an_agent_run_from_a_kernel_that_cannot_be_timed_here_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let model = write_scenario(dir.path(), &[]);
+    let o = optimize(
+        &store,
+        "tasks/starter/softmax",
+        &model,
+        &["--from", "tasks/starter/softmax/solutions/triton_naive"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("triton candidates cannot be timed on this machine"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !text(&o).contains("ksmith resume"),
+        "resuming cannot help: {}",
+        text(&o)
+    );
+}

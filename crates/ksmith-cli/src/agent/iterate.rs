@@ -107,6 +107,12 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
                 0,
             )
         }
+        Err(Halt::Input(e)) => {
+            s.run.status = "failed".into();
+            s.run.stop_reason = Some(format!("{e:#}"));
+            s.save()?;
+            return Err(crate::input(e));
+        }
         Err(Halt::Failed(e)) => {
             s.run.status = "failed".into();
             s.run.stop_reason = Some(format!("{e:#}"));
@@ -130,13 +136,13 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     let task = crate::load_task(std::path::Path::new(&s.run.task_dir))?;
     check_frozen(s, &task)?;
     let start = Solution::load(&s.opts.from, &task).map_err(|e| {
-        Halt::Failed(anyhow!(
+        Halt::Input(anyhow!(
             "invalid starting solution {}:\n{e}",
             s.opts.from.display()
         ))
     })?;
     if start.sources.len() != 1 {
-        return Err(Halt::Failed(anyhow!(
+        return Err(Halt::Input(anyhow!(
             "agent runs edit one source file; {} has {}",
             s.opts.from.display(),
             start.sources.len()
@@ -161,7 +167,7 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     );
     let first = evaluate(s, &mut st, &start)?;
     if first.result.timing_unavailable.is_some() {
-        return Err(Halt::Failed(anyhow!(
+        return Err(Halt::Input(anyhow!(
             "{} candidates cannot be timed on this machine ({}); an agent run needs timing",
             start.language.name(),
             first.result.timing_unavailable.clone().unwrap_or_default()

@@ -19,6 +19,8 @@ pub(crate) enum Halt {
     Quit,
     /// A provider or environment failure; the run can be resumed.
     Failed(anyhow::Error),
+    /// The run cannot go on as given (a bad or untimeable starting solution); resuming won't help.
+    Input(anyhow::Error),
 }
 
 impl From<Exit> for Halt {
