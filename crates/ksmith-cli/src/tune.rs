@@ -483,30 +483,84 @@ fn print_table(outcome: &Outcome) {
 
 /// Writes the solution with the chosen values fixed as `-D` flags.
 pub(crate) fn write_tuned(solution: &Solution, config: &Config, out: &Path) -> std::io::Result<()> {
+    let tuned = solution.variant(
+        &format!("{}_tuned", solution.name),
+        &ksmith_tune::defines(config),
+    );
+    let header = format!(
+        "Written by `ksmith tune`: {} with {}.",
+        solution.name,
+        ksmith_tune::label(config)
+    );
+    write_solution(&tuned, out, &header, "")
+}
+
+/// Writes a solution as a directory: its sources and a solution.toml (values TOML-escaped),
+/// after a `# header` comment when one is given and with `extra` TOML (e.g. `[[tunables]]`)
+/// appended.
+pub(crate) fn write_solution(
+    sol: &Solution,
+    out: &Path,
+    header: &str,
+    extra: &str,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
-    for (name, text) in &solution.sources {
+    for (name, text) in &sol.sources {
         let p = out.join(name);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(p, text)?;
     }
-    let mut flags = solution.flags.clone();
-    flags.extend(ksmith_tune::defines(config));
-    let list = |v: Vec<String>| {
-        v.iter()
-            .map(|s| format!("{s:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+    let mut t = toml::Table::new();
+    t.insert("name".into(), sol.name.clone().into());
+    t.insert("language".into(), sol.language.name().into());
+    t.insert("entry_point".into(), sol.entry_point.clone().into());
+    let sources: Vec<String> = sol.sources.iter().map(|(n, _)| n.clone()).collect();
+    t.insert("sources".into(), sources.into());
+    t.insert("flags".into(), sol.flags.clone().into());
+    let header = if header.is_empty() {
+        String::new()
+    } else {
+        format!("# {header}\n")
     };
-    let toml = format!(
-        "# Written by `ksmith tune`: {} with {}.\nname = {:?}\nlanguage = \"c\"\nentry_point = {:?}\nsources = [{}]\nflags = [{}]\n",
-        solution.name,
-        ksmith_tune::label(config),
-        format!("{}_tuned", solution.name),
-        solution.entry_point,
-        list(solution.sources.iter().map(|(n, _)| n.clone()).collect()),
-        list(flags),
-    );
-    std::fs::write(out.join(ksmith_task::SOLUTION_FILE), toml)
+    let body = toml::to_string(&t).map_err(std::io::Error::other)?;
+    std::fs::write(
+        out.join(ksmith_task::SOLUTION_FILE),
+        format!("{header}{body}\n{extra}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_solutions_load_back_with_flags_and_extra_tunables() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/softmax");
+        let task = ksmith_task::Task::load(&root).unwrap();
+        let src = "#define CHUNK 8\nvoid softmax(const float* x, float* y, long M, long N) {}\n";
+        let sol = Solution::from_source(
+            "a \"quoted\" name",
+            ksmith_task::Language::C,
+            "softmax",
+            "kernel.c",
+            src.into(),
+            vec!["-fno-math-errno".into()],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        write_solution(
+            &sol,
+            dir.path(),
+            "",
+            "[[tunables]]\nname = \"CHUNK\"\nvalues = [4, 8]\n",
+        )
+        .unwrap();
+        let back = Solution::load(dir.path(), &task).unwrap();
+        assert_eq!(back.name, sol.name);
+        assert_eq!(back.flags, sol.flags);
+        assert_eq!(back.sources, sol.sources);
+        assert_eq!(back.tunables.len(), 1);
+    }
 }

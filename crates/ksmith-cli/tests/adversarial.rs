@@ -37,14 +37,6 @@ fn expectation(file: &str) -> (String, String, Option<String>, Option<u64>) {
     (task, status, reason, line)
 }
 
-fn has_nvcc() -> bool {
-    std::process::Command::new(std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into()))
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 fn check(file: &str) {
     let (task, status, reason, line) = expectation(file);
     let store = shared_store();

@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::{kill_9_when, ksmith, root, shared_store};
+use common::{fresh_store, kill_9_when, ksmith, root, text};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 /// One scripted reply (TOML literal string: the text must not contain `'''`).
@@ -31,26 +31,6 @@ fn write_scenario(dir: &Path, replies: &[String]) -> String {
     let p = dir.join("scenario.toml");
     std::fs::write(&p, replies.concat()).unwrap();
     format!("scripted:{}", p.display())
-}
-
-/// A new store with the machine's roofline copied from the shared one (measured once).
-fn fresh_store(dir: &Path) -> PathBuf {
-    let shared = shared_store();
-    if !shared.join("hw.json").exists() {
-        assert!(ksmith(&shared, &["hw"]).status.success());
-    }
-    let s = dir.join("store");
-    std::fs::create_dir_all(&s).unwrap();
-    std::fs::copy(shared.join("hw.json"), s.join("hw.json")).unwrap();
-    s
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn run_id(o: &Output) -> String {
@@ -101,6 +81,8 @@ fn optimize(store: &Path, task: &str, model: &str, extra: &[&str]) -> Output {
     args.extend(extra);
     ksmith(store, &args)
 }
+
+const VECTOR_ADD_OMP: &str = "#include <stdint.h>\n\nvoid vector_add(const float* a, const float* b, float* c, int64_t N) {\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n        c[i] = a[i] + b[i];\n}\n";
 
 const SOFTMAX_OMP: &str = r#"#include <math.h>
 #include <stdint.h>
@@ -646,7 +628,8 @@ fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_term
                 &["Plan a revision"],
                 &plan("Unroll by 4.", "1.1x"),
             ),
-            reply("implementer", &[], edit),
+            // A whole file: it applies whichever snapshot (0 or 1) timing noise made the best.
+            reply("implementer", &[], &full_file(VECTOR_ADD_OMP)),
         ],
     );
     let out = dir.path().join("out");

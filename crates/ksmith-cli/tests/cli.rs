@@ -758,7 +758,7 @@ fn triton_and_pallas_are_checked_in_their_interpreters_on_the_interpret_set_with
 
 #[test]
 fn cuda_without_nvcc_is_reported_unavailable_never_a_pass_or_compile_error() {
-    if ksmith_backend_has_nvcc() {
+    if has_nvcc() {
         return; // a machine with nvcc builds and runs it instead
     }
     let out = ksmith(
@@ -777,14 +777,6 @@ fn cuda_without_nvcc_is_reported_unavailable_never_a_pass_or_compile_error() {
         stderr(&out)
     );
     assert!(stdout(&out).trim().is_empty(), "no result printed");
-}
-
-fn ksmith_backend_has_nvcc() -> bool {
-    std::process::Command::new(std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into()))
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
 }
 
 #[test]

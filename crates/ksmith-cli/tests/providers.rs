@@ -3,9 +3,8 @@
 
 mod common;
 
-use common::{ksmith_env, shared_store};
+use common::{fresh_store, ksmith_env, text};
 use serde_json::{json, Value};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 const EDIT: &str = "kernel.c\n<<<<<<< SEARCH\n    for (int64_t i = 0; i < N; i++)\n=======\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n>>>>>>> REPLACE\n";
@@ -79,29 +78,10 @@ fn serve() -> (String, Seen) {
     (base, seen)
 }
 
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn store_with_hw(dir: &Path) -> std::path::PathBuf {
-    let shared = shared_store();
-    if !shared.join("hw.json").exists() {
-        assert!(common::ksmith(&shared, &["hw"]).status.success());
-    }
-    let s = dir.join("store");
-    std::fs::create_dir_all(&s).unwrap();
-    std::fs::copy(shared.join("hw.json"), s.join("hw.json")).unwrap();
-    s
-}
-
 #[test]
 fn a_gemini_run_retries_rate_limits_counts_tokens_and_cost_and_names_a_bad_key() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store_with_hw(dir.path());
+    let store = fresh_store(dir.path());
     let (base, seen) = serve();
     let args = [
         "optimize",

@@ -283,6 +283,13 @@ impl Judge {
         Ok(v["inputs"].as_str().unwrap_or_default().to_string())
     }
 
+    /// The judge's own inputs for a workload (first seed), as the safetensors file the trusted
+    /// side prepared: what a profiler should run a candidate on.
+    pub fn prepared_inputs(&mut self, task: &Task, workload: usize) -> Result<PathBuf, JudgeError> {
+        let seed = self.config.seeds.first().copied().unwrap_or(1);
+        self.prepare(task, workload, seed).map(PathBuf::from)
+    }
+
     /// Key under which evaluations are interchangeable: same task and code, same environment
     /// (machine, compiler, harness and library versions) and same judge settings.
     pub fn eval_key(&mut self, task: &Task, solution: &Solution) -> Result<String, JudgeError> {

@@ -55,7 +55,7 @@ fn fill_kind(d: Option<&Distribution>, dtype: DType) -> (u32, f64, f64, Option<S
                     0.0,
                     0.0,
                     Some(format!(
-                        "drawn by `{function}` in the reference; the profile driver filled it with 0 (a safe index, but zero lengths or counts can hide the real work; profile_c_with_inputs takes the judge's inputs)"
+                        "drawn by `{function}` in the reference; the profile driver filled it with 0 (a safe index, but zero lengths or counts can hide the real work; pass the judge's inputs to profile_c)"
                     )),
                 )
             }

@@ -174,6 +174,11 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ProfileError + '_ {
 ///
 /// `defines` are the tunable values (`-DNAME=VALUE`), `work_dir` receives the build and the run's
 /// artifacts, `budget` is how long the driver keeps calling the kernel (at least one call).
+/// `inputs`, when given, is a safetensors file with one tensor `in.NAME` per input of the
+/// workload (what the trusted harness's `prepare` writes): inputs a reference draws with a
+/// generator function (index tables, lengths, group sizes) then describe real work; without it
+/// they are drawn, and integer ones filled with 0. Inputs missing from the file, or of another
+/// dtype or shape, are drawn instead, with a note.
 pub fn profile_c(
     task: &Task,
     solution: &Solution,
@@ -181,6 +186,7 @@ pub fn profile_c(
     defines: &[(String, i64)],
     work_dir: &Path,
     budget: Duration,
+    inputs: Option<&Path>,
 ) -> Result<CpuProfile, ProfileError> {
     profile_with(
         task,
@@ -189,33 +195,7 @@ pub fn profile_c(
         defines,
         work_dir,
         budget,
-        None,
-        &Tools::detect(),
-    )
-}
-
-/// Like [`profile_c`], with the judge's own inputs: `inputs` is a safetensors file holding one
-/// tensor `in.NAME` per input of workload `workload` (what the trusted harness's `prepare`
-/// writes). Inputs a reference draws with a generator function (index tables, lengths, group
-/// sizes) then describe real work; [`profile_c`] has to fill integer ones with 0. Inputs
-/// missing from the file, or of another dtype or shape, are drawn instead, with a note.
-pub fn profile_c_with_inputs(
-    task: &Task,
-    solution: &Solution,
-    workload: usize,
-    defines: &[(String, i64)],
-    work_dir: &Path,
-    budget: Duration,
-    inputs: &Path,
-) -> Result<CpuProfile, ProfileError> {
-    profile_with(
-        task,
-        solution,
-        workload,
-        defines,
-        work_dir,
-        budget,
-        Some(inputs),
+        inputs,
         &Tools::detect(),
     )
 }

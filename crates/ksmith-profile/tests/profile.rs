@@ -25,7 +25,7 @@ fn matmul_naive_hot_line_is_the_inner_loop() {
     let t = task("matmul");
     let s = Solution::load(&repo().join("tasks/starter/matmul/solutions/naive"), &t).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET).unwrap();
+    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET, None).unwrap();
     eprintln!("{}", p.summary());
     assert!(p.calls >= 1 && p.seconds > 0.0, "{p:?}");
     assert_eq!(p.workload, "workload 0 (M=384, K=500, N=448)");
@@ -91,7 +91,7 @@ void matmul(const float* a, const float* b, float* c, int64_t M, int64_t K, int6
         vec![],
     );
     let dir = tempfile::tempdir().unwrap();
-    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET).unwrap();
+    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET, None).unwrap();
     eprintln!("{}", p.summary());
     if !perf_works(&p) {
         return;
@@ -133,6 +133,7 @@ fn softmax_naive_with_tunable_defines() {
         &[("UNUSED_TUNABLE".into(), 4)],
         dir.path(),
         BUDGET,
+        None,
     )
     .unwrap();
     eprintln!("{}", p.summary());
@@ -156,7 +157,7 @@ fn a_crashing_kernel_is_a_note_not_an_error() {
         vec![],
     );
     let dir = tempfile::tempdir().unwrap();
-    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET).unwrap();
+    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET, None).unwrap();
     eprintln!("{}", p.summary());
     assert_eq!(p.calls, 0);
     assert!(
@@ -182,7 +183,7 @@ fn a_hanging_kernel_returns_within_budget_plus_slack() {
     );
     let dir = tempfile::tempdir().unwrap();
     let start = Instant::now();
-    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET).unwrap();
+    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET, None).unwrap();
     let took = start.elapsed();
     eprintln!("{}\n(took {took:?})", p.summary());
     // Watchdog at 3 * budget + 2 s, plus build and perf post-processing.
@@ -214,7 +215,7 @@ fn a_candidate_that_does_not_build_is_a_note() {
         vec![],
     );
     let dir = tempfile::tempdir().unwrap();
-    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET).unwrap();
+    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET, None).unwrap();
     assert!(p.notes[0].contains("did not build"), "{:?}", p.notes);
     assert!(
         p.notes[0].contains("kernel.c:1: unknown type name"),
@@ -222,7 +223,7 @@ fn a_candidate_that_does_not_build_is_a_note() {
         p.notes
     );
     assert!(matches!(
-        profile_c(&t, &s, 99, &[], dir.path(), BUDGET),
+        profile_c(&t, &s, 99, &[], dir.path(), BUDGET, None),
         Err(ksmith_profile::ProfileError::NoWorkload { index: 99, .. })
     ));
 }
@@ -248,7 +249,7 @@ fn every_ksbench_seed_profiles() {
         }
         let dir = tempfile::tempdir().unwrap();
         let w = t.smallest_workload();
-        let p = profile_c(&t, &s, w, &[], dir.path(), Duration::from_millis(50)).unwrap();
+        let p = profile_c(&t, &s, w, &[], dir.path(), Duration::from_millis(50), None).unwrap();
         let top = p
             .hot_lines
             .first()
@@ -332,9 +333,9 @@ fn generator_drawn_index_inputs_come_from_the_judges_file() {
             ("in.seq_lens", "I64", vec![b], vec![0; 8 * b as usize]), // wrong dtype: drawn instead
         ],
     );
-    let drawn = profile_c(&t, &s, w, &[], &dir.path().join("a"), BUDGET).unwrap();
+    let drawn = profile_c(&t, &s, w, &[], &dir.path().join("a"), BUDGET, None).unwrap();
     let real =
-        ksmith_profile::profile_c_with_inputs(&t, &s, w, &[], &dir.path().join("b"), BUDGET, &file)
+        ksmith_profile::profile_c(&t, &s, w, &[], &dir.path().join("b"), BUDGET, Some(&file))
             .unwrap();
     eprintln!("{}\n{}", drawn.summary(), real.summary());
     assert!(
@@ -380,16 +381,9 @@ fn generator_drawn_index_inputs_come_from_the_judges_file() {
             ("in.seq_lens", "I32", vec![b], lens),
         ],
     );
-    let full = ksmith_profile::profile_c_with_inputs(
-        &t,
-        &s,
-        w,
-        &[],
-        &dir.path().join("c"),
-        BUDGET,
-        &file2,
-    )
-    .unwrap();
+    let full =
+        ksmith_profile::profile_c(&t, &s, w, &[], &dir.path().join("c"), BUDGET, Some(&file2))
+            .unwrap();
     eprintln!("{}", full.summary());
     assert!(
         full.notes.iter().all(|n| !n.contains("drawn")),
@@ -437,7 +431,7 @@ fn a_kernel_that_blocks_the_watchdog_is_killed() {
     );
     let dir = tempfile::tempdir().unwrap();
     let start = Instant::now();
-    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET).unwrap();
+    let p = profile_c(&t, &s, 0, &[], dir.path(), BUDGET, None).unwrap();
     eprintln!("{}\n(took {:?})", p.summary(), start.elapsed());
     assert!(start.elapsed() < Duration::from_secs(40));
     assert!(

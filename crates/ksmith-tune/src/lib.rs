@@ -361,16 +361,29 @@ impl Strategy for Genetic {
 
 /// The integer value of `#define NAME VALUE` in C source, if present.
 fn define_value(text: &str, name: &str) -> Option<i64> {
-    text.lines().find_map(|l| {
-        let rest = l.trim_start().strip_prefix('#')?.trim_start();
-        let mut words = rest.strip_prefix("define")?.split_whitespace();
-        (words.next()? == name).then_some(())?;
-        words
-            .next()?
-            .trim_end_matches(['u', 'U', 'l', 'L'])
-            .parse()
-            .ok()
-    })
+    source_defines(text)
+        .into_iter()
+        .find_map(|(n, v)| (n == name).then_some(v))
+}
+
+/// Every `#define NAME VALUE` of C source whose value is an integer (`64`, `(8)`, `64u`), in
+/// order; anything after the value (a comment) is ignored.
+pub fn source_defines(text: &str) -> Vec<(String, i64)> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.trim_start().strip_prefix('#')?.trim_start();
+            let mut words = rest.strip_prefix("define")?.split_whitespace();
+            let name = words.next()?;
+            let value = words
+                .next()?
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .trim_end_matches(['u', 'U', 'l', 'L'])
+                .parse()
+                .ok()?;
+            Some((name.to_string(), value))
+        })
+        .collect()
 }
 
 /// `-DNAME=VALUE` flags for a configuration.

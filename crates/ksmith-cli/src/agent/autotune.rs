@@ -3,7 +3,6 @@
 //! source.
 
 use super::brief::task_brief;
-use super::finish::write_solution;
 use super::iterate::{ask, evaluate, first_line, report_line, variant, Judged, State};
 use super::review::{review, Verdict};
 use super::session::{Halt, Session};
@@ -13,24 +12,20 @@ use ksmith_task::Solution;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
-
-pub(super) fn defines(source: &str) -> Vec<(String, i64)> {
-    let re = regex::Regex::new(r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Z_][A-Z0-9_]*)[ \t]+\(?(-?\d+)\)?[ \t]*(?://.*|/\*.*\*/)?[ \t]*$").expect("regex");
-    re.captures_iter(source)
-        .filter_map(|c| Some((c[1].to_string(), c[2].parse().ok()?)))
-        .collect()
-}
+use std::sync::LazyLock;
 
 /// The source with each tuned `#define NAME VALUE` set to the configuration's value.
 pub(super) fn bake_defines(source: &str, config: &BTreeMap<String, i64>) -> String {
-    let re =
-        regex::Regex::new(r"(?m)^([ \t]*#[ \t]*define[ \t]+)([A-Z_][A-Z0-9_]*)([ \t]+\(?)(-?\d+)")
-            .expect("regex");
-    re.replace_all(source, |c: &regex::Captures| match config.get(&c[2]) {
-        Some(v) => format!("{}{}{}{v}", &c[1], &c[2], &c[3]),
-        None => c[0].to_string(),
-    })
-    .into_owned()
+    static DEFINE: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"(?m)^([ \t]*#[ \t]*define[ \t]+)(\w+)([ \t]+\(?)(-?\d+)")
+            .expect("regex")
+    });
+    DEFINE
+        .replace_all(source, |c: &regex::Captures| match config.get(&c[2]) {
+            Some(v) => format!("{}{}{}{v}", &c[1], &c[2], &c[3]),
+            None => c[0].to_string(),
+        })
+        .into_owned()
 }
 
 #[derive(Serialize, Deserialize)]
@@ -46,7 +41,7 @@ pub(super) fn autotune(
     it: u32,
     cand: Judged,
 ) -> Result<Judged, Halt> {
-    let defs = defines(cand.source());
+    let defs = ksmith_tune::source_defines(cand.source());
     if defs.is_empty() || s.opts.tune_budget == 0 {
         return Ok(cand);
     }
@@ -165,7 +160,7 @@ pub(super) fn autotune(
 /// The candidate with the planner's `[[tunables]]`, validated by the solution parser.
 fn solution_with_tunables(st: &State, sol: &Solution, tunables: &str) -> Result<Solution, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    write_solution(sol, dir.path(), tunables).map_err(|e| e.to_string())?;
+    crate::tune::write_solution(sol, dir.path(), "", tunables).map_err(|e| e.to_string())?;
     Solution::load(dir.path(), &st.task).map_err(|e| e.to_string())
 }
 
@@ -185,7 +180,7 @@ mod tests {
 
     #[test]
     fn defines_are_found() {
-        let d = defines("#ifndef BM\n#define BM 64\n#endif\n#define NAME_2 (8) /* rows */\n#define F 1.5\n#define C 3 // x\n");
+        let d = ksmith_tune::source_defines("#ifndef BM\n#define BM 64\n#endif\n#define NAME_2 (8) /* rows */\n#define F 1.5\n#define C 3 // x\n");
         assert_eq!(
             d,
             vec![

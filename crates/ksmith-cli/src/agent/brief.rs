@@ -170,11 +170,13 @@ pub(super) fn failure(j: &Judged) -> (&'static str, String) {
     (kind, d)
 }
 
+/// The last `n` characters of a log.
 pub(super) fn tail(s: &str, n: usize) -> String {
     let start = s.char_indices().rev().nth(n).map(|(i, _)| i).unwrap_or(0);
     s[start..].to_string()
 }
 
-pub(super) fn tail_lines(s: &str, n: usize) -> String {
+/// The first `n` lines of a text.
+pub(super) fn first_lines(s: &str, n: usize) -> String {
     s.lines().take(n).collect::<Vec<_>>().join("\n")
 }

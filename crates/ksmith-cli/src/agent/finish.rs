@@ -5,7 +5,6 @@ use super::iterate::State;
 use super::session::Session;
 use crate::{env_err, Exit};
 use ksmith_judge::Status;
-use ksmith_task::Solution;
 
 /// Rolls back to the fastest correct snapshot, re-validates it on fresh seeds, writes it out.
 pub(super) fn finalize(
@@ -70,7 +69,7 @@ pub(super) fn finalize(
         ));
     }
     let out = s.opts.out.clone();
-    write_solution(&best.solution, &out, "").map_err(env_err)?;
+    crate::tune::write_solution(&best.solution, &out, "", "").map_err(env_err)?;
     std::fs::write(out.join("report.md"), &md).map_err(env_err)?;
     println!("{md}");
     println!(
@@ -80,60 +79,4 @@ pub(super) fn finalize(
     );
     s.run.out_dir = Some(out.display().to_string());
     Ok((status.to_string(), Some(why), 0))
-}
-
-/// Writes a one-file solution as a directory: its source and a solution.toml, with `extra`
-/// TOML (e.g. `[[tunables]]`) appended.
-pub(super) fn write_solution(
-    sol: &Solution,
-    out: &std::path::Path,
-    extra: &str,
-) -> std::io::Result<()> {
-    std::fs::create_dir_all(out)?;
-    let (file, src) = &sol.sources[0];
-    std::fs::write(out.join(file), src)?;
-    let mut t = toml::Table::new();
-    t.insert("name".into(), sol.name.clone().into());
-    t.insert("language".into(), sol.language.name().into());
-    t.insert("entry_point".into(), sol.entry_point.clone().into());
-    t.insert("sources".into(), vec![file.clone()].into());
-    t.insert("flags".into(), sol.flags.clone().into());
-    let text = format!(
-        "{}\n{extra}",
-        toml::to_string(&t).map_err(std::io::Error::other)?
-    );
-    std::fs::write(out.join(ksmith_task::SOLUTION_FILE), text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn written_solutions_load_back_with_flags_and_extra_tunables() {
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/softmax");
-        let task = ksmith_task::Task::load(&root).unwrap();
-        let src = "#define CHUNK 8\nvoid softmax(const float* x, float* y, long M, long N) {}\n";
-        let sol = Solution::from_source(
-            "a \"quoted\" name",
-            ksmith_task::Language::C,
-            "softmax",
-            "kernel.c",
-            src.into(),
-            vec!["-fno-math-errno".into()],
-        );
-        let dir = tempfile::tempdir().unwrap();
-        write_solution(
-            &sol,
-            dir.path(),
-            "[[tunables]]\nname = \"CHUNK\"\nvalues = [4, 8]\n",
-        )
-        .unwrap();
-        let back = Solution::load(dir.path(), &task).unwrap();
-        assert_eq!(back.name, sol.name);
-        assert_eq!(back.flags, sol.flags);
-        assert_eq!(back.sources, sol.sources);
-        assert_eq!(back.tunables.len(), 1);
-    }
 }

@@ -3,7 +3,7 @@
 //! write it out with a report. Every agent call is built from typed state, not a chat log.
 
 use super::autotune::autotune;
-use super::brief::{failure, roofline_text, tail_lines, task_brief, timing_text};
+use super::brief::{failure, first_lines, roofline_text, task_brief, timing_text};
 use super::finish::finalize;
 use super::profile::profile;
 use super::review::{review, Verdict};
@@ -71,22 +71,11 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
         eprintln!("ksmith: replayed {replayed_calls} LLM calls and {replayed_events} decisions from the journal");
     }
     let (status, reason, code) = match outcome {
-        Ok((state, None)) => {
-            let why = format!("{} iterations done", s.usage.iterations);
-            finalize(&mut s, state, "finished", why)?
-        }
-        Ok((state, Some((limit, msg)))) => {
-            let status = if limit == Limit::Iterations {
-                "finished"
-            } else {
-                "stopped"
-            };
-            let why = if limit == Limit::Iterations {
-                msg
-            } else {
-                format!("budget reached: {limit} ({msg})")
-            };
-            finalize(&mut s, state, status, why)?
+        // The iteration count is the natural end; any other limit is a budget stop.
+        Ok((state, Limit::Iterations, msg)) => finalize(&mut s, state, "finished", msg)?,
+        Ok((state, limit, msg)) => {
+            let why = format!("budget reached: {limit} ({msg})");
+            finalize(&mut s, state, "stopped", why)?
         }
         Err(Halt::Quit) => {
             println!(
@@ -130,7 +119,8 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
     Ok(code)
 }
 
-pub(super) type LoopEnd<'a> = (State<'a>, Option<(Limit, String)>);
+/// How the loop ended: its state and the limit that ended it.
+pub(super) type LoopEnd<'a> = (State<'a>, Limit, String);
 
 fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     let task = crate::load_task(std::path::Path::new(&s.run.task_dir))?;
@@ -190,14 +180,14 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     });
     loop {
         s.usage.wall_s = s.active_s();
-        if let Some(hit) = s.opts.budget.exhausted(&s.usage) {
-            return Ok((st, Some(hit)));
+        if let Some((limit, msg)) = s.opts.budget.exhausted(&s.usage) {
+            return Ok((st, limit, msg));
         }
         s.usage.iterations += 1;
         let it = s.usage.iterations;
         match iteration(s, &mut st, it) {
             Ok(()) => {}
-            Err(Halt::Budget(l, m)) => return Ok((st, Some((l, m)))),
+            Err(Halt::Budget(l, m)) => return Ok((st, l, m)),
             Err(h) => return Err(h),
         }
         s.save().map_err(Halt::from)?;
@@ -614,7 +604,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     let last_outcome = if cand.passed() {
         outcome(&cand)
     } else {
-        format!("{}\n{}", outcome(&cand), tail_lines(&failure(&cand).1, 12))
+        format!("{}\n{}", outcome(&cand), first_lines(&failure(&cand).1, 12))
     };
     st.last = Some(Last {
         iteration: it,

@@ -1,7 +1,7 @@
 //! The profile step: the candidate sampled with perf on its largest workload (ksmith-profile),
 //! summarized by the profile analyst for the next plan.
 
-use super::brief::{tail_lines, task_brief, timing_text};
+use super::brief::{first_lines, task_brief, timing_text};
 use super::iterate::{ask, Judged, State};
 use super::review::{review, Verdict};
 use super::session::{Halt, Session};
@@ -23,35 +23,16 @@ pub(super) fn profile(
         std::fs::create_dir_all(&dir).map_err(|e| Halt::Failed(e.into()))?;
         let budget = std::time::Duration::from_millis(500);
         // The judge's own inputs for this workload, so generated index tables describe real work.
-        let prefix = format!("w{w}_s");
-        let inputs = std::fs::read_dir(
-            s.store
-                .root()
-                .join("cache")
-                .join("reference")
-                .join(&st.task.content_hash[..24.min(st.task.content_hash.len())]),
-        )
-        .ok()
-        .and_then(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    let n = p.file_name().unwrap_or_default().to_string_lossy();
-                    n.starts_with(&prefix) && n.ends_with(".inputs.safetensors")
-                })
-                .min()
-        });
-        let profiled = match &inputs {
-            Some(f) => ksmith_profile::profile_c_with_inputs(
-                &st.task,
-                &cand.solution,
-                w,
-                &[],
-                &dir,
-                budget,
-                f,
-            ),
-            None => ksmith_profile::profile_c(&st.task, &cand.solution, w, &[], &dir, budget),
-        };
+        let inputs = st.judge.prepared_inputs(&st.task, w).ok();
+        let profiled = ksmith_profile::profile_c(
+            &st.task,
+            &cand.solution,
+            w,
+            &[],
+            &dir,
+            budget,
+            inputs.as_deref(),
+        );
         Ok(match profiled {
             Ok(p) => p.summary(),
             Err(e) => format!("profiling failed: {e}"),
@@ -68,8 +49,8 @@ pub(super) fn profile(
         }
     })?;
     let summary = match got {
-        Ok((t, _)) => tail_lines(&t, 12),
-        Err(_) => raw.lines().take(12).collect::<Vec<_>>().join("\n"),
+        Ok((t, _)) => first_lines(&t, 12),
+        Err(_) => first_lines(&raw, 12),
     };
     match review(s, &step, "profile summary", &summary, &summary)? {
         Verdict::Approve | Verdict::Rerun => Ok(summary),

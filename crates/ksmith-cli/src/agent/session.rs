@@ -62,7 +62,7 @@ fn new_run_id() -> String {
 }
 
 impl Session {
-    fn open(ctx: &Ctx, run: RunRow, opts: RunOptions, store: Store) -> Result<Session, Exit> {
+    fn open(run: RunRow, opts: RunOptions, store: Store) -> Result<Session, Exit> {
         let spec = ModelSpec::parse(&run.model).map_err(|e| input(anyhow!("--model: {e}")))?;
         let config = ksmith_llm::Config::discover().map_err(input)?;
         let price = config.price(&spec);
@@ -75,7 +75,6 @@ impl Session {
             .filter(|c| c.error.is_none())
             .collect();
         let events = store.events(&run.id).map_err(env_err)?;
-        let _ = ctx;
         Ok(Session {
             interactive: run.mode == "interactive",
             prior_active: run.active_s,
@@ -126,7 +125,7 @@ impl Session {
             active_s: 0.0,
             out_dir: None,
         };
-        let session = Session::open(ctx, run.clone(), opts, store)?;
+        let session = Session::open(run.clone(), opts, store)?;
         session.store.create_run(&run).map_err(env_err)?;
         eprintln!("ksmith: run {} ({} on {})", run.id, run.model, run.task);
         Ok(session)
@@ -155,7 +154,7 @@ impl Session {
         run.stop_reason = None;
         store.update_run(&run).map_err(env_err)?;
         eprintln!("ksmith: resuming run {id} ({} on {})", run.model, run.task);
-        Session::open(ctx, run, opts, store)
+        Session::open(run, opts, store)
     }
 
     /// Wall seconds of this run over all its sessions.

@@ -112,3 +112,34 @@ pub fn small_task(name: &str, dest: &Path, workloads: &str) -> PathBuf {
     std::fs::copy(src.join("reference.py"), dir.join("reference.py")).unwrap();
     dir
 }
+
+/// A new store under `dir` with the machine's roofline copied from the shared store (measured
+/// there once), so a test with its own store does not measure it again.
+pub fn fresh_store(dir: &Path) -> PathBuf {
+    let shared = shared_store();
+    if !shared.join("hw.json").exists() {
+        assert!(ksmith(&shared, &["hw"]).status.success());
+    }
+    let s = dir.join("store");
+    std::fs::create_dir_all(&s).unwrap();
+    std::fs::copy(shared.join("hw.json"), s.join("hw.json")).unwrap();
+    s
+}
+
+/// stdout then stderr, as one string (for messages and failure output).
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Whether this machine has nvcc (`$NVCC`, else `nvcc`).
+pub fn has_nvcc() -> bool {
+    Command::new(std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into()))
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
