@@ -33,7 +33,13 @@ pub enum SandboxError {
     Io(#[from] std::io::Error),
 }
 
-/// Resource limits and environment for one untrusted child.
+mod child;
+mod filter;
+mod fsview;
+
+pub use fsview::{kernel_abi as landlock_abi, FsView};
+
+/// Resource limits, environment and isolation for one untrusted child.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// RLIMIT_CPU in seconds (all threads together).
@@ -44,15 +50,21 @@ pub struct Limits {
     pub file_size: u64,
     /// RLIMIT_NOFILE.
     pub open_files: u64,
-    /// RLIMIT_NPROC (not enforced by Linux for root; the PID namespace contains forks then).
+    /// RLIMIT_NPROC.
     pub processes: u64,
     /// Environment variables; everything else is removed.
     pub env: Vec<(String, String)>,
-    /// Run inside fresh network and PID namespaces when the kernel allows it.
+    /// Run behind every isolation layer this machine offers (see [`isolation`]); `false` only
+    /// for our own trusted processes.
     pub isolate: bool,
-    /// With `isolate`: also mount a private /proc for the PID namespace (perf refuses a PID
-    /// namespace without one). Only used where [`Isolation::proc_namespace`] holds.
+    /// With `isolate`: also mount a private /proc for the PID namespace (perf needs one).
     pub own_proc: bool,
+    /// With `isolate`: what the child may see besides the system and its private directory.
+    pub view: FsView,
+    /// With `isolate`: allow `perf_event_open` (the profiler's sampling run).
+    pub profiling: bool,
+    /// Give the child a timing channel: it reads "go" bytes on fd 3 and writes on fd 4.
+    pub timing_channel: bool,
 }
 
 impl Default for Limits {
@@ -66,70 +78,250 @@ impl Default for Limits {
             env: Vec::new(),
             isolate: true,
             own_proc: false,
+            view: FsView::default(),
+            profiling: false,
+            timing_channel: false,
         }
     }
 }
 
-/// What isolation this machine allows, probed once per process.
+/// The isolation layers this machine offers untrusted code, probed once per process.
 #[derive(Debug, Clone)]
 pub struct Isolation {
+    /// Own user namespace (an unprivileged uid, no capabilities after `exec`) with private
+    /// network, IPC and PID namespaces.
+    pub user_namespace: bool,
+    /// Landlock ABI version enforced (0: Landlock unavailable): the filesystem view, TCP and
+    /// signal/abstract-socket scoping.
+    pub landlock_abi: i32,
+    /// The seccomp filter installs.
+    pub seccomp: bool,
+    /// ksmith runs as root (then the user namespace is what takes the privileges away).
+    pub root: bool,
     /// Whether children get a private network namespace (no network).
     pub network_namespace: bool,
     /// Whether children get a private PID namespace (forks die with the child).
     pub pid_namespace: bool,
-    /// Whether that PID namespace can also get its own /proc (`unshare --mount-proc`).
+    /// Whether that PID namespace can also get its own /proc.
     pub proc_namespace: bool,
-    /// Human-readable note (why isolation is unavailable, if it is).
+    /// One line per layer: what it is and whether it is active.
     pub note: String,
 }
 
-const UNSHARE: &str = "unshare";
-const UNSHARE_ARGS: [&str; 5] = ["--net", "--pid", "--fork", "--kill-child", "--"];
-const UNSHARE_PROC_ARGS: [&str; 6] = [
-    "--net",
-    "--pid",
-    "--fork",
-    "--kill-child",
-    "--mount-proc",
-    "--",
-];
+impl Isolation {
+    /// Whether untrusted code runs unprivileged, behind a filesystem view and a system-call
+    /// filter: the minimum the judge accepts without an explicit unsafe flag.
+    pub fn complete(&self) -> bool {
+        self.landlock_abi >= 1 && self.seccomp && (self.user_namespace || !self.root)
+    }
 
-fn unshare_works(args: &[&str]) -> std::io::Result<std::process::Output> {
-    Command::new(UNSHARE)
-        .args(args)
-        .arg("true")
-        .stdin(Stdio::null())
-        .output()
+    /// The layers as (name, active, what it stops), for `ksmith hw` and results.
+    pub fn layers(&self) -> Vec<(&'static str, bool, &'static str)> {
+        vec![
+            (
+                "user namespace",
+                self.user_namespace,
+                "candidate runs as an unmapped uid with no capabilities; own network (none), IPC and PID namespaces; every process dies with it",
+            ),
+            (
+                "unprivileged",
+                self.user_namespace || !self.root,
+                "no root privileges over the host (no capabilities, cannot raise limits)",
+            ),
+            (
+                "landlock",
+                self.landlock_abi >= 1,
+                "filesystem view: system read-only, own directory read-write, nothing else (store, caches, references, home, /proc); no TCP; no signals out",
+            ),
+            (
+                "seccomp",
+                self.seccomp,
+                "refuses namespaces, mounts, ptrace, other processes' memory, bpf, keyrings, io_uring, perf, network sockets, leaving the process group",
+            ),
+            (
+                "rlimits",
+                true,
+                "CPU time, address space, file size, open files, processes; wall-clock timeout kills the process group",
+            ),
+        ]
+    }
 }
 
-/// Probes (once) whether `unshare --net --pid --fork` works for this user.
+fn probe_spawn(userns: bool, landlock: bool, seccomp: bool) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut plan = plan_for(
+        &Limits {
+            isolate: true,
+            ..Limits::default()
+        },
+        dir.path(),
+        userns,
+        landlock,
+        seccomp,
+    )?;
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", "exit 0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: `enter` only makes system calls (see child.rs).
+    unsafe {
+        cmd.pre_exec(move || plan.enter());
+    }
+    let out = cmd.output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "exit {:?}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Probes (once) which isolation layers work here.
 pub fn isolation() -> &'static Isolation {
     static ISO: OnceLock<Isolation> = OnceLock::new();
     ISO.get_or_init(|| {
-        match unshare_works(&UNSHARE_ARGS) {
-            Ok(o) if o.status.success() => Isolation {
-                network_namespace: true,
-                pid_namespace: true,
-                proc_namespace: unshare_works(&UNSHARE_PROC_ARGS).is_ok_and(|o| o.status.success()),
-                note: "network and PID namespaces".into(),
-            },
-            Ok(o) => Isolation {
-                network_namespace: false,
-                pid_namespace: false,
-                proc_namespace: false,
-                note: format!(
-                    "namespaces unavailable (unshare: {}); candidates keep network access and only their process group is killed",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ),
-            },
-            Err(e) => Isolation {
-                network_namespace: false,
-                pid_namespace: false,
-                proc_namespace: false,
-                note: format!("namespaces unavailable (cannot run `unshare`: {e}); candidates keep network access"),
-            },
+        let root = nix::unistd::geteuid().is_root();
+        let abi = fsview::kernel_abi();
+        let userns = probe_spawn(true, false, false);
+        let landlock = abi >= 1 && probe_spawn(false, true, false).is_ok();
+        let seccomp = probe_spawn(false, false, true);
+        let ns = userns.is_ok();
+        let mut iso = Isolation {
+            user_namespace: ns,
+            landlock_abi: if landlock { abi } else { 0 },
+            seccomp: seccomp.is_ok(),
+            root,
+            network_namespace: ns,
+            pid_namespace: ns,
+            proc_namespace: false,
+            note: String::new(),
+        };
+        iso.proc_namespace = ns && {
+            let dir = tempfile::tempdir();
+            dir.ok()
+                .and_then(|d| {
+                    let mut plan = plan_for(
+                        &Limits {
+                            own_proc: true,
+                            ..Limits::default()
+                        },
+                        d.path(),
+                        true,
+                        false,
+                        false,
+                    )
+                    .ok()?;
+                    let mut cmd = Command::new("/bin/sh");
+                    cmd.args(["-c", "exit 0"]).stdin(Stdio::null());
+                    // SAFETY: as in `probe_spawn`.
+                    unsafe {
+                        cmd.pre_exec(move || plan.enter());
+                    }
+                    cmd.status().ok().map(|s| s.success())
+                })
+                .unwrap_or(false)
+        };
+        let mut parts = Vec::new();
+        for (name, on, _) in iso.layers() {
+            parts.push(format!("{name} {}", if on { "on" } else { "OFF" }));
         }
+        if let Err(e) = &userns {
+            parts.push(format!("(user namespace: {e})"));
+        }
+        if let Err(e) = &seccomp {
+            parts.push(format!("(seccomp: {e})"));
+        }
+        if landlock {
+            parts.push(format!("(landlock ABI {abi})"));
+        }
+        iso.note = parts.join(", ");
+        iso
     })
+}
+
+/// Prepares, in the parent, what the child will do before `exec`.
+fn plan_for(
+    limits: &Limits,
+    private_dir: &Path,
+    userns: bool,
+    landlock: bool,
+    seccomp: bool,
+) -> Result<child::ChildPlan, String> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let ruleset = if landlock {
+        Some(fsview::ruleset(&limits.view, private_dir)?)
+    } else {
+        None
+    };
+    let filters = if seccomp {
+        filter::programs(limits.profiling).map_err(|e| format!("seccomp filter: {e}"))?
+    } else {
+        Vec::new()
+    };
+    Ok(child::ChildPlan {
+        userns,
+        own_proc: userns && limits.own_proc,
+        uid_map: format!("{} {uid} 1\n", child::INSIDE_ID).into_bytes(),
+        gid_map: format!("{} {gid} 1\n", child::INSIDE_ID).into_bytes(),
+        ruleset,
+        filters,
+        fds: Vec::new(),
+    })
+}
+
+/// The parent's ends of a child's timing channel.
+pub struct TimingChannel {
+    go: std::fs::File,
+    done: std::fs::File,
+}
+
+impl TimingChannel {
+    /// Sends one byte to the child (fd 3 there).
+    pub fn send(&mut self, b: u8) -> std::io::Result<()> {
+        self.go.write_all(&[b])
+    }
+
+    /// Waits up to `timeout` for one byte from the child (fd 4 there); `None` on timeout or
+    /// when the child is gone.
+    pub fn recv(&mut self, timeout: Duration) -> Option<u8> {
+        use std::os::fd::AsFd;
+        let mut fds = [nix::poll::PollFd::new(
+            self.done.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(ms).ok()?) {
+            Ok(n) if n > 0 => {
+                let mut b = [0u8; 1];
+                match self.done.read(&mut b) {
+                    Ok(1) => Some(b[0]),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Creates a pipe whose ends sit at descriptors >= 10 (so moving them to 3 and 4 in the
+/// child cannot overwrite one another), close-on-exec in the parent.
+fn high_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let lift = |fd: OwnedFd| -> std::io::Result<OwnedFd> {
+        // SAFETY: F_DUPFD_CLOEXEC returns a fresh descriptor that we own.
+        let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(unsafe { OwnedFd::from_raw_fd(n) })
+    };
+    Ok((lift(r)?, lift(w)?))
 }
 
 /// How a child ended.
@@ -165,6 +357,7 @@ pub struct Sandboxed {
     dir: tempfile::TempDir,
     log: PathBuf,
     exit: Option<Exit>,
+    channel: Option<TimingChannel>,
 }
 
 impl Sandboxed {
@@ -177,21 +370,53 @@ impl Sandboxed {
         let dir = tempfile::Builder::new().prefix("ksmith-sbx-").tempdir()?;
         let log = dir.path().join("output.log");
         let log_file = std::fs::File::create(&log)?;
-        let iso = isolation();
-        let mut cmd = if limits.isolate && iso.pid_namespace {
-            let mut c = Command::new(UNSHARE);
-            if limits.own_proc && iso.proc_namespace {
-                c.args(UNSHARE_PROC_ARGS);
-            } else {
-                c.args(UNSHARE_ARGS);
-            }
-            c.arg(program).args(args);
-            c
+        let mut plan = if limits.isolate {
+            let iso = isolation();
+            Some(
+                plan_for(
+                    limits,
+                    dir.path(),
+                    iso.user_namespace,
+                    iso.landlock_abi >= 1,
+                    iso.seccomp,
+                )
+                .map_err(|e| SandboxError::Spawn {
+                    program: program.display().to_string(),
+                    source: std::io::Error::other(e),
+                })?,
+            )
         } else {
-            let mut c = Command::new(program);
-            c.args(args);
-            c
+            None
         };
+        let mut channel = None;
+        let mut child_ends = Vec::new();
+        if limits.timing_channel {
+            use std::os::fd::AsRawFd;
+            let (go_r, go_w) = high_pipe()?;
+            let (done_r, done_w) = high_pipe()?;
+            let fds = vec![(go_r.as_raw_fd(), 3), (done_w.as_raw_fd(), 4)];
+            match plan.as_mut() {
+                Some(p) => p.fds = fds.clone(),
+                None => {
+                    plan = Some(child::ChildPlan {
+                        userns: false,
+                        own_proc: false,
+                        uid_map: Vec::new(),
+                        gid_map: Vec::new(),
+                        ruleset: None,
+                        filters: Vec::new(),
+                        fds,
+                    })
+                }
+            }
+            channel = Some(TimingChannel {
+                go: go_w.into(),
+                done: done_r.into(),
+            });
+            child_ends = vec![go_r, done_w];
+        }
+        let mut cmd = Command::new(program);
+        cmd.args(args);
         cmd.current_dir(dir.path())
             .env_clear()
             .env("HOME", dir.path())
@@ -204,7 +429,8 @@ impl Sandboxed {
             .stderr(Stdio::from(log_file))
             .process_group(0);
         let l = limits.clone();
-        // SAFETY: only async-signal-safe calls (prctl, getrlimit, setrlimit) run between fork and exec.
+        // SAFETY: only system calls (prctl, getrlimit, setrlimit, and the isolation steps in
+        // child.rs, all prepared before the fork) run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
                 // Never ask for more than the current hard limit (raising it needs privileges).
@@ -229,13 +455,17 @@ impl Sandboxed {
                 set(Resource::RLIMIT_FSIZE, l.file_size, l.file_size)?;
                 set(Resource::RLIMIT_NOFILE, l.open_files, l.open_files)?;
                 set(Resource::RLIMIT_NPROC, l.processes, l.processes)?;
-                Ok(())
+                match plan.as_mut() {
+                    Some(p) => p.enter(),
+                    None => Ok(()),
+                }
             });
         }
         let mut child = cmd.spawn().map_err(|e| SandboxError::Spawn {
             program: program.display().to_string(),
             source: e,
         })?;
+        drop(child_ends);
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, rx) = mpsc::channel();
@@ -266,7 +496,28 @@ impl Sandboxed {
             dir,
             log,
             exit: None,
+            channel,
         })
+    }
+
+    /// The timing channel, when the child was given one.
+    pub fn channel(&mut self) -> Option<&mut TimingChannel> {
+        self.channel.as_mut()
+    }
+
+    /// Stops every process of the child (SIGSTOP to its process group): nothing it started
+    /// runs while the judge times the baseline or checks its outputs.
+    pub fn freeze(&self) {
+        if self.exit.is_none() {
+            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGSTOP);
+        }
+    }
+
+    /// Lets the child's processes run again.
+    pub fn thaw(&self) {
+        if self.exit.is_none() {
+            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGCONT);
+        }
     }
 
     /// The child's private working directory.
@@ -299,6 +550,7 @@ impl Sandboxed {
         if let Some(e) = self.exit {
             return e;
         }
+        self.thaw();
         self.stdin = None;
         let deadline = Instant::now() + grace;
         let exit = loop {
@@ -447,29 +699,81 @@ mod tests {
         if !isolation().proc_namespace {
             return; // the kernel refuses a private /proc here; nothing to check
         }
-        let count = |own_proc: bool| -> usize {
-            let mut s = sh(
-                "ls /proc | grep -c '^[0-9]'",
-                &Limits {
-                    own_proc,
-                    ..Limits::default()
+        let l = one_line(
+            "ls /proc | grep -c '^[0-9]'",
+            &Limits {
+                own_proc: true,
+                view: FsView {
+                    read_everything: true,
+                    ..FsView::default()
                 },
-            );
-            let n = match s.recv(Duration::from_secs(10)) {
-                Recv::Line(l) => l.trim().parse().unwrap(),
-                other => panic!("{other:?}"),
-            };
-            s.finish(Duration::from_secs(5));
-            n
+                ..Limits::default()
+            },
+        );
+        let n: usize = l.trim().parse().unwrap();
+        assert!(n < 5, "a private /proc lists the namespace's few processes");
+    }
+
+    fn one_line(script: &str, limits: &Limits) -> String {
+        let mut s = sh(script, limits);
+        let l = match s.recv(Duration::from_secs(10)) {
+            Recv::Line(l) => l,
+            other => panic!("{other:?}: {}", s.log(2000)),
         };
-        assert!(
-            count(true) < 5,
-            "a private /proc lists the namespace's few processes"
+        s.finish(Duration::from_secs(5));
+        l
+    }
+
+    #[test]
+    fn sees_only_the_system_and_its_own_directory() {
+        if !isolation().complete() {
+            eprintln!("skipping: {}", isolation().note);
+            return;
+        }
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret");
+        std::fs::write(&secret, "reference").unwrap();
+        let readable = tempfile::tempdir().unwrap();
+        std::fs::write(readable.path().join("lib"), "ok").unwrap();
+        let script = format!(
+            "cat {s} 2>/dev/null || printf noread; echo x 2>/dev/null > {s} || printf ' nowrite '; \
+             cat {r}/lib; echo x 2>/dev/null > {r}/lib || printf ' rdonly'; \
+             ls /proc/1 >/dev/null 2>&1 || printf ' noproc'; ls /root >/dev/null 2>&1 || printf ' nohome'; \
+             echo hi > own && cat own",
+            s = secret.display(),
+            r = readable.path().display()
         );
-        assert!(
-            count(false) > 5,
-            "the host's /proc lists the machine's processes"
+        let l = one_line(
+            &script,
+            &Limits {
+                view: FsView {
+                    read: vec![readable.path().to_path_buf()],
+                    ..FsView::default()
+                },
+                ..Limits::default()
+            },
         );
+        assert_eq!(l, "noread nowrite ok rdonly noproc nohomehi");
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "reference");
+    }
+
+    #[test]
+    fn runs_unprivileged_and_cannot_leave_its_namespaces() {
+        if !isolation().complete() {
+            eprintln!("skipping: {}", isolation().note);
+            return;
+        }
+        let l = one_line(
+            "printf \"$(id -u) \"; unshare -U true 2>/dev/null || printf no-unshare; \
+             setsid true 2>/dev/null || printf ' no-setsid'; echo",
+            &Limits::default(),
+        );
+        if isolation().user_namespace {
+            assert!(l.starts_with("65534 "), "{l}");
+        } else {
+            assert!(!l.starts_with("0 "), "{l}");
+        }
+        assert!(l.ends_with("no-unshare no-setsid"), "{l}");
     }
 
     fn sleepers() -> Vec<i32> {
@@ -506,18 +810,21 @@ mod tests {
 
     #[test]
     fn network_is_unreachable_when_isolated() {
-        if !isolation().network_namespace {
+        if !isolation().complete() {
             eprintln!("skipping: {}", isolation().note);
             return;
         }
-        // /proc/net/dev lists the interfaces of the caller's network namespace.
-        let mut s = sh(
-            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '; echo",
+        // A listener on the host's loopback, as in the red team's attack.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let l = one_line(
+            &format!(
+                "/bin/bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>/dev/null && echo connected || echo refused"
+            ),
             &Limits::default(),
         );
-        let Recv::Line(l) = s.recv(Duration::from_secs(10)) else {
-            panic!()
-        };
-        assert_eq!(l.trim(), "lo", "interfaces inside sandbox: {l}");
+        assert_eq!(l, "refused");
+        listener.set_nonblocking(true).unwrap();
+        assert!(listener.accept().is_err(), "nothing reached the listener");
     }
 }
