@@ -6,6 +6,7 @@ the protocol uses private copies of the original pipes.
 """
 
 import ctypes
+import math
 import os
 import signal
 import time
@@ -29,6 +30,17 @@ CTYPES = {
 }
 
 
+def cpu_flusher(nbytes):
+    """A function that evicts the CPU caches by writing `nbytes`."""
+    buf = np.zeros(nbytes // 8, dtype=np.float64)
+
+    def flush(i):
+        if buf.size:
+            buf.fill(i)
+
+    return flush
+
+
 class Kernel:
     """The loaded entry point and the buffers it is called with (shared by every backend)."""
 
@@ -40,6 +52,8 @@ class Kernel:
         # slot -> {"key", "shape_key", "ins", "outs"}; slot buffers keep their addresses across
         # seeds so kernels that cache results by pointer are caught.
         self.slots = {}
+        # Timing slots shared with the judge, by their files.
+        self.shared = {}
 
     def slot(self, idx, req, path):
         shapes_in, shapes_out = req["in_shapes"], req["out_shapes"]
@@ -62,23 +76,24 @@ class Kernel:
         return s
 
     def call(self, s, axes):
-        """Poisons the outputs, then times one call of the candidate."""
+        """Poisons the outputs, then calls the candidate once (correctness runs)."""
         for buf, out in zip(s["outs"], self.outputs, strict=False):
             tensors.poison(buf, out["dtype"])
         return self.invoke(s, axes)
+
+    def refresh(self, s):
+        """Before a timed call: the judge has written the slot's host buffers (device backends
+        copy them to the device here)."""
+
+    def collect(self, s):
+        """After a timed call: outputs back in the slot's host buffers (device backends)."""
 
     def invoke(self, s, axes):
         raise NotImplementedError
 
     def flusher(self, nbytes):
         """A function that evicts the caches before a timed call (writes `nbytes`)."""
-        buf = np.zeros(nbytes // 8, dtype=np.float64)
-
-        def flush(i):
-            if buf.size:
-                buf.fill(i)  # write a buffer as large as the last-level cache
-
-        return flush
+        return cpu_flusher(nbytes)
 
     def dump(self, s, prefix):
         paths = {}
@@ -128,6 +143,19 @@ class CKernel(Kernel):
         return time.perf_counter_ns() - t0
 
 
+GO, DONE = 3, 4  # the timing channel: the judge writes on GO, the runner answers on DONE
+
+
+def _recv(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(GO, n - len(data))
+        if not chunk:
+            raise HarnessError("the judge closed the timing channel")
+        data += chunk
+    return data
+
+
 def _backend(req):
     name, gpu = req.get("backend", "c"), req.get("device_gpu", False)
     if name == "c":
@@ -169,25 +197,64 @@ def run(req):
     return {"elapsed_ns": elapsed, "outputs": paths, "input_hashes": hashes, "device_kernels": kernels}
 
 
+def _shared_slot(k, spec, req):
+    """A timing slot: input and output buffers mapped from files the judge created and also
+    maps, so the judge writes fresh inputs and poison and reads outputs itself."""
+    key = (tuple(spec["ins"]), tuple(spec["outs"]))
+    s = k.shared.get(key)
+    if s is None:
+
+        def mapped(path, tensor, shape):
+            dtype = tensors.np_dtype(tensor["dtype"])
+            arr = np.memmap(path, dtype=dtype, mode="r+", shape=(max(math.prod(shape), 1),))
+            return arr[: math.prod(shape)].reshape(shape)
+
+        s = {
+            "key": key,
+            "shape_key": None,
+            "ins": [mapped(p, i, sh) for p, i, sh in zip(spec["ins"], k.inputs, req["in_shapes"], strict=True)],
+            "outs": [mapped(p, o, sh) for p, o, sh in zip(spec["outs"], k.outputs, req["out_shapes"], strict=True)],
+        }
+        k.shared[key] = s
+    return s
+
+
 def timed(req):
-    """One timing round: rotates over the input sets (each in its own buffers)."""
+    """Timed calls driven by the judge over the timing channel. Per call: "p" + slot (the judge
+    has written fresh inputs and poison into the slot while this process was stopped; backends
+    with a device copy them over), answered "r"; then "g", the call, "d" (the judge's clock runs
+    from "g" to "d"); then "f" once the outputs are back in the slot. Between calls the judge
+    stops every process of the sandbox."""
     k = _kernel()
-    slots = [k.slot(i, req, p) for i, p in enumerate(req["inputs_paths"])]
-    flush = k.flusher(req.get("flush_bytes", 0))
-    for i in range(req.get("warmup", 0)):
-        k.call(slots[i % len(slots)], req["axes"])
-    samples = []
-    for i in range(req["reps"]):
-        flush(i)
-        samples.append(k.call(slots[i % len(slots)], req["axes"]))
-    return {"samples_ns": samples}
+    slots = [_shared_slot(k, spec, req) for spec in req["slots"]]
+    inproc = []
+    for _ in range(req["calls"]):
+        cmd = _recv(2)
+        if cmd[:1] != b"p" or cmd[1] >= len(slots):
+            raise HarnessError("unexpected bytes on the timing channel")
+        s = slots[cmd[1]]
+        k.refresh(s)
+        os.write(DONE, b"r")
+        if _recv(1) != b"g":
+            raise HarnessError("unexpected bytes on the timing channel")
+        inproc.append(k.invoke(s, req["axes"]))
+        os.write(DONE, b"d")
+        k.collect(s)
+        os.write(DONE, b"f")
+    # The runner's own figures: information for diagnosis, never used as a result.
+    return {"inproc_ns": inproc}
 
 
-def dump(req):
-    """Writes each timing slot's last outputs and its input hashes, for re-checking."""
-    k = _kernel()
-    dumps = [k.dump(k.slots[i], p) for i, p in enumerate(req["out_prefixes"])]
-    return {"outputs": [d[0] for d in dumps], "input_hashes": [d[1] for d in dumps]}
+def calibrate(req):
+    """Before any candidate is loaded: the timing protocol around empty calls, so the judge
+    learns what the channel itself costs."""
+    for _ in range(req["calls"]):
+        _recv(2)
+        os.write(DONE, b"r")
+        _recv(1)
+        os.write(DONE, b"d")
+        os.write(DONE, b"f")
+    return {}
 
 
 def hello(_req):
@@ -202,7 +269,7 @@ def main():
     os.dup2(2, 1)  # whatever the kernel prints lands in the capped log, never on the protocol pipe
     # Past RLIMIT_FSIZE writes fail with EFBIG instead of killing the process.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    serve({"hello": hello, "load": load, "run": run, "time": timed, "dump": dump}, proto_in, proto_out)
+    serve({"hello": hello, "calibrate": calibrate, "load": load, "run": run, "time": timed}, proto_in, proto_out)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
 Runs only task code (the reference) and our own code; candidates never run here.
 """
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import math
 import os
 import platform
+import stat
 import sys
 import time
 
@@ -156,6 +158,31 @@ def prepare(req):
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 
 
+def inputs(req):
+    """Writes the inputs of (task, workload, seed) as raw bytes, one file per input
+    (`{prefix}.{name}.bin`), without a reference: fresh sets for timed calls, copied by the judge
+    into the candidate's buffers (the one re-checked gets its reference from `prepare`)."""
+    state = _task(req)
+    w, seed = req["workload"], req["seed"]
+    arrays = _generate(state, w, seed)
+    paths = {}
+    for i, a in zip(state.spec["inputs"], arrays, strict=False):
+        path = f"{req['prefix']}.{i['name']}.bin"
+        np.ascontiguousarray(_to_disk(a, i["dtype"])).tofile(path)
+        paths[i["name"]] = path
+    return {"paths": paths}
+
+
+def _read_output(path, dtype, count):
+    """Reads a raw output the runner wrote: a regular file, never through a link (the directory
+    is the candidate's), at most the expected size."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise HarnessError(f"output {os.path.basename(path)} is not a regular file")
+        return np.frombuffer(f.read((count + 1) * np.dtype(dtype).itemsize), dtype=dtype)
+
+
 def _fin(x):
     x = float(x)
     return x if math.isfinite(x) else None
@@ -233,14 +260,25 @@ def check(req):
         if result["passed"]:
             result.update(passed=False, status=status, reason=reason, detail=detail)
 
+    given = req.get("input_hashes") or {}
+    if req.get("input_files"):
+        # Inputs as the judge read them back from the candidate's buffers after the call.
+        given = {}
+        for name, path in req["input_files"].items():
+            with open(path, "rb") as f:
+                given[name] = hashlib.sha256(f.read()).hexdigest()
     for name, h in meta["input_hashes"].items():
-        if req["input_hashes"].get(name) != h:
+        if given.get(name) != h:
             fail("INCORRECT_NUMERICAL", "input_mutated", f"input {name} changed during the call")
     for out in spec["outputs"]:
         name, dt = out["name"], out["dtype"]
         shape = state.shape(out, w)
         path = req["outputs"][name]
-        cand = np.fromfile(path, dtype=tensors.np_dtype(dt))
+        try:
+            cand = _read_output(path, tensors.np_dtype(dt), math.prod(shape))
+        except OSError as e:
+            fail("RUNTIME_ERROR", "output_missing", f"output {name}: {e.strerror}")
+            continue
         if cand.size != math.prod(shape):
             fail("INCORRECT_SHAPE", "output_size_mismatch", f"output {name}: {cand.size} elements, expected {shape}")
             continue
@@ -456,6 +494,8 @@ def hello(_req):
             "torch": _dist_version("torch"),
         },
         "xla_threads": os.cpu_count(),
+        # The poison pattern of each dtype, for the judge, which poisons timed outputs itself.
+        "poison": {name: [np.dtype(uint).itemsize, bits] for name, (uint, bits) in tensors.POISON_BITS.items()},
     }
 
 
@@ -465,6 +505,7 @@ def main():
             "hello": hello,
             "load_task": load_task,
             "prepare": prepare,
+            "inputs": inputs,
             "check": check,
             "baseline": baseline,
             "validate": validate,

@@ -216,6 +216,41 @@ impl PythonEnv {
         Ok(())
     }
 
+    /// What a sandboxed runner must be able to read: the interpreter's installation (the
+    /// virtualenv and the Python it was made from), the harness package and the allocation
+    /// guard. Everything else of the user's stays out of its view.
+    pub fn runner_view(&self) -> Vec<PathBuf> {
+        let mut v = vec![self.harness_dir.clone()];
+        let mut prefix_of = |bin: &Path| {
+            // .../bin/python -> ...
+            if let Some(prefix) = bin.parent().and_then(Path::parent) {
+                v.push(prefix.to_path_buf());
+            }
+        };
+        prefix_of(&self.python);
+        if let Ok(real) = std::fs::canonicalize(&self.python) {
+            prefix_of(&real);
+        }
+        // A virtualenv names the Python it was made from in pyvenv.cfg (`home = .../bin`).
+        if let Some(cfg) = self
+            .python
+            .parent()
+            .and_then(Path::parent)
+            .map(|p| p.join("pyvenv.cfg"))
+        {
+            for line in std::fs::read_to_string(cfg).unwrap_or_default().lines() {
+                if let Some(home) = line.strip_prefix("home").map(|r| r.trim_start()) {
+                    if let Some(dir) = home.strip_prefix('=') {
+                        prefix_of(&Path::new(dir.trim()).join("python"));
+                    }
+                }
+            }
+        }
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// Environment for a harness process: PYTHONPATH plus `extra`; nothing else is inherited.
     pub fn process_env(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let mut env = vec![
@@ -233,11 +268,18 @@ impl PythonEnv {
 
 fn write_harness(root: &Path) -> Result<PathBuf, HarnessError> {
     let dir = root.join(format!("harness-{}", files_hash()));
-    if dir.join(".complete").exists() {
+    // Every file is compared with the copy embedded in this binary before use: a harness
+    // changed on disk (by anything) is rewritten, never trusted.
+    let intact = || {
+        FILES.iter().all(|(name, text)| {
+            std::fs::read(dir.join(name)).is_ok_and(|b| b == text.as_bytes())
+        })
+    };
+    if dir.join(".complete").exists() && intact() {
         return Ok(dir);
     }
     let _lock = Lock::take(&root.join("harness.lock"))?;
-    if dir.join(".complete").exists() {
+    if dir.join(".complete").exists() && intact() {
         return Ok(dir);
     }
     let io =

@@ -63,6 +63,9 @@ pub struct Peer {
     hello: Value,
     /// Next request id; random start, so a candidate cannot predict ids to forge replies.
     next_id: u64,
+    /// Stop every process of the peer between requests (untrusted runners): nothing it
+    /// started can run while the baseline is timed or its outputs are checked.
+    frozen_between_calls: bool,
 }
 
 impl Peer {
@@ -78,6 +81,7 @@ impl Peer {
             proc,
             hello: Value::Null,
             next_id: random_u64(),
+            frozen_between_calls: false,
         };
         let hello = peer.call(&json!({"cmd": "hello"}), Duration::from_secs(120))?;
         let proto = hello.get("protocol").and_then(Value::as_u64);
@@ -92,8 +96,37 @@ impl Peer {
 
     /// Sends a request and waits for its reply. On timeout or death the process is killed.
     pub fn call(&mut self, req: &Value, timeout: Duration) -> Result<Value, CallError> {
+        let id = self.send_request(req)?;
+        self.recv_reply(req, id, timeout)
+    }
+
+    /// Sends a request (thawing the peer first); the reply is read by [`Peer::recv_reply`].
+    pub fn send_request(&mut self, req: &Value) -> Result<u64, CallError> {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut req = req.clone();
+        req["id"] = json!(id);
+        self.proc.thaw();
+        if self.proc.send(&req.to_string()).is_err() {
+            return Err(self.died());
+        }
+        Ok(id)
+    }
+
+    /// Waits for the reply to request `id` (sent as `req`); freezes the peer afterwards when
+    /// it is an untrusted runner.
+    pub fn recv_reply(
+        &mut self,
+        req: &Value,
+        id: u64,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
         let start = std::time::Instant::now();
-        let reply = self.call_inner(req, timeout);
+        self.proc.thaw();
+        let reply = self.recv_inner(id, timeout);
+        if self.frozen_between_calls {
+            self.proc.freeze();
+        }
         if std::env::var_os("KSMITH_TRACE_CALLS").is_some() {
             eprintln!(
                 "[harness] {} {:.1} ms",
@@ -104,14 +137,7 @@ impl Peer {
         reply
     }
 
-    fn call_inner(&mut self, req: &Value, timeout: Duration) -> Result<Value, CallError> {
-        let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut req = req.clone();
-        req["id"] = json!(id);
-        if self.proc.send(&req.to_string()).is_err() {
-            return Err(self.died());
-        }
+    fn recv_inner(&mut self, id: u64, timeout: Duration) -> Result<Value, CallError> {
         match self.proc.recv(timeout) {
             Recv::Line(l) => {
                 let v: Value = serde_json::from_str(&l).map_err(|e| {
@@ -155,6 +181,26 @@ impl Peer {
             exit,
             log: self.proc.log(LOG_LIMIT),
         }
+    }
+
+    /// The timing channel of an untrusted runner (the judge's clock for each timed call).
+    pub fn channel(&mut self) -> Option<&mut ksmith_sandbox::TimingChannel> {
+        self.proc.channel()
+    }
+
+    /// Stops every process of the peer (SIGSTOP to its process group).
+    pub fn freeze(&self) {
+        self.proc.freeze();
+    }
+
+    /// Lets the peer's processes run again.
+    pub fn thaw(&self) {
+        self.proc.thaw();
+    }
+
+    /// Kills the process (after a timing-channel violation, say).
+    pub fn kill(&mut self) {
+        self.proc.kill();
     }
 
     /// The process's reply to the opening `hello` (versions, protocol).
@@ -222,7 +268,7 @@ pub fn start_trusted(env: &PythonEnv) -> Result<Peer, HarnessError> {
         processes: u64::MAX,
         env: env.process_env(&[("GLIBC_TUNABLES", STEADY_MALLOC)]),
         isolate: false,
-        own_proc: false,
+        ..Limits::default()
     };
     Peer::start(env, "trusted", limits)
 }
@@ -245,7 +291,12 @@ pub fn start_runner(
         extra.push(("LD_PRELOAD", g.as_str()));
     }
     limits.env = env.process_env(&extra);
-    Peer::start(env, "runner", limits)
+    limits.view.read.extend(env.runner_view());
+    limits.timing_channel = true;
+    let mut peer = Peer::start(env, "runner", limits)?;
+    peer.frozen_between_calls = true;
+    peer.proc.freeze();
+    Ok(peer)
 }
 
 /// Name of the marker file the allocation guard writes in the runner's directory.
@@ -267,6 +318,7 @@ mod tests {
             proc,
             hello: Value::Null,
             next_id: first_id,
+            frozen_between_calls: false,
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod measure;
 mod result;
+mod slots;
 mod timing;
 
 pub use result::*;
@@ -19,7 +20,7 @@ use ksmith_sandbox::{signal_name, Exit, Limits};
 use ksmith_task::{Language, Solution, Task, WorkloadSet};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Whether to flush caches between timed calls.
@@ -60,6 +61,9 @@ pub struct JudgeConfig {
     pub plausibility_margin: f64,
     /// Where builds and reference outputs are cached.
     pub cache_dir: PathBuf,
+    /// Judge untrusted code even where an isolation layer is missing (recorded in every
+    /// result); without it the judge refuses.
+    pub unsafe_no_sandbox: bool,
 }
 
 impl JudgeConfig {
@@ -76,6 +80,7 @@ impl JudgeConfig {
             timing: true,
             plausibility_margin: 2.5,
             cache_dir,
+            unsafe_no_sandbox: false,
         }
     }
 }
@@ -97,6 +102,9 @@ pub enum JudgeError {
         /// What is missing.
         why: String,
     },
+    /// An isolation layer is missing and the user did not accept judging without it.
+    #[error("untrusted code is not judged here: isolation is incomplete ({0}); fix the machine (see `ksmith hw`) or pass --unsafe-no-sandbox to judge anyway (recorded in every result)")]
+    Isolation(String),
     /// The trusted side failed on this task (reference error, bad generator...).
     #[error("task {task}: {message}")]
     Task {
@@ -126,6 +134,43 @@ pub struct Judge {
     on_gpu: bool,
     /// The GPU's measured roofline (asked once from the trusted process).
     gpu_roofline: Option<GpuRoofline>,
+    /// Poison bit pattern (element width, bits) per dtype name, from the trusted side.
+    poison: std::collections::BTreeMap<String, (usize, u64)>,
+    /// Last seed handed out for fresh timing inputs (random start).
+    fresh_seed: u64,
+    /// Trusted scratch for fresh timing inputs and their references.
+    fresh_dir: tempfile::TempDir,
+}
+
+/// 64 random bits from the OS (time and pid if it has none).
+pub(crate) fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ ((std::process::id() as u64) << 32)
+}
+
+/// Where the runner writes each output for a dump `prefix`: the judge names the files itself,
+/// never trusting paths the runner reports.
+pub(crate) fn output_paths(task: &Task, prefix: &str) -> Value {
+    task.outputs
+        .iter()
+        .map(|o| {
+            (
+                o.tensor.name.clone(),
+                json!(format!("{prefix}.{}.bin", o.tensor.name)),
+            )
+        })
+        .collect::<serde_json::Map<String, Value>>()
+        .into()
 }
 
 /// Why the cascade stopped early.
@@ -156,7 +201,16 @@ impl Judge {
             threads: config.threads,
             compiler: compiler.version.clone(),
             flags: c::DEFAULT_FLAGS.iter().map(|s| s.to_string()).collect(),
-            isolation: ksmith_sandbox::isolation().note.clone(),
+            isolation: if ksmith_sandbox::isolation().complete() {
+                ksmith_sandbox::isolation().note.clone()
+            } else if config.unsafe_no_sandbox {
+                format!(
+                    "UNSAFE (--unsafe-no-sandbox): {}",
+                    ksmith_sandbox::isolation().note
+                )
+            } else {
+                ksmith_sandbox::isolation().note.clone()
+            },
             ..Environment::default()
         };
         Judge {
@@ -173,6 +227,13 @@ impl Judge {
             race: None,
             on_gpu: false,
             gpu_roofline: None,
+            poison: Default::default(),
+            // Far from the small seeds tasks and users pick, and unpredictable.
+            fresh_seed: random_u64() | (1 << 62),
+            fresh_dir: tempfile::Builder::new()
+                .prefix("ksmith-fresh-")
+                .tempdir()
+                .expect("a temporary directory for fresh timing inputs"),
         }
     }
 
@@ -217,6 +278,14 @@ impl Judge {
         if self.trusted.is_none() {
             let peer = ksmith_harness::start_trusted(&self.env)?;
             let hello = peer.hello().clone();
+            if let Some(p) = hello["poison"].as_object() {
+                self.poison = p
+                    .iter()
+                    .filter_map(|(k, v)| {
+                        Some((k.clone(), (v[0].as_u64()? as usize, v[1].as_u64()?)))
+                    })
+                    .collect();
+            }
             self.environment.harness_version =
                 hello["harness_version"].as_str().unwrap_or("").to_string();
             if let Some(v) = hello["versions"].as_object() {
@@ -270,6 +339,65 @@ impl Judge {
             .join("reference")
             .display()
             .to_string()
+    }
+
+    /// Copies prepared inputs into the runner's private directory (the cache, with the
+    /// references next to the inputs, stays out of its view); returns the copy's path.
+    fn stage_inputs(
+        &self,
+        runner: &Peer,
+        cached: &str,
+        name: &str,
+    ) -> Result<String, JudgeError> {
+        // An unpredictable name, created fresh: the directory is the candidate's, and a link it
+        // planted under a name it could guess must not redirect this write.
+        let dest = runner
+            .dir()
+            .join(format!("{name}-{:016x}.inputs.safetensors", random_u64()));
+        let io = |e: std::io::Error| {
+            JudgeError::Harness(HarnessError::Setup(format!(
+                "cannot copy inputs {cached} to the sandbox: {e}"
+            )))
+        };
+        let mut src = std::fs::File::open(cached).map_err(io)?;
+        let mut dst = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&dest)
+            .map_err(io)?;
+        std::io::copy(&mut src, &mut dst).map_err(io)?;
+        Ok(dest.display().to_string())
+    }
+
+    /// A seed no candidate has seen: random per judge, then counting.
+    fn next_fresh_seed(&mut self) -> u64 {
+        self.fresh_seed = self.fresh_seed.wrapping_add(1);
+        self.fresh_seed
+    }
+
+    /// The trusted directory for fresh timing inputs and their references (this judge only).
+    fn fresh_cache(&mut self) -> String {
+        self.fresh_dir.path().display().to_string()
+    }
+
+    /// Generates the inputs of (workload, seed) on the trusted side, without a reference, as
+    /// raw files in the judge's own directory (one per input, in declared order).
+    fn fresh_input_files(
+        &mut self,
+        task: &Task,
+        w: usize,
+        seed: u64,
+        tag: &str,
+    ) -> Result<Vec<PathBuf>, JudgeError> {
+        let prefix = self.fresh_dir.path().join(format!("w{w}_{tag}"));
+        let req = json!({"cmd": "inputs", "task": task.content_hash, "workload": w, "seed": seed,
+                         "prefix": prefix.display().to_string()});
+        let v = self.trusted_call(task, req)?;
+        Ok(task
+            .inputs
+            .iter()
+            .map(|i| PathBuf::from(v["paths"][&i.name].as_str().unwrap_or_default()))
+            .collect())
     }
 
     /// Makes sure inputs and the float64 reference exist for (workload, seed); returns the inputs path.
@@ -355,6 +483,10 @@ impl Judge {
         task: &Task,
         solution: &Solution,
     ) -> Result<EvalResult, JudgeError> {
+        let iso = ksmith_sandbox::isolation();
+        if !iso.complete() && !self.config.unsafe_no_sandbox {
+            return Err(JudgeError::Isolation(iso.note.clone()));
+        }
         let start = Instant::now();
         let computed_before = self.references_computed;
         self.trusted()?;
@@ -538,6 +670,12 @@ impl Judge {
         r.stage = Stage::Load;
         let mut limits = self.runner_limits(task);
         limits.address_space = limits.address_space.max(min_address_space);
+        // The runner reads its own build product (read-only, nothing else of the caches).
+        for key in ["library", "module"] {
+            if let Some(dir) = load[key].as_str().map(Path::new).and_then(Path::parent) {
+                limits.view.read.push(dir.to_path_buf());
+            }
+        }
         let mut runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
         load["cmd"] = json!("load");
         load["entry"] = json!(solution.entry_point);
@@ -692,8 +830,7 @@ impl Judge {
             open_files: 256,
             processes: 512,
             env: Vec::new(),
-            isolate: true,
-            own_proc: false,
+            ..Limits::default()
         }
     }
 
@@ -705,6 +842,11 @@ impl Judge {
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
         let timeout = self.config.call_timeout;
+        let channel_ns = if self.config.timing {
+            self.calibrate_channel(runner)?
+        } else {
+            0
+        };
         let loaded = runner.call(&load, timeout).map_err(Failure::Candidate)?;
         let interpreted = loaded["interpreted"].as_bool().unwrap_or(false);
         let seeds = self.config.seeds.clone();
@@ -726,7 +868,10 @@ impl Judge {
             if i == 1 {
                 r.stage = Stage::FullCheck;
             }
-            let inputs = self.prepare(task, w, seed).map_err(Failure::Judge)?;
+            let cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
+            let inputs = self
+                .stage_inputs(runner, &cached, &format!("w{w}_s{seed}"))
+                .map_err(Failure::Judge)?;
             let prefix = runner
                 .dir()
                 .join(format!("out_w{w}_s{seed}"))
@@ -758,7 +903,7 @@ impl Judge {
                 task,
                 w,
                 seed,
-                &reply["outputs"],
+                &output_paths(task, &prefix),
                 &reply["input_hashes"],
                 &earlier,
                 &mut corr,
@@ -778,7 +923,7 @@ impl Judge {
         }
         // 6. Timing, 7. roofline.
         r.stage = Stage::Timing;
-        let (mut perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, r)? {
+        let (mut perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, channel_ns, r)? {
             Ok(timed) => timed,
             Err(v) => return Ok(Some(v)),
         };
@@ -833,9 +978,61 @@ impl Judge {
         earlier: &[u64],
         corr: &mut Correctness,
     ) -> Result<Option<Verdict>, Failure> {
+        let cache = self.ref_cache();
+        self.check_in(task, w, seed, outputs, input_hashes, earlier, corr, &cache)
+    }
+
+    /// A check of outputs and inputs the judge read back from a timing slot (raw files).
+    #[allow(clippy::too_many_arguments)]
+    fn check_files(
+        &mut self,
+        task: &Task,
+        w: usize,
+        seed: u64,
+        outputs: &Value,
+        input_files: &Value,
+        corr: &mut Correctness,
+        cache_dir: &str,
+    ) -> Result<Option<Verdict>, Failure> {
+        self.check_req(task, w, seed, outputs, &json!({}), input_files, &[], corr, cache_dir)
+    }
+
+    /// [`Judge::check`] against references kept in `cache_dir` (computed there if missing).
+    #[allow(clippy::too_many_arguments)]
+    fn check_in(
+        &mut self,
+        task: &Task,
+        w: usize,
+        seed: u64,
+        outputs: &Value,
+        input_hashes: &Value,
+        earlier: &[u64],
+        corr: &mut Correctness,
+        cache_dir: &str,
+    ) -> Result<Option<Verdict>, Failure> {
+        self.check_req(task, w, seed, outputs, input_hashes, &json!({}), earlier, corr, cache_dir)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_req(
+        &mut self,
+        task: &Task,
+        w: usize,
+        seed: u64,
+        outputs: &Value,
+        input_hashes: &Value,
+        input_files: &Value,
+        earlier: &[u64],
+        corr: &mut Correctness,
+        cache_dir: &str,
+    ) -> Result<Option<Verdict>, Failure> {
+        self.ensure_loaded(task)?;
+        let prep = json!({"cmd": "prepare", "task": task.content_hash, "workload": w, "seed": seed, "cache_dir": cache_dir});
+        self.trusted_call(task, prep)?;
         let req = json!({
             "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,
-            "outputs": outputs, "input_hashes": input_hashes, "previous_seeds": earlier, "cache_dir": self.ref_cache(),
+            "outputs": outputs, "input_hashes": input_hashes, "input_files": input_files,
+            "previous_seeds": earlier, "cache_dir": cache_dir,
         });
         let v = self.trusted_call(task, req).map_err(Failure::Judge)?;
         corr.checks += 1;

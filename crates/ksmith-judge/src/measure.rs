@@ -1,22 +1,39 @@
 //! Step 6 of the cascade: timing every workload in alternating rounds against the XLA baseline,
 //! re-checking the outputs of timed calls, and (when racing) dropping clearly slower candidates.
 
+use crate::slots::{Slot, TensorSpec};
 use crate::timing::RoundPlan;
 use crate::{
-    axis_values, Elimination, EvalResult, Failure, Flush, Judge, Timing, Verdict, WorkloadPerf,
+    axis_values, Elimination, EvalResult, Failure, Flush, Judge, JudgeError, Timing, Verdict,
+    WorkloadPerf,
 };
-use ksmith_harness::Peer;
+use ksmith_harness::{CallError, HarnessError, Peer};
 use ksmith_task::{DType, Task};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// Bytes written between timed calls on a GPU: several times any current L2.
 const GPU_FLUSH_BYTES: u64 = 256 << 20;
-use serde_json::{json, Value};
 
-/// Timing state of one workload: its input sets, cache policy and the samples so far.
+/// Most input sets in one timed round: each call gets its own, never seen before, so a kernel
+/// that caches results by input content gains nothing; more calls mean more rounds.
+pub(crate) const MAX_SETS: usize = 8;
+/// Memory the timing slots of one workload may take (fewer sets per round beyond it).
+const SLOT_BYTES: usize = 512 << 20;
+
+/// Timing state of one workload: cache policy, slots, the samples so far, and the inputs of
+/// the last round.
 struct Timer {
     w: usize,
-    seeds: [u64; 2],
-    paths: Vec<String>,
+    /// The baseline's input sets (the first two check seeds; the baseline is trusted).
+    base_seeds: [u64; 2],
+    /// Fresh-input slots, then one warm-up slot holding the first check seed's inputs.
+    slots: Vec<Slot>,
+    /// Seeds of the last round's timed calls, one fresh input set per call (slot i).
+    round_seeds: Vec<u64>,
+    /// Raw input files of the last round, per call (trusted directory).
+    round_files: Vec<Vec<PathBuf>>,
     flush: bool,
     flush_bytes: u64,
     plan: RoundPlan,
@@ -38,7 +55,73 @@ fn samples(v: &Value) -> impl Iterator<Item = u64> + '_ {
 /// Timed workloads and, when the candidate was dropped from a race, why.
 type Timed = (Vec<WorkloadPerf>, Option<Elimination>);
 
+/// Reads one byte from the timing channel; anything but `want` is the candidate's fault.
+fn expect(runner: &mut Peer, want: u8, timeout: Duration) -> Result<Instant, CallError> {
+    let chan = runner
+        .channel()
+        .ok_or_else(|| CallError::Protocol("the runner has no timing channel".into()))?;
+    let got = chan.recv(timeout);
+    let at = Instant::now();
+    match got {
+        Some(b) if b == want => Ok(at),
+        None => Err(CallError::Timeout(timeout)),
+        Some(b) => Err(CallError::Protocol(format!(
+            "unexpected byte {b:#04x} on the timing channel (the judge's clock is not the candidate's to drive)"
+        ))),
+    }
+}
+
+fn send(runner: &mut Peer, bytes: &[u8]) -> Result<(), CallError> {
+    let chan = runner
+        .channel()
+        .ok_or_else(|| CallError::Protocol("the runner has no timing channel".into()))?;
+    for &b in bytes {
+        chan.send(b)
+            .map_err(|e| CallError::Protocol(format!("timing channel: {e}")))?;
+    }
+    Ok(())
+}
+
+/// One call on the judge's clock: "p"+slot → "r", then "g" → "d" (timed) → "f". Returns the
+/// time from "g" to "f": the call, and whatever its process did before it let go of the slot.
+fn clocked_call(runner: &mut Peer, slot: u8, timeout: Duration) -> Result<u64, CallError> {
+    runner.thaw();
+    send(runner, &[b'p', slot])?;
+    expect(runner, b'r', timeout)?;
+    let go = Instant::now();
+    send(runner, b"g")?;
+    expect(runner, b'd', timeout)?;
+    let finished = expect(runner, b'f', timeout)?;
+    runner.freeze();
+    Ok(finished.duration_since(go).as_nanos() as u64)
+}
+
 impl Judge {
+    /// Before the candidate is loaded (the runner is still only our code): what the timing
+    /// protocol itself costs around an empty call, subtracted from every timed call.
+    pub(crate) fn calibrate_channel(&mut self, runner: &mut Peer) -> Result<u64, Failure> {
+        const CALLS: usize = 15;
+        let req = json!({"cmd": "calibrate", "calls": CALLS});
+        let timeout = self.config.call_timeout;
+        let id = runner.send_request(&req).map_err(Failure::Candidate)?;
+        let mut t = Vec::new();
+        for _ in 0..CALLS {
+            match clocked_call(runner, 0, timeout) {
+                Ok(ns) => t.push(ns),
+                Err(e) => {
+                    runner.kill();
+                    return Err(Failure::Candidate(e));
+                }
+            }
+        }
+        runner
+            .recv_reply(&req, id, timeout)
+            .map_err(Failure::Candidate)?;
+        // The fastest calibrated calls: the channel's own cost, not its noise.
+        t.sort_unstable();
+        Ok(t[t.len() / 4])
+    }
+
     /// Times every workload. With a race, every workload first gets the race's minimum rounds;
     /// a candidate clearly slower than the incumbent overall stops there.
     pub(crate) fn time_all(
@@ -46,20 +129,21 @@ impl Judge {
         task: &Task,
         runner: &mut Peer,
         est_ns: &[u64],
+        channel_ns: u64,
         r: &mut EvalResult,
     ) -> Result<Result<Timed, Verdict>, Failure> {
         let mut timers = Vec::new();
         for (w, &est) in est_ns.iter().enumerate() {
-            timers.push(self.timer(task, w, est)?);
+            timers.push(self.timer(task, runner, w, est)?);
         }
         let mut eliminated = None;
         if let Some(race) = self.race.clone() {
             for t in &mut timers {
                 while t.rounds < race.min_rounds.min(self.config.max_rounds) {
-                    self.round(task, runner, t)?;
-                }
-                if let Some(v) = self.recheck(task, runner, t, r)? {
-                    return Ok(Err(v));
+                    self.round(task, runner, t, channel_ns)?;
+                    if let Some(v) = self.recheck(task, t, r)? {
+                        return Ok(Err(v));
+                    }
                 }
             }
             let speedups: Vec<f64> = timers
@@ -75,10 +159,10 @@ impl Judge {
             for t in &mut timers {
                 while t.rounds < self.config.max_rounds && !t.plan.done(t.rounds, &t.cand, &t.base)
                 {
-                    self.round(task, runner, t)?;
-                }
-                if let Some(v) = self.recheck(task, runner, t, r)? {
-                    return Ok(Err(v));
+                    self.round(task, runner, t, channel_ns)?;
+                    if let Some(v) = self.recheck(task, t, r)? {
+                        return Ok(Err(v));
+                    }
                 }
             }
         }
@@ -86,35 +170,83 @@ impl Judge {
         Ok(Ok((perf, eliminated)))
     }
 
-    fn timer(&mut self, task: &Task, w: usize, est_ns: u64) -> Result<Timer, Failure> {
-        let seeds = [self.config.seeds[0], self.config.seeds[1]];
-        let mut paths = Vec::new();
-        for s in seeds {
-            paths.push(self.prepare(task, w, s).map_err(Failure::Judge)?);
-        }
-        let axes = &task.workloads[w].axes;
+    /// Whether workload `w` is timed with flushed caches, and how many bytes the baseline's
+    /// flush writes (the candidate's own buffers are evicted line by line instead).
+    pub(crate) fn flush_plan(&self, task: &Task, w: usize) -> (bool, u64) {
         let flush = match self.config.flush {
             Flush::Always => true,
             Flush::Never => false,
             // A GPU's L2 (50-60 MB on Hopper) is flushed between every timed call.
             Flush::Auto => self.on_gpu || task.bytes_of(w) < self.hw.llc_bytes() as f64,
         };
-        let flush_bytes = match (flush, self.on_gpu) {
+        let bytes = match (flush, self.on_gpu) {
             (false, _) => 0,
             (true, true) => GPU_FLUSH_BYTES,
             (true, false) => self.hw.llc_bytes().max(8 << 20),
         };
-        // Untimed work per call: the flush writes `flush_bytes`, poisoning writes the outputs.
-        let out_bytes: f64 = task
+        (flush, bytes)
+    }
+
+    /// Tensor sizes and poison patterns of workload `w` (inputs, outputs).
+    fn tensor_specs(&mut self, task: &Task, w: usize) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
+        let axes = &task.workloads[w].axes;
+        let poison = self.poison.clone();
+        let ins = task
+            .inputs
+            .iter()
+            .map(|t| TensorSpec {
+                name: t.name.clone(),
+                bytes: t.numel(axes) as usize * t.dtype.size(),
+                poison: None,
+            })
+            .collect();
+        let outs = task
             .outputs
             .iter()
-            .map(|o| (o.tensor.numel(axes) as usize * o.tensor.dtype.size()) as f64)
-            .sum();
-        let per_call_ns = (flush_bytes as f64 + out_bytes) / 10.0; // ~10 GB/s
+            .map(|o| TensorSpec {
+                name: o.tensor.name.clone(),
+                bytes: o.tensor.numel(axes) as usize * o.tensor.dtype.size(),
+                poison: poison.get(o.tensor.dtype.name()).copied(),
+            })
+            .collect();
+        (ins, outs)
+    }
+
+    fn timer(
+        &mut self,
+        task: &Task,
+        runner: &Peer,
+        w: usize,
+        est_ns: u64,
+    ) -> Result<Timer, Failure> {
+        let base_seeds = [self.config.seeds[0], self.config.seeds[1]];
+        for s in base_seeds {
+            self.prepare(task, w, s).map_err(Failure::Judge)?;
+        }
+        let (ins, outs) = self.tensor_specs(task, w);
+        let ws: usize = ins.iter().chain(&outs).map(|t| t.bytes).sum::<usize>().max(1);
+        let sets = (SLOT_BYTES / ws).clamp(2, MAX_SETS);
+        let io = |e: std::io::Error| {
+            Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
+                "timing slots: {e}"
+            ))))
+        };
+        let mut slots = Vec::new();
+        for i in 0..=sets {
+            slots.push(Slot::create(runner.dir(), &format!("w{w}s{i}"), &ins, &outs).map_err(io)?);
+        }
+        // The warm-up slot holds inputs the candidate has seen (the first check seed).
+        let warm = self.fresh_input_files(task, w, base_seeds[0], "warm")?;
+        slots[sets].fill(&warm).map_err(io)?;
+        let (flush, flush_bytes) = self.flush_plan(task, w);
+        // Untimed work per call: channel round trips, input copy, poisoning.
+        let per_call_ns = 100_000.0 + ws as f64 / 5.0;
         Ok(Timer {
             w,
-            seeds,
-            paths,
+            base_seeds,
+            slots,
+            round_seeds: Vec::new(),
+            round_files: Vec::new(),
             flush,
             flush_bytes,
             plan: RoundPlan::new(est_ns, per_call_ns, &self.config),
@@ -125,71 +257,119 @@ impl Judge {
         })
     }
 
-    /// One alternating round: the baseline's calls, then the candidate's.
-    fn round(&mut self, task: &Task, runner: &mut Peer, t: &mut Timer) -> Result<(), Failure> {
-        // Warm up on a workload's first round, and when coming back to it after another.
-        let warmup = if t.rounds == 0 || t.checked_rounds == t.rounds {
-            2
-        } else {
-            0
-        };
-        let w = t.w;
-        let axes = &task.workloads[w].axes;
-        let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": t.seeds,
-                          "reps": t.plan.reps(&t.base), "warmup": warmup, "flush_bytes": t.flush_bytes,
-                          "cache_dir": self.ref_cache()});
-        let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
-        t.base.extend(samples(&b));
-        let creq = json!({
-            "cmd": "time", "inputs_paths": t.paths, "axes": axis_values(task, w),
-            "in_shapes": task.inputs.iter().map(|i| i.dims(axes)).collect::<Vec<_>>(),
-            "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(axes)).collect::<Vec<_>>(),
-            "reps": t.plan.reps(&t.cand), "warmup": warmup, "flush_bytes": t.flush_bytes,
-        });
-        let c = runner
-            .call(&creq, self.config.call_timeout)
-            .map_err(Failure::Candidate)?;
-        t.cand.extend(samples(&c));
-        t.rounds += 1;
-        Ok(())
-    }
-
-    /// Re-checks the outputs of the last timed call on each input set (if not done yet).
-    fn recheck(
+    /// One alternating round: the baseline's calls (the candidate stopped), then the
+    /// candidate's, each on a fresh input set and timed by the judge's clock.
+    fn round(
         &mut self,
         task: &Task,
         runner: &mut Peer,
         t: &mut Timer,
+        channel_ns: u64,
+    ) -> Result<(), Failure> {
+        let warmup = if t.rounds == 0 { 2 } else { 0 };
+        let w = t.w;
+        let axes = &task.workloads[w].axes;
+        let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": t.base_seeds,
+                          "reps": t.plan.reps(&t.base), "warmup": warmup, "flush_bytes": t.flush_bytes,
+                          "cache_dir": self.ref_cache()});
+        let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
+        t.base.extend(samples(&b));
+        let sets = t.slots.len() - 1;
+        let n = t.plan.reps(&t.cand).clamp(1, sets);
+        t.round_seeds.clear();
+        t.round_files.clear();
+        for i in 0..n {
+            let seed = self.next_fresh_seed();
+            let files = self.fresh_input_files(task, w, seed, &format!("r{}c{i}", t.rounds))?;
+            t.round_seeds.push(seed);
+            t.round_files.push(files);
+        }
+        let (_, outs) = self.tensor_specs(task, w);
+        let creq = json!({
+            "cmd": "time", "axes": axis_values(task, w),
+            "in_shapes": task.inputs.iter().map(|i| i.dims(axes)).collect::<Vec<_>>(),
+            "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(axes)).collect::<Vec<_>>(),
+            "slots": t.slots.iter().map(Slot::spec).collect::<Vec<_>>(),
+            "calls": warmup + n,
+        });
+        let timeout = self.config.call_timeout;
+        let io = |e: std::io::Error| {
+            Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
+                "timing slots: {e}"
+            ))))
+        };
+        let id = runner.send_request(&creq).map_err(Failure::Candidate)?;
+        let mut calls = Vec::with_capacity(n);
+        for k in 0..warmup + n {
+            // The runner is stopped: its buffers are the judge's to fill.
+            runner.freeze();
+            let slot = if k < warmup { sets } else { k - warmup };
+            if k >= warmup {
+                t.slots[slot].fill(&t.round_files[slot]).map_err(io)?;
+            }
+            t.slots[slot].poison(&outs);
+            if t.flush {
+                t.slots[slot].evict();
+            }
+            match clocked_call(runner, slot as u8, timeout) {
+                Ok(ns) if k >= warmup => calls.push(ns.saturating_sub(channel_ns).max(1)),
+                Ok(_) => {}
+                Err(e) => {
+                    runner.kill();
+                    return Err(Failure::Candidate(e));
+                }
+            }
+        }
+        let reply = runner
+            .recv_reply(&creq, id, timeout)
+            .map_err(Failure::Candidate)?;
+        if std::env::var_os("KSMITH_TRACE_CALLS").is_some() {
+            eprintln!(
+                "[clock] workload {w}: channel {channel_ns} ns; judge's clock {calls:?}; runner's own figures {}",
+                reply["inproc_ns"]
+            );
+        }
+        t.cand.extend(calls);
+        t.rounds += 1;
+        Ok(())
+    }
+
+    /// Re-checks one call of the last round, chosen at random after the round, against the
+    /// reference for its inputs; the candidate cannot know which call will be checked.
+    fn recheck(
+        &mut self,
+        task: &Task,
+        t: &mut Timer,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
-        if t.checked_rounds == t.rounds {
+        if t.checked_rounds == t.rounds || t.round_seeds.is_empty() {
             return Ok(None);
         }
         t.checked_rounds = t.rounds;
-        let prefixes: Vec<String> = t
-            .seeds
-            .iter()
-            .map(|s| {
-                let name = format!("timed_w{}_s{s}_r{}", t.w, t.rounds);
-                runner.dir().join(name).display().to_string()
-            })
-            .collect();
-        let dump = json!({"cmd": "dump", "out_prefixes": prefixes});
-        let reply = runner
-            .call(&dump, self.config.call_timeout)
-            .map_err(Failure::Candidate)?;
+        let call = (crate::random_u64() % t.round_seeds.len() as u64) as usize;
+        let seed = t.round_seeds[call];
+        let (ins, outs) = self.tensor_specs(task, t.w);
+        let dir = self.fresh_dir.path().to_path_buf();
+        let (outputs, inputs) = t.slots[call]
+            .dump(&dir, &format!("check_w{}_r{}", t.w, t.rounds), &ins, &outs)
+            .map_err(|e| {
+                Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
+                    "reading timed outputs: {e}"
+                ))))
+            })?;
         let mut corr = r.correctness.take().unwrap_or_default();
-        for (i, s) in t.seeds.iter().enumerate() {
-            let out = &reply["outputs"][i];
-            let hashes = &reply["input_hashes"][i];
-            if let Some(mut v) = self.check(task, t.w, *s, out, hashes, &[], &mut corr)? {
-                v.detail = format!("timed run: {}", v.detail);
-                r.correctness = Some(corr);
-                return Ok(Some(v));
+        let fresh = self.fresh_cache();
+        let verdict = self.check_files(task, t.w, seed, &outputs, &inputs, &mut corr, &fresh)?;
+        r.correctness = Some(corr);
+        for files in &t.round_files {
+            for f in files {
+                let _ = std::fs::remove_file(f);
             }
         }
-        r.correctness = Some(corr);
-        Ok(None)
+        Ok(verdict.map(|mut v| {
+            v.detail = format!("timed call {call} of round {}: {}", t.rounds, v.detail);
+            v
+        }))
     }
 
     /// Roofline time floor of workload `w` on the device this evaluation runs on.

@@ -48,7 +48,7 @@ mod perf;
 mod vecreport;
 
 use ksmith_backend::c::{Compiler, Toolchain, DEFAULT_FLAGS};
-use ksmith_sandbox::{Exit, Limits, Recv, Sandboxed};
+use ksmith_sandbox::{Exit, FsView, Limits, Recv, Sandboxed};
 use ksmith_task::{Language, Solution, Task};
 use perf::Tools;
 use std::fmt::Write as _;
@@ -608,7 +608,13 @@ impl Runs {
                 ("MKL_NUM_THREADS".into(), "1".into()),
             ],
             isolate,
-            own_proc: false,
+            // The driver reads its library and the judge's inputs, and writes only here.
+            view: FsView {
+                read: self.inputs.iter().cloned().collect(),
+                write: vec![self.run.clone()],
+                read_everything: false,
+            },
+            ..Limits::default()
         }
     }
 
@@ -674,8 +680,12 @@ impl Runs {
                 ),
             );
         }
-        let mut limits = self.limits(iso.proc_namespace);
-        limits.own_proc = true;
+        let mut limits = self.limits(true);
+        // perf needs the whole tree (its own /proc mount, debug info, kallsyms) and its
+        // system call; writes stay limited to the run directory. No verdict comes from here.
+        limits.own_proc = iso.proc_namespace;
+        limits.profiling = true;
+        limits.view.read_everything = true;
         run_sandboxed(perf, &perf_args, &limits, self.wall)
     }
 

@@ -65,6 +65,8 @@ pub struct Limits {
     pub profiling: bool,
     /// Give the child a timing channel: it reads "go" bytes on fd 3 and writes on fd 4.
     pub timing_channel: bool,
+    /// Working directory instead of the private one (it must be in `view.write`).
+    pub cwd: Option<PathBuf>,
 }
 
 impl Default for Limits {
@@ -81,6 +83,7 @@ impl Default for Limits {
             view: FsView::default(),
             profiling: false,
             timing_channel: false,
+            cwd: None,
         }
     }
 }
@@ -417,7 +420,7 @@ impl Sandboxed {
         }
         let mut cmd = Command::new(program);
         cmd.args(args);
-        cmd.current_dir(dir.path())
+        cmd.current_dir(limits.cwd.as_deref().unwrap_or(dir.path()))
             .env_clear()
             .env("HOME", dir.path())
             .env("TMPDIR", dir.path())

@@ -10,7 +10,7 @@ use crate::Diagnostic;
 use ksmith_task::{Solution, Task};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Default flags, from DESIGN.md; a solution's flags are appended.
 pub const DEFAULT_FLAGS: [&str; 5] = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"];
@@ -157,6 +157,63 @@ pub fn build(
     build_with(&tool, solution, cache_dir)
 }
 
+/// File next to a cached `kernel.so` holding its blake3 hash.
+const LIBRARY_HASH: &str = "kernel.so.blake3";
+
+/// Compile time limit: a compiler fed hostile sources (huge macros, template bombs) stops here.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn library_intact(dir: &Path) -> bool {
+    match (
+        std::fs::read(dir.join("kernel.so")),
+        std::fs::read_to_string(dir.join(LIBRARY_HASH)),
+    ) {
+        (Ok(lib), Ok(want)) => blake3::hash(&lib).to_hex().as_str() == want.trim(),
+        _ => false,
+    }
+}
+
+/// Runs the compiler on untrusted sources and flags in the same sandbox as candidates: it may
+/// read the system and write only `work`. Returns whether it succeeded and its output.
+fn compile_sandboxed(command: &[String], work: &Path) -> std::io::Result<(bool, String)> {
+    use ksmith_sandbox::{Exit, FsView, Limits, Recv, Sandboxed};
+    let limits = Limits {
+        cpu_seconds: BUILD_TIMEOUT.as_secs(),
+        address_space: 16 << 30,
+        file_size: 1 << 30,
+        open_files: 1024,
+        processes: 256,
+        // C locale: plain ASCII quotes in diagnostics, whatever the user's locale.
+        env: vec![("LC_ALL".into(), "C".into())],
+        view: FsView {
+            write: vec![work.to_path_buf()],
+            ..FsView::default()
+        },
+        cwd: Some(work.to_path_buf()),
+        ..Limits::default()
+    };
+    let mut proc = Sandboxed::spawn(Path::new(&command[0]), &command[1..], &limits)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let deadline = Instant::now() + BUILD_TIMEOUT;
+    let mut out = String::new();
+    loop {
+        match proc.recv(deadline.saturating_duration_since(Instant::now())) {
+            Recv::Line(l) => {
+                out.push_str(&l);
+                out.push('\n');
+            }
+            Recv::Eof => break,
+            Recv::Timeout => {
+                proc.kill();
+                return Ok((false, format!("{out}the compiler ran past {BUILD_TIMEOUT:?} and was stopped\n")));
+            }
+        }
+    }
+    let exit = proc.finish(Duration::from_secs(30));
+    out.push_str(&proc.log(256 * 1024));
+    Ok((exit == Exit::Code(0), out))
+}
+
 /// One compiler invocation that produces `kernel.so` from a solution's sources.
 pub struct Toolchain {
     /// Compiler command.
@@ -196,6 +253,11 @@ pub fn build_with(
     command.extend(flags.iter().cloned());
     command.extend(["-o".into(), "kernel.so".into()]);
     command.extend(solution.sources.iter().map(|(n, _)| n.clone()));
+    // A cached library is used only if it is still the one that was built (its hash was
+    // recorded next to it); anything else is removed and rebuilt.
+    if library.exists() && !library_intact(&dir) {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     if library.exists() {
         let log = std::fs::read_to_string(dir.join("build.log")).unwrap_or_default();
         let diagnostics = parse(&log);
@@ -230,21 +292,10 @@ pub fn build_with(
         std::fs::write(&p, s).map_err(|e| io(&p, e))?;
     }
     let start = Instant::now();
-    // C locale: plain ASCII quotes in diagnostics, whatever the user's locale.
-    let out = Command::new(&command[0])
-        .args(&command[1..])
-        .env("LC_ALL", "C")
-        .current_dir(work.path())
-        .output()
-        .map_err(|e| io(work.path(), e))?;
+    let (ok, log) = compile_sandboxed(&command, work.path()).map_err(|e| io(work.path(), e))?;
     let seconds = start.elapsed().as_secs_f64();
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
     let diagnostics = parse(&log);
-    if !out.status.success() {
+    if !ok {
         return Ok(Err(BuildFailure {
             reason: "compile_error".into(),
             log,
@@ -267,6 +318,9 @@ pub fn build_with(
         }));
     }
     std::fs::write(work.path().join("build.log"), &log).map_err(|e| io(work.path(), e))?;
+    let digest = blake3::hash(&std::fs::read(work.path().join("kernel.so")).map_err(|e| io(work.path(), e))?);
+    std::fs::write(work.path().join(LIBRARY_HASH), digest.to_hex().as_str())
+        .map_err(|e| io(work.path(), e))?;
     let staged = work.keep();
     // Another process may have finished the same build first; either copy is good.
     if std::fs::rename(&staged, &dir).is_err() {
