@@ -1,7 +1,12 @@
 //! Export in the FlashInfer Trace schema: `definitions/*.json`, `solutions/<def>/*.json`,
 //! `traces/<def>.jsonl` (one trace per evaluation and workload).
+//!
+//! Task and solution names come from files a candidate's author may control; every name that
+//! becomes a path component here goes through [`ksmith_task::safe_component`], so nothing is
+//! written outside the export directory and distinct names never share a file.
 
 use crate::{Store, StoreError};
+use ksmith_task::safe_component;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -19,7 +24,7 @@ fn uuid_like(seed: &str) -> String {
     )
 }
 
-fn definition(task: &Value, reference: &str) -> Value {
+fn definition(task: &Value, name: &str, reference: &str) -> Value {
     let axes: Map<String, Value> = task["axes"]
         .as_array()
         .into_iter()
@@ -46,7 +51,7 @@ fn definition(task: &Value, reference: &str) -> Value {
             .collect()
     };
     json!({
-        "name": task["name"],
+        "name": name,
         "op_type": task["op_class"],
         "description": task["description"],
         "axes": axes,
@@ -70,7 +75,7 @@ pub fn export_flashinfer(store: &Store, out: &Path) -> Result<usize, StoreError>
     for id in store.ids()? {
         let Some(ev) = store.get(id)? else { continue };
         let r = &ev.result;
-        let def_name = r.task.clone();
+        let def_name = safe_component(&r.task);
         let reference = ev.task["dir"]
             .as_str()
             .map(|d| {
@@ -85,10 +90,17 @@ pub fn export_flashinfer(store: &Store, out: &Path) -> Result<usize, StoreError>
         let def_path = out.join("definitions").join(format!("{def_name}.json"));
         std::fs::write(
             &def_path,
-            serde_json::to_vec_pretty(&definition(&ev.task, &reference)).unwrap_or_default(),
+            serde_json::to_vec_pretty(&definition(&ev.task, &def_name, &reference))
+                .unwrap_or_default(),
         )
         .map_err(|e| io(&def_path, e))?;
-        let sol_name = format!("{}_{}", r.solution, &r.solution_hash[..8]);
+        let short_hash: String = r
+            .solution_hash
+            .chars()
+            .filter(char::is_ascii_hexdigit)
+            .take(8)
+            .collect();
+        let sol_name = safe_component(&format!("{}_{short_hash}", r.solution));
         let sources: Vec<Value> = ev
             .sources
             .iter()
@@ -178,4 +190,104 @@ pub fn export_flashinfer(store: &Store, out: &Path) -> Result<usize, StoreError>
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksmith_judge::EvalResult;
+    use ksmith_task::{Language, Solution, Task};
+
+    fn task() -> Task {
+        Task::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/vector_add"))
+            .unwrap()
+    }
+
+    /// A minimal stored result (a compile error: no correctness or timing to fill in).
+    fn result(task: &Task, sol: &Solution) -> EvalResult {
+        serde_json::from_value(json!({
+            "status": "COMPILE_ERROR", "reason": "compile_error", "detail": null, "stage": "build",
+            "task": task.name, "task_hash": task.content_hash,
+            "solution": sol.name, "solution_hash": sol.content_hash,
+            "policy": [], "build": null, "correctness": null, "performance": null, "log": "",
+            "environment": ksmith_judge::Environment::default(), "elapsed_s": 0.0,
+            "time_split": ksmith_judge::TimeSplit::default(),
+        }))
+        .unwrap()
+    }
+
+    /// Every file under `dir`, relative to it.
+    fn files(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(
+                    files(&p)
+                        .into_iter()
+                        .map(|f| Path::new(&e.file_name()).join(f)),
+                );
+            } else {
+                out.push(e.file_name().into());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn hostile_names_stay_inside_the_export_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store")).unwrap();
+        let task = task();
+        let names = [
+            "../../../../tmp/x",
+            "../../../x",
+            "..",
+            "a/b",
+            "a_b",
+            "ok-name",
+        ];
+        for name in names {
+            let sol = Solution::from_source(
+                name,
+                Language::C,
+                "vector_add",
+                "kernel.c",
+                format!("// {name}\n"),
+                Vec::new(),
+            );
+            store
+                .record(&format!("k{name}"), &task, &sol, &result(&task, &sol))
+                .unwrap();
+        }
+        // The export sits two levels down, so `..` twice would still be inside `tmp`.
+        let out = tmp.path().join("a/b/export");
+        let n = export_flashinfer(&store, &out).unwrap();
+        assert!(n > 0);
+        let written = files(tmp.path());
+        for f in &written {
+            assert!(
+                f.starts_with("store") || f.starts_with("a/b/export"),
+                "written outside --out: {}",
+                f.display()
+            );
+        }
+        let sols: Vec<String> = std::fs::read_dir(out.join("solutions/vector_add"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(sols.len(), names.len(), "{sols:?}");
+        assert!(sols.iter().any(|s| s.starts_with("ok-name_")), "{sols:?}");
+        for s in &sols {
+            assert!(
+                ksmith_task::is_safe_component(s.trim_end_matches(".json")),
+                "{s}"
+            );
+            let v: Value = serde_json::from_slice(
+                &std::fs::read(out.join("solutions/vector_add").join(s)).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(format!("{}.json", v["name"].as_str().unwrap()), *s);
+        }
+    }
 }

@@ -4,14 +4,20 @@
 //! Parsing never stops at the first problem: every problem is collected as a [`Problem`]
 //! naming the file, the field and what is wrong, so `ksmith validate` can report them all.
 
+mod component;
 mod dtype;
+pub mod flags;
 mod formula;
 mod solution;
 mod task;
 
+pub use component::{is_safe_component, safe_component, MAX_COMPONENT_LEN};
 pub use dtype::DType;
+pub use flags::{check_flag, check_flags, FlagClass};
 pub use formula::{Formula, FormulaError};
-pub use solution::{Language, Solution, Tunable, SOLUTION_FILE};
+pub use solution::{
+    is_safe_source_path, Language, Solution, Tunable, MAX_SOURCES, MAX_SOURCE_BYTES, SOLUTION_FILE,
+};
 pub use task::TASK_FILE as TASK_FILE_NAME;
 pub use task::{
     Axis, AxisKind, Distribution, OpClass, OutputSpec, ReferenceSpec, Task, TensorSpec, Workload,

@@ -1,8 +1,17 @@
 //! Solutions: a directory with `solution.toml`, or a bare source file.
+//!
+//! Everything in a solution is written by someone we do not trust, so loading refuses, as
+//! problems in `file: field: message` form, anything that would let the files reach the host:
+//! compiler flags off the allow-list ([`crate::flags`]), a `name` that is not a safe path
+//! component ([`crate::is_safe_component`]), and source files (or `solution.toml`, or a bare
+//! source file) that are symbolic links, not regular files, larger than [`MAX_SOURCE_BYTES`],
+//! or outside the solution directory.
 
+use crate::component::{is_safe_component, safe_component, MAX_COMPONENT_LEN};
 use crate::task::is_identifier;
 use crate::{content_hash, Formula, Problem, Problems, Task};
 use serde::Serialize;
+use std::io::Read;
 use std::path::Path;
 use toml::{Table, Value};
 
@@ -101,6 +110,94 @@ pub struct Solution {
 /// File name of a solution definition inside a solution directory.
 pub const SOLUTION_FILE: &str = "solution.toml";
 
+/// Largest solution file read (each source, and `solution.toml`): 1 MiB. Kernels are text far
+/// smaller than this; the cap keeps a hostile solution from filling memory, the store and
+/// exports.
+pub const MAX_SOURCE_BYTES: u64 = 1 << 20;
+
+/// Most source files one solution may list.
+pub const MAX_SOURCES: usize = 64;
+
+/// Whether `path` (a `sources` entry) is a safe relative path: `/`-separated components that
+/// are each a safe path component ([`is_safe_component`]: no `..`, `.`, hidden or empty parts)
+/// and do not start with `-` (source names are compiler arguments, so `-wrapper.c` would be an
+/// option).
+pub fn is_safe_source_path(path: &str) -> bool {
+    !path.is_empty()
+        && path
+            .split('/')
+            .all(|c| is_safe_component(c) && !c.starts_with('-'))
+}
+
+/// Why a `sources` entry is refused, or `None` when it is a safe relative path.
+fn source_path_problem(s: &str) -> Option<String> {
+    let shown = s.escape_debug();
+    if s.is_empty() {
+        Some("empty path".into())
+    } else if Path::new(s).is_absolute() {
+        Some(format!(
+            "`{shown}` is absolute; sources must be relative paths inside the solution directory"
+        ))
+    } else if s.split('/').any(|c| c == "..") {
+        Some(format!(
+            "`{shown}` contains `..`; sources must be relative paths inside the solution directory"
+        ))
+    } else if !is_safe_source_path(s) {
+        Some(format!(
+            "`{shown}` is not a safe source path: `/`-separated parts of 1 to {MAX_COMPONENT_LEN} of A-Z a-z 0-9 . _ -, none starting with `.` or `-`"
+        ))
+    } else {
+        None
+    }
+}
+
+/// Reads a file a solution's author controls, refusing anything but a regular file of at most
+/// [`MAX_SOURCE_BYTES`], and, when `root` (the canonical solution directory) is given, one
+/// that resolves outside it. `Err` is the reason, worded to follow the file's name.
+fn read_solution_file(path: &Path, root: Option<&Path>) -> Result<String, String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
+    if meta.file_type().is_symlink() {
+        return Err(
+            "is a symbolic link; a solution's files must be regular files inside its directory"
+                .into(),
+        );
+    }
+    if !meta.is_file() {
+        return Err("is not a regular file (a directory, fifo, socket or device)".into());
+    }
+    let too_big = |n: u64| {
+        format!("is {n} bytes; a solution file may be at most {MAX_SOURCE_BYTES} bytes (1 MiB)")
+    };
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    if let Some(root) = root {
+        let real = std::fs::canonicalize(path).map_err(|e| format!("cannot be read: {e}"))?;
+        if !real.starts_with(root) {
+            return Err("resolves outside the solution directory".into());
+        }
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let opened = file
+            .metadata()
+            .map_err(|e| format!("cannot be read: {e}"))?;
+        if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+            return Err("changed while it was being read".into());
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".into())
+}
+
 impl Solution {
     /// Loads a solution from a directory (with `solution.toml`) or a bare source file.
     pub fn load(path: &Path, task: &Task) -> Result<Solution, Problems> {
@@ -135,23 +232,29 @@ impl Solution {
 
     fn load_file(path: &Path, task: &Task) -> Result<Solution, Problems> {
         let one = |msg: String| Problems(vec![Problem::new(path, "-", msg)]);
-        let source = std::fs::read_to_string(path).map_err(|e| one(format!("cannot read: {e}")))?;
+        let file = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or("")
+            .to_string();
+        if !is_safe_source_path(&file) {
+            return Err(one(format!(
+                "file name `{}` is not a safe source name: 1 to {MAX_COMPONENT_LEN} of A-Z a-z 0-9 . _ -, not starting with `.` or `-`",
+                file.escape_debug()
+            )));
+        }
+        let source = read_solution_file(path, None).map_err(|why| one(format!("{file} {why}")))?;
         let language = Language::detect(path, &source).ok_or_else(|| {
             one(
                 "unknown source language (expected a .c or .cu file, a .py file importing triton or pallas, or a directory with solution.toml)"
                     .into(),
             )
         })?;
-        let file = path
-            .file_name()
-            .and_then(|f| f.to_str())
-            .unwrap_or("kernel.c")
-            .to_string();
-        let name = path
-            .file_stem()
-            .and_then(|f| f.to_str())
-            .unwrap_or("solution")
-            .to_string();
+        let name = safe_component(
+            path.file_stem()
+                .and_then(|f| f.to_str())
+                .unwrap_or("solution"),
+        );
         Ok(Self::from_source(
             &name,
             language,
@@ -165,8 +268,10 @@ impl Solution {
     fn load_dir(dir: &Path, task: &Task) -> Result<Solution, Problems> {
         let file = dir.join(SOLUTION_FILE);
         let one = |field: &str, msg: String| Problems(vec![Problem::new(&file, field, msg)]);
-        let text =
-            std::fs::read_to_string(&file).map_err(|e| one("-", format!("cannot read: {e}")))?;
+        let root = std::fs::canonicalize(dir)
+            .map_err(|e| one("-", format!("cannot read the solution directory: {e}")))?;
+        let text = read_solution_file(&file, Some(&root))
+            .map_err(|why| one("-", format!("{SOLUTION_FILE} {why}")))?;
         let t: Table = text
             .parse()
             .map_err(|e: toml::de::Error| one("-", format!("invalid TOML: {}", e.message())))?;
@@ -192,7 +297,20 @@ impl Solution {
             .and_then(|f| f.to_str())
             .unwrap_or("solution")
             .to_string();
-        let name = get_str("name").unwrap_or(dir_name);
+        let name = match get_str("name") {
+            Some(n) if !is_safe_component(&n) => {
+                err(
+                    "name",
+                    format!(
+                        "`{}` is not a safe name (it becomes a file name when results are exported): use 1 to {MAX_COMPONENT_LEN} of A-Z a-z 0-9 . _ -, not starting with `.`",
+                        n.escape_debug()
+                    ),
+                );
+                n
+            }
+            Some(n) => n,
+            None => safe_component(&dir_name),
+        };
         let language = match get_str("language") {
             Some(l) => Language::from_name(&l).unwrap_or_else(|| {
                 err(
@@ -243,22 +361,37 @@ impl Solution {
                 "a solution needs at least one source file".into(),
             );
         }
+        if source_names.len() > MAX_SOURCES {
+            err(
+                "sources",
+                format!(
+                    "{} sources; at most {MAX_SOURCES} are allowed",
+                    source_names.len()
+                ),
+            );
+        }
         let flags = string_list("flags", &mut err);
-        let mut sources = Vec::new();
-        for (i, s) in source_names.iter().enumerate() {
-            if s.contains("..") || Path::new(s).is_absolute() {
-                err(
-                    &format!("sources[{i}]"),
-                    "must be a path inside the solution directory".into(),
-                );
+        for (i, why) in crate::flags::check_flags(language, &flags) {
+            if i < flags.len() {
+                err(&format!("flags[{i}]"), why);
+            } else {
+                err("flags", why);
+            }
+        }
+        let mut sources: Vec<(String, String)> = Vec::new();
+        for (i, s) in source_names.iter().enumerate().take(MAX_SOURCES) {
+            let field = format!("sources[{i}]");
+            if let Some(why) = source_path_problem(s) {
+                err(&field, why);
                 continue;
             }
-            match std::fs::read_to_string(dir.join(s)) {
+            if sources.iter().any(|(n, _)| n == s) {
+                err(&field, format!("`{s}` is listed twice"));
+                continue;
+            }
+            match read_solution_file(&dir.join(s), Some(&root)) {
                 Ok(text) => sources.push((s.clone(), text)),
-                Err(e) => err(
-                    &format!("sources[{i}]"),
-                    format!("cannot read {}: {e}", dir.join(s).display()),
-                ),
+                Err(why) => err(&field, format!("{s} {why}")),
             }
         }
         let tunables = parse_tunables(&t, task, &mut err);
@@ -343,6 +476,17 @@ fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> 
             );
             continue;
         };
+        if !crate::flags::is_macro_name(name) {
+            err(
+                &format!("{field}.name"),
+                format!(
+                    "`{}` is not a usable macro name (it becomes -D{}=VALUE): a C identifier that is not a keyword or type name",
+                    name.escape_debug(),
+                    name.escape_debug()
+                ),
+            );
+            continue;
+        }
         let values: Vec<i64> = match (tt.get("values"), tt.get("range")) {
             (Some(Value::Array(a)), None) => a.iter().filter_map(Value::as_integer).collect(),
             (None, Some(Value::Table(r))) => {
@@ -392,4 +536,316 @@ fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> 
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn repo() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    fn task() -> Task {
+        Task::load(&repo().join("tasks/starter/vector_add")).unwrap()
+    }
+
+    const KERNEL: &str = "#include <stdint.h>\nvoid vector_add(const float* a, const float* b, float* c, int64_t n) {\n  for (int64_t i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n";
+
+    /// A solution directory with `kernel.c` and a solution.toml of `head` plus `rest`.
+    fn dir_with(rest: &str) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("kernel.c"), KERNEL).unwrap();
+        std::fs::write(
+            d.path().join(SOLUTION_FILE),
+            format!("language = \"c\"\nentry_point = \"vector_add\"\n{rest}"),
+        )
+        .unwrap();
+        d
+    }
+
+    fn with_flags(flags: &[&str]) -> tempfile::TempDir {
+        let list: Vec<String> = flags.iter().map(|f| Value::from(*f).to_string()).collect();
+        dir_with(&format!(
+            "sources = [\"kernel.c\"]\nflags = [{}]\n",
+            list.join(", ")
+        ))
+    }
+
+    /// Every problem of loading `path`, one `file: field: message` string each.
+    fn problems(path: &Path) -> Vec<String> {
+        match Solution::load(path, &task()) {
+            Ok(_) => Vec::new(),
+            Err(p) => p.0.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    fn one_problem(path: &Path) -> String {
+        let p = problems(path);
+        assert_eq!(p.len(), 1, "{p:#?}");
+        p[0].clone()
+    }
+
+    #[test]
+    fn allowed_flags_load() {
+        let d = with_flags(&[
+            "-O2",
+            "-march=native",
+            "-mavx2",
+            "-mno-avx512f",
+            "-ffast-math",
+            "-fno-math-errno",
+            "-funroll-loops",
+            "-fopenmp",
+            "-fvect-cost-model=dynamic",
+            "-Wall",
+            "-Werror",
+            "-std=c11",
+            "-DBM=64",
+            "-DEPS=1e-5f",
+            "-g",
+            "-pipe",
+            "--param=max-unroll-times=8",
+        ]);
+        let s = Solution::load(d.path(), &task()).unwrap();
+        assert_eq!(s.flags.len(), 17);
+        // What the tuner adds passes the same check when the tuned solution is loaded again.
+        let v = s.variant("tuned", &["-DBM=64".into(), "-DBN=32".into()]);
+        assert!(crate::flags::check_flags(v.language, &v.flags).is_empty());
+    }
+
+    #[test]
+    fn refused_flags_are_problems_naming_solution_toml_flags_and_the_flag() {
+        for (flag, why) in [
+            ("-wrapper", "another program"),
+            ("/bin/sh,-c,touch /tmp/PWNED", "not an option"),
+            ("-B/tmp", "own programs"),
+            ("-B", "own programs"),
+            ("-specs=x", "specs file"),
+            ("-fplugin=x.so", "plugin"),
+            ("@flags.txt", "response file"),
+            ("-include", "reads a file"),
+            ("-imacros", "reads a file"),
+            ("-Wl,-rpath,/tmp", "linker"),
+            ("-Wa,-adhln=x", "assembler"),
+            ("-Xlinker", "linker"),
+            ("-o", "output path"),
+            ("-I/etc", "include directory"),
+            ("-lfoo", "links a library"),
+            ("-x", "source language"),
+            ("-DX=$(id)", "contains `$`"),
+            ("-fdump-tree-all", "dump"),
+            ("-save-temps", "intermediate"),
+            ("--param", "separate argument"),
+        ] {
+            let d = with_flags(&[flag]);
+            let p = one_problem(d.path());
+            let head = format!(
+                "{}: flags[0]: flag `{}` is not allowed: ",
+                d.path().join(SOLUTION_FILE).display(),
+                flag.escape_debug()
+            );
+            assert!(p.starts_with(&head) && p.contains(why), "{flag}: {p}");
+        }
+        // Two refused flags after an allowed one: both reported, at their own indexes.
+        let d = with_flags(&["-O3", "-wrapper", "/bin/sh,-c,id"]);
+        let p = problems(d.path());
+        assert_eq!(p.len(), 2, "{p:#?}");
+        assert!(
+            p[0].contains("flags[1]") && p[1].contains("flags[2]"),
+            "{p:#?}"
+        );
+    }
+
+    #[test]
+    fn python_solutions_take_no_flags() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("kernel.py"), "import triton\n").unwrap();
+        std::fs::write(
+            d.path().join(SOLUTION_FILE),
+            "language = \"triton\"\nsources = [\"kernel.py\"]\nflags = [\"-O3\"]\n",
+        )
+        .unwrap();
+        assert!(one_problem(d.path()).contains("flags[0]"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_source_is_refused() {
+        let d = dir_with("sources = [\"kernel.c\"]\n");
+        std::fs::remove_file(d.path().join("kernel.c")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", d.path().join("kernel.c")).unwrap();
+        let p = one_problem(d.path());
+        assert!(
+            p.contains("solution.toml: sources[0]: kernel.c is a symbolic link"),
+            "{p}"
+        );
+        // Even a link to a file inside the directory: sources are regular files.
+        std::fs::write(d.path().join("real.c"), KERNEL).unwrap();
+        std::fs::remove_file(d.path().join("kernel.c")).unwrap();
+        std::os::unix::fs::symlink("real.c", d.path().join("kernel.c")).unwrap();
+        assert!(one_problem(d.path()).contains("symbolic link"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_solution_toml_is_refused() {
+        let d = dir_with("sources = [\"kernel.c\"]\n");
+        let elsewhere = tempfile::tempdir().unwrap();
+        let real = elsewhere.path().join(SOLUTION_FILE);
+        std::fs::rename(d.path().join(SOLUTION_FILE), &real).unwrap();
+        std::os::unix::fs::symlink(&real, d.path().join(SOLUTION_FILE)).unwrap();
+        let p = one_problem(d.path());
+        assert!(
+            p.contains("solution.toml: -: solution.toml is a symbolic link"),
+            "{p}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_bare_source_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("real.c"), KERNEL).unwrap();
+        std::os::unix::fs::symlink(d.path().join("real.c"), d.path().join("link.c")).unwrap();
+        assert!(Solution::load(&d.path().join("real.c"), &task()).is_ok());
+        let p = one_problem(&d.path().join("link.c"));
+        assert!(p.contains("link.c: -: link.c is a symbolic link"), "{p}");
+        std::os::unix::fs::symlink("/etc/passwd", d.path().join("passwd.c")).unwrap();
+        assert!(one_problem(&d.path().join("passwd.c")).contains("symbolic link"));
+        // A bare file whose name would be read as an option.
+        std::fs::write(d.path().join("-wrapper.c"), KERNEL).unwrap();
+        assert!(one_problem(&d.path().join("-wrapper.c")).contains("not a safe source name"));
+    }
+
+    #[test]
+    fn sources_outside_the_directory_are_refused() {
+        for (src, why) in [
+            ("../kernel.c", "contains `..`"),
+            ("sub/../../kernel.c", "contains `..`"),
+            ("/etc/passwd", "is absolute"),
+            ("", "empty path"),
+            ("./kernel.c", "not a safe source path"),
+            (".hidden.c", "not a safe source path"),
+            ("-wrapper.c", "not a safe source path"),
+            ("@flags.c", "not a safe source path"),
+            ("a b.c", "not a safe source path"),
+            ("sub//kernel.c", "not a safe source path"),
+        ] {
+            let d = dir_with(&format!("sources = [{}]\n", Value::from(src)));
+            let p = one_problem(d.path());
+            assert!(p.contains("sources[0]: ") && p.contains(why), "{src}: {p}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_source_reached_through_a_symlinked_directory_outside_is_refused() {
+        let d = dir_with("sources = [\"sub/kernel.c\"]\n");
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("kernel.c"), KERNEL).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), d.path().join("sub")).unwrap();
+        let p = one_problem(d.path());
+        assert!(
+            p.contains("sources[0]: sub/kernel.c resolves outside the solution directory"),
+            "{p}"
+        );
+        // A real subdirectory is fine.
+        std::fs::remove_file(d.path().join("sub")).unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        std::fs::write(d.path().join("sub/kernel.c"), KERNEL).unwrap();
+        assert_eq!(problems(d.path()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn non_regular_and_huge_files_are_refused() {
+        let d = dir_with("sources = [\"sub\"]\n");
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        assert!(one_problem(d.path()).contains("sub is not a regular file"));
+
+        let d = dir_with("sources = [\"kernel.c\"]\n");
+        let big = format!("{KERNEL}//{}\n", "x".repeat(MAX_SOURCE_BYTES as usize));
+        std::fs::write(d.path().join("kernel.c"), big).unwrap();
+        let p = one_problem(d.path());
+        assert!(
+            p.contains("kernel.c is ") && p.contains("at most 1048576 bytes (1 MiB)"),
+            "{p}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let d = dir_with("sources = [\"kernel.c\"]\n");
+        std::fs::remove_file(d.path().join("kernel.c")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(d.path().join("kernel.c"))
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !made {
+            eprintln!("no mkfifo here; skipped");
+            return;
+        }
+        assert!(one_problem(d.path()).contains("kernel.c is not a regular file"));
+    }
+
+    #[test]
+    fn the_name_must_be_a_safe_path_component() {
+        for name in ["../../x", "../../../../tmp/x", "a/b", ".hidden", "", "a b"] {
+            let d = dir_with(&format!(
+                "name = {}\nsources = [\"kernel.c\"]\n",
+                Value::from(name)
+            ));
+            let p = one_problem(d.path());
+            assert!(
+                p.contains("solution.toml: name: ") && p.contains("not a safe name"),
+                "{p}"
+            );
+        }
+        let d = dir_with("name = \"vector_add-fast.v2\"\nsources = [\"kernel.c\"]\n");
+        assert_eq!(
+            Solution::load(d.path(), &task()).unwrap().name,
+            "vector_add-fast.v2"
+        );
+    }
+
+    #[test]
+    fn tunable_names_must_be_identifiers() {
+        for name in ["BM -wrapper", "float", "int64_t"] {
+            let d = dir_with(&format!(
+                "sources = [\"kernel.c\"]\n[[tunables]]\nname = {}\nvalues = [1, 2]\n",
+                Value::from(name)
+            ));
+            assert!(one_problem(d.path()).contains("tunables[0].name"), "{name}");
+        }
+    }
+
+    /// Every solution shipped in tasks/ still loads under the allow-list and file checks.
+    #[test]
+    fn every_solution_in_the_repository_loads() {
+        let mut loaded = 0;
+        for suite in ["starter", "ksbench"] {
+            let Ok(rd) = std::fs::read_dir(repo().join("tasks").join(suite)) else {
+                continue;
+            };
+            for t in rd.flatten() {
+                if !t.path().join(crate::TASK_FILE_NAME).exists() {
+                    continue;
+                }
+                let task = Task::load(&t.path()).unwrap();
+                let Ok(sols) = std::fs::read_dir(t.path().join("solutions")) else {
+                    continue;
+                };
+                for s in sols.flatten() {
+                    if let Err(p) = Solution::load(&s.path(), &task) {
+                        panic!("{}:\n{p}", s.path().display());
+                    }
+                    loaded += 1;
+                }
+            }
+        }
+        assert!(loaded >= 8, "only {loaded} solutions found");
+    }
 }
