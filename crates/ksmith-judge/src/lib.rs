@@ -1096,9 +1096,12 @@ fn axis_values(task: &Task, w: usize) -> Vec<i64> {
 /// Maps a failed runner request to a status and reason.
 fn classify(e: CallError, runner: &Peer) -> Verdict {
     let alloc_failed = runner.dir().join(ksmith_harness::ALLOC_FAILED_MARKER);
+    // The marker is written inside the sandbox, so it is the candidate's claim: only a number
+    // is taken from it, it can only relabel a crash (the status stays RUNTIME_ERROR), and the
+    // detail says where it came from.
     let alloc_note = std::fs::read_to_string(&alloc_failed)
         .ok()
-        .and_then(|s| s.lines().next().map(str::to_string));
+        .and_then(|s| s.lines().next()?.trim().parse::<u64>().ok());
     match e {
         CallError::Timeout(t) => Verdict::new(
             Status::Timeout,
@@ -1112,7 +1115,7 @@ fn classify(e: CallError, runner: &Peer) -> Verdict {
             Status::RuntimeError,
             "memory_limit",
             format!(
-                "an allocation of {} bytes failed (address-space limit)",
+                "an allocation of {} bytes failed (address-space limit; reported by the allocation guard inside the sandbox)",
                 alloc_note.unwrap_or_default()
             ),
         ),

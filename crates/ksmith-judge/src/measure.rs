@@ -82,18 +82,32 @@ fn send(runner: &mut Peer, bytes: &[u8]) -> Result<(), CallError> {
     Ok(())
 }
 
-/// One call on the judge's clock: "p"+slot → "r", then "g" → "d" (timed) → "f". Returns the
-/// time from "g" to "f": the call, and whatever its process did before it let go of the slot.
-fn clocked_call(runner: &mut Peer, slot: u8, timeout: Duration) -> Result<u64, CallError> {
+/// One call on the judge's clock: "p"+slot → "r", then "g" → "d" → "f", with the runner
+/// running only from "p" to "f". On a CPU the whole of that window is the call's time: every
+/// moment the candidate's processes run is on the clock, whatever they do with it. On a GPU the
+/// runner copies inputs to the device and flushes L2 between "p" and "r" (our code, not the
+/// candidate's kernel), so the clock runs from "g" to "d" there.
+fn clocked_call(
+    runner: &mut Peer,
+    slot: u8,
+    whole_window: bool,
+    timeout: Duration,
+) -> Result<u64, CallError> {
     runner.thaw();
+    let start = Instant::now();
     send(runner, &[b'p', slot])?;
     expect(runner, b'r', timeout)?;
     let go = Instant::now();
     send(runner, b"g")?;
-    expect(runner, b'd', timeout)?;
+    let done = expect(runner, b'd', timeout)?;
     let finished = expect(runner, b'f', timeout)?;
     runner.freeze();
-    Ok(finished.duration_since(go).as_nanos() as u64)
+    Ok(if whole_window {
+        finished.duration_since(start)
+    } else {
+        done.duration_since(go)
+    }
+    .as_nanos() as u64)
 }
 
 impl Judge {
@@ -106,7 +120,7 @@ impl Judge {
         let id = runner.send_request(&req).map_err(Failure::Candidate)?;
         let mut t = Vec::new();
         for _ in 0..CALLS {
-            match clocked_call(runner, 0, timeout) {
+            match clocked_call(runner, 0, !self.on_gpu, timeout) {
                 Ok(ns) => t.push(ns),
                 Err(e) => {
                     runner.kill();
@@ -311,7 +325,7 @@ impl Judge {
             if t.flush {
                 t.slots[slot].evict();
             }
-            match clocked_call(runner, slot as u8, timeout) {
+            match clocked_call(runner, slot as u8, !self.on_gpu, timeout) {
                 Ok(ns) if k >= warmup => calls.push(ns.saturating_sub(channel_ns).max(1)),
                 Ok(_) => {}
                 Err(e) => {

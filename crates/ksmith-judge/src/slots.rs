@@ -1,0 +1,176 @@
+//! Timing slots: a timed call's input and output buffers, as files in the runner's directory
+//! that both the runner and the judge map. The judge writes fresh inputs and poison into them,
+//! evicts them from the caches and reads the outputs back, all while every process of the
+//! sandbox is stopped, so the candidate sees a call's inputs only inside the judge's clock.
+
+use memmap2::MmapMut;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+/// One buffer, mapped by the judge (the runner maps the same file).
+pub(crate) struct Buffer {
+    path: PathBuf,
+    map: MmapMut,
+    /// Bytes of the tensor (the file holds at least one byte).
+    len: usize,
+}
+
+impl Buffer {
+    fn create(dir: &Path, name: &str, len: usize) -> std::io::Result<Buffer> {
+        // Unpredictable name, created fresh: the directory is the candidate's.
+        let path = dir.join(format!("{name}-{:016x}.buf", crate::random_u64()));
+        let f: File = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        f.set_len(len.max(1) as u64)?;
+        // SAFETY: the file is ours and stays mapped for the slot's lifetime; the runner maps
+        // it too, which is the point (its writes are what the judge reads back).
+        let map = unsafe { MmapMut::map_mut(&f)? };
+        Ok(Buffer { path, map, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.map[..self.len]
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.map[..self.len]
+    }
+
+    /// Evicts the buffer from every cache level of every core (cache-line flush on x86; a write
+    /// of the same size elsewhere otherwise).
+    fn evict(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let p = self.map.as_ptr();
+            let mut off = 0;
+            while off < self.map.len() {
+                // SAFETY: `p + off` lies inside the live mapping; clflush only evicts.
+                unsafe { core::arch::x86_64::_mm_clflush(p.add(off)) };
+                off += 64;
+            }
+            // SAFETY: a fence has no memory-safety preconditions.
+            unsafe { core::arch::x86_64::_mm_mfence() };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let mut junk = vec![0u8; self.map.len() * 2];
+            junk.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+            std::hint::black_box(&junk);
+        }
+    }
+}
+
+/// One timed call's buffers.
+pub(crate) struct Slot {
+    pub ins: Vec<Buffer>,
+    pub outs: Vec<Buffer>,
+}
+
+/// What the judge needs to know about a tensor to fill or poison its buffer.
+pub(crate) struct TensorSpec {
+    pub name: String,
+    pub bytes: usize,
+    /// Element width and bit pattern of the poison (outputs only).
+    pub poison: Option<(usize, u64)>,
+}
+
+impl Slot {
+    pub(crate) fn create(
+        dir: &Path,
+        tag: &str,
+        ins: &[TensorSpec],
+        outs: &[TensorSpec],
+    ) -> std::io::Result<Slot> {
+        Ok(Slot {
+            ins: ins
+                .iter()
+                .map(|t| Buffer::create(dir, &format!("{tag}_in_{}", t.name), t.bytes))
+                .collect::<Result<_, _>>()?,
+            outs: outs
+                .iter()
+                .map(|t| Buffer::create(dir, &format!("{tag}_out_{}", t.name), t.bytes))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// The slot as the runner's `time` request names it.
+    pub(crate) fn spec(&self) -> Value {
+        let paths = |b: &[Buffer]| {
+            b.iter()
+                .map(|x| x.path.display().to_string())
+                .collect::<Vec<_>>()
+        };
+        json!({"ins": paths(&self.ins), "outs": paths(&self.outs)})
+    }
+
+    /// Copies raw input files (one per input, as the trusted side wrote them) into the slot.
+    pub(crate) fn fill(&mut self, files: &[PathBuf]) -> std::io::Result<()> {
+        for (buf, f) in self.ins.iter_mut().zip(files) {
+            let data = std::fs::read(f)?;
+            if data.len() != buf.len {
+                return Err(std::io::Error::other(format!(
+                    "{}: {} bytes, expected {}",
+                    f.display(),
+                    data.len(),
+                    buf.len
+                )));
+            }
+            buf.bytes_mut().copy_from_slice(&data);
+        }
+        Ok(())
+    }
+
+    /// Fills every output with its dtype's poison pattern.
+    pub(crate) fn poison(&mut self, outs: &[TensorSpec]) {
+        for (buf, spec) in self.outs.iter_mut().zip(outs) {
+            let Some((width, bits)) = spec.poison else {
+                continue;
+            };
+            let pattern = &bits.to_le_bytes()[..width.min(8)];
+            for chunk in buf.bytes_mut().chunks_exact_mut(pattern.len()) {
+                chunk.copy_from_slice(pattern);
+            }
+        }
+    }
+
+    /// Evicts inputs and outputs from the caches (cold-cache timing of the kernel's own
+    /// working set, whatever the machine reports as its last-level cache).
+    pub(crate) fn evict(&self) {
+        self.ins.iter().chain(&self.outs).for_each(Buffer::evict);
+    }
+
+    /// Writes the slot's outputs and inputs, as they are now, into trusted files for a check:
+    /// (outputs by name, inputs by name).
+    pub(crate) fn dump(
+        &self,
+        dir: &Path,
+        prefix: &str,
+        ins: &[TensorSpec],
+        outs: &[TensorSpec],
+    ) -> std::io::Result<(Value, Value)> {
+        let mut o = BTreeMap::new();
+        for (buf, spec) in self.outs.iter().zip(outs) {
+            let p = dir.join(format!("{prefix}.{}.bin", spec.name));
+            std::fs::write(&p, buf.bytes())?;
+            o.insert(spec.name.clone(), json!(p.display().to_string()));
+        }
+        let mut i = BTreeMap::new();
+        for (buf, spec) in self.ins.iter().zip(ins) {
+            let p = dir.join(format!("{prefix}.in.{}.bin", spec.name));
+            std::fs::write(&p, buf.bytes())?;
+            i.insert(spec.name.clone(), json!(p.display().to_string()));
+        }
+        Ok((json!(o), json!(i)))
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
