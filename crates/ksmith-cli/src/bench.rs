@@ -153,7 +153,7 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
         .bench_run(&run_key, &suite_abs.display().to_string(), args.fresh)
         .map_err(env_err)?;
     if resumed {
-        eprintln!("ksmith: resuming bench run {run_id} (use --fresh to start over)");
+        note!("ksmith: resuming bench run {run_id} (use --fresh to start over)");
     }
     let bar = ProgressBar::new(items.len() as u64);
     bar.set_style(
@@ -164,11 +164,12 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     let mut best: Option<(f64, String)> = None;
     for it in &items {
         let task = &tasks[it.task];
+        // Task and solution names come from files a candidate controls: escaped.
         bar.set_message(format!(
             "{}{}",
-            it.id,
+            crate::term::one(&it.id),
             best.as_ref()
-                .map(|(s, n)| format!("  (best so far {s:.2}x {n})"))
+                .map(|(s, n)| format!("  (best so far {s:.2}x {})", crate::term::one(n)))
                 .unwrap_or_default()
         ));
         let mut row = Row {
@@ -231,7 +232,7 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     store.finish_bench(run_id).map_err(env_err)?;
     let summary = report::BenchSummary::new(&tasks, &rows, started.elapsed().as_secs_f64(), run_id);
     if args.json {
-        println!("{}", summary.to_json());
+        crate::term::json(&summary.to_json());
     } else {
         summary.print();
     }

@@ -1,6 +1,13 @@
 //! `ksmith`: the command-line interface. Argument parsing and output live here; the work is
 //! done by the pipeline crates (task, backend, harness, judge, store).
+//!
+//! Everything printed for a person goes through `say!`/`note!` (term.rs), which escape
+//! untrusted text; a bare `println!` is refused by clippy.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+mod term;
 mod agent;
 mod bench;
 mod optimize;
@@ -179,7 +186,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(Exit(code, e)) => {
-            eprintln!("error: {e:#}");
+            note!("error: {e:#}");
             ExitCode::from(code)
         }
     }
@@ -224,7 +231,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         } => {
             let store = ctx.store()?;
             let n = ksmith_store::export_flashinfer(&store, &out).map_err(env_err)?;
-            println!("wrote {n} traces to {}", out.display());
+            say!("wrote {n} traces to {}", out.display());
             Ok(0)
         }
     }
@@ -246,7 +253,7 @@ impl Ctx {
         let path = self.store_dir.join("hw.json");
         let cached = path.exists() && !refresh;
         if !cached {
-            eprintln!(
+            note!(
                 "ksmith: measuring this machine's roofline (cached in {})...",
                 path.display()
             );
@@ -258,7 +265,7 @@ impl Ctx {
 
     fn judge(&self, opts: &JudgeOpts) -> Result<Judge, Exit> {
         let compiler = Compiler::detect().map_err(env_err)?;
-        let env = PythonEnv::resolve(self.python.as_deref(), &|m| eprintln!("ksmith: {m}"))
+        let env = PythonEnv::resolve(self.python.as_deref(), &|m| note!("ksmith: {m}"))
             .map_err(env_err)?;
         let hw = self.hardware(&compiler, false)?;
         let mut config = JudgeConfig::new(self.store_dir.join("cache"), self.threads);
@@ -337,7 +344,7 @@ fn cmd_eval(
     if json {
         let mut v = serde_json::to_value(&result).map_err(env_err)?;
         v["id"] = serde_json::json!(id);
-        println!("{v}");
+        term::json(&v);
     } else {
         report::print_result(&result, Some(id));
     }
@@ -378,16 +385,16 @@ fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool) -> Result<u8, Exit> {
     for dir in &dirs {
         let problems = validate_dir(ctx, &mut judge, dir, no_run)?;
         if problems.is_empty() {
-            println!("ok    {}", dir.display());
+            say!("ok    {}", dir.display());
         } else {
             bad += 1;
-            println!("FAIL  {}", dir.display());
+            say!("FAIL  {}", dir.display());
             for p in problems {
-                println!("  {p}");
+                say!("  {}", term::continued(&p, "    "));
             }
         }
     }
-    println!("{} of {} tasks valid", dirs.len() - bad, dirs.len());
+    say!("{} of {} tasks valid", dirs.len() - bad, dirs.len());
     Ok(if bad > 0 { EXIT_INPUT } else { 0 })
 }
 
@@ -466,11 +473,11 @@ fn cmd_hw(ctx: &Ctx, refresh: bool, json: bool, gpu: bool) -> Result<u8, Exit> {
         if let Some(g) = &gpu {
             v["gpu"] = serde_json::to_value(g).map_err(env_err)?;
         }
-        println!("{}", serde_json::to_string_pretty(&v).map_err(env_err)?);
+        term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
     } else {
         report::print_hw(&hw);
         if let Some(g) = gpu {
-            println!(
+            say!(
                 "GPU {}: copy {:.0} GB/s, matmul bf16 {:.0} TFLOP/s, fp32 {:.0} TFLOP/s (measured with XLA)",
                 g.device, g.copy_gbps, g.matmul_bf16_tflops, g.matmul_fp32_tflops
             );
@@ -491,12 +498,16 @@ fn cmd_show(ctx: &Ctx, id: i64, json: bool) -> Result<u8, Exit> {
         let mut v = serde_json::to_value(&ev.result).map_err(env_err)?;
         v["id"] = serde_json::json!(ev.id);
         v["created_at"] = serde_json::json!(ev.created_at);
-        println!("{v}");
+        term::json(&v);
     } else {
-        println!("evaluation {} recorded {}", ev.id, ev.created_at);
+        say!("evaluation {} recorded {}", ev.id, ev.created_at);
         report::print_result(&ev.result, None);
         for (name, hash) in &ev.sources {
-            println!("  source {name}: artifact {}", &hash[..16]);
+            say!(
+                "  source {}: artifact {}",
+                term::one(name),
+                &hash[..hash.len().min(16)]
+            );
         }
     }
     Ok(0)

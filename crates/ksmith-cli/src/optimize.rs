@@ -5,6 +5,7 @@ use crate::tune::{self, latency_ms, tuned_variant, Confirmed, Outcome, SearchArg
 use crate::{env_err, input, load_task, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use ksmith_judge::{EvalResult, Status};
+use ksmith_task::escape::markdown_cell;
 use ksmith_task::{Solution, Task};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -70,6 +71,8 @@ struct Line {
     roofline: Option<f64>,
 }
 
+/// A line of the report; `what` may hold a tunable's name from the solution (escaped where
+/// shown: `print_report`, `report_markdown`).
 fn line(what: &str, r: &EvalResult) -> Line {
     Line {
         what: what.to_string(),
@@ -129,7 +132,7 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
         );
     }
     let dirs = crate::suite_tasks(&args.task)?;
-    println!("No --model given: optimizing by autotuning the seed solution only (add --model PROVIDER:MODEL for the LLM agents).");
+    say!("No --model given: optimizing by autotuning the seed solution only (add --model PROVIDER:MODEL for the LLM agents).");
     if dirs.len() == 1 && args.task.join(ksmith_task::TASK_FILE_NAME).exists() {
         let out = args.out.clone();
         let s = optimize_task(ctx, &dirs[0], args, out)?;
@@ -148,7 +151,12 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
             .unwrap_or_default()
             .to_string_lossy()
             .to_string();
-        eprintln!("ksmith: [{}/{}] {name}", i + 1, dirs.len());
+        note!(
+            "ksmith: [{}/{}] {}",
+            i + 1,
+            dirs.len(),
+            crate::term::one(&name)
+        );
         match optimize_task(ctx, dir, args, Some(root.join(&name))) {
             Ok(s) => summaries.push(s),
             Err(e) if e.0 == crate::EXIT_INPUT => summaries.push(TaskSummary {
@@ -162,10 +170,10 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
         }
     }
     let md = suite_summary(&summaries, started.elapsed().as_secs_f64());
-    println!("{md}");
+    say!("{md}");
     std::fs::create_dir_all(&root).map_err(env_err)?;
     std::fs::write(root.join("summary.md"), &md).map_err(env_err)?;
-    println!("summary written to {}", root.join("summary.md").display());
+    say!("summary written to {}", root.join("summary.md").display());
     Ok(if summaries.iter().any(|s| s.failure.is_some()) {
         1
     } else {
@@ -190,13 +198,16 @@ fn suite_summary(summaries: &[TaskSummary], seconds: f64) -> String {
         }
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} |\n",
-            t.task,
+            markdown_cell(&t.task),
             fmt(t.untuned, |v| format!("{v:.2}x")),
             fmt(t.best, |v| format!("{v:.2}x")),
             fmt(gain, |v| format!("{v:.2}x")),
             match (&t.failure, &t.config) {
-                (Some(f), _) => format!("not written: {}", f.lines().next().unwrap_or("")),
-                (None, Some(c)) => c.clone(),
+                (Some(f), _) => format!(
+                    "not written: {}",
+                    markdown_cell(f.lines().next().unwrap_or(""))
+                ),
+                (None, Some(c)) => markdown_cell(c).into_owned(),
                 (None, None) => "untuned seed".into(),
             }
         ));
@@ -208,7 +219,7 @@ fn suite_summary(summaries: &[TaskSummary], seconds: f64) -> String {
         gains.len(),
         ksmith_judge::geomean(gains.iter().copied()),
         nothing.len(),
-        if nothing.is_empty() { "-".into() } else { nothing.join(", ") }
+        if nothing.is_empty() { "-".into() } else { markdown_cell(&nothing.join(", ")).into_owned() }
     ));
     s
 }
@@ -251,7 +262,7 @@ fn optimize_task(
         Some((None, _)) => (solution.clone(), None),
         None => {
             print_report(&lines, xla);
-            println!("nothing passed; no solution written");
+            say!("nothing passed; no solution written");
             summary.failure = Some("nothing passed".into());
             return Ok(summary);
         }
@@ -265,7 +276,7 @@ fn optimize_task(
     lines.push(line("winner on fresh seeds (correctness)", &check));
     print_report(&lines, xla);
     if check.status != Status::Passed {
-        println!(
+        say!(
             "the winner failed on fresh seeds ({}); no solution written",
             check.status
         );
@@ -279,7 +290,7 @@ fn optimize_task(
         report_markdown(&task.name, &lines, xla),
     )
     .map_err(env_err)?;
-    println!(
+    say!(
         "best solution and report written to {} ({:.1} s)",
         out.display(),
         started.elapsed().as_secs_f64()
@@ -310,18 +321,18 @@ fn print_report(lines: &[Line], xla: Option<f64>) {
     ]);
     for l in lines {
         t.add_row(vec![
-            l.what.clone(),
-            l.status.clone(),
+            crate::term::one(&l.what).into_owned(),
+            crate::term::one(&l.status).into_owned(),
             fmt(l.latency, |v| format!("{v:.3}")),
             fmt(l.speedup, |v| format!("{v:.2}x")),
             fmt(l.roofline, |v| format!("{:.0}%", v * 100.0)),
         ]);
     }
-    println!("{t}");
+    say!("{t}");
 }
 
 fn report_markdown(task: &str, lines: &[Line], xla: Option<f64>) -> String {
-    let mut s = format!("# ksmith optimize: {task}\n\n| candidate | status | latency ms (geomean) | speedup vs XLA | % roofline |\n| --- | --- | --- | --- | --- |\n");
+    let mut s = format!("# ksmith optimize: {}\n\n| candidate | status | latency ms (geomean) | speedup vs XLA | % roofline |\n| --- | --- | --- | --- | --- |\n", markdown_cell(task));
     s.push_str(&format!(
         "| XLA baseline (jax.jit) | - | {} | 1.00x | - |\n",
         fmt(xla, |v| format!("{v:.3}"))
@@ -329,8 +340,8 @@ fn report_markdown(task: &str, lines: &[Line], xla: Option<f64>) -> String {
     for l in lines {
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} |\n",
-            l.what,
-            l.status,
+            markdown_cell(&l.what),
+            markdown_cell(&l.status),
             fmt(l.latency, |v| format!("{v:.3}")),
             fmt(l.speedup, |v| format!("{v:.2}x")),
             fmt(l.roofline, |v| format!("{:.0}%", v * 100.0))

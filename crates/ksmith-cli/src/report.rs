@@ -1,6 +1,12 @@
 //! Human-readable output: one evaluation, the machine, and the bench summary.
+//!
+//! Every string in an [`EvalResult`] may carry candidate text (its name, its output, compiler
+//! diagnostics and policy messages quoting its source, an exception's message): lines are
+//! printed through `say!` (escaped), one-line fields through [`one`], multi-line ones through
+//! [`continued`].
 
 use crate::bench::{group, Row};
+use crate::term::{continued, one};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use ksmith_backend::hw::Hardware;
 use ksmith_judge::{EvalResult, Status};
@@ -28,23 +34,33 @@ fn axes_str(axes: &BTreeMap<String, i64>) -> String {
         .join(" ")
 }
 
+/// `STATUS (reason)`, on one line.
+pub(crate) fn status_text(r: &EvalResult) -> String {
+    match &r.reason {
+        Some(reason) => format!("{} ({})", r.status, one(reason)),
+        None => r.status.to_string(),
+    }
+}
+
 /// Prints one evaluation result.
 pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
-    let head = match &r.reason {
-        Some(reason) => format!("{} ({reason})", r.status),
-        None => r.status.to_string(),
-    };
-    println!(
-        "{} [{}] on task {}: {head}",
-        r.solution,
-        &r.solution_hash[..8],
-        r.task
+    say!(
+        "{} [{}] on task {}: {}",
+        one(&r.solution),
+        one(&r.solution_hash[..r.solution_hash.len().min(8)]),
+        one(&r.task),
+        status_text(r)
     );
     if let Some(d) = &r.detail {
-        println!("  {d}");
+        say!("  {}", continued(d, "    "));
     }
     for v in &r.policy {
-        println!("  policy: {}:{}: {}", v.file, v.line, v.message);
+        say!(
+            "  policy: {}:{}: {}",
+            one(&v.file),
+            v.line,
+            continued(&v.message, "    ")
+        );
     }
     if let Some(b) = &r.build {
         if r.status == Status::CompileError {
@@ -54,13 +70,15 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
                 .filter(|d| d.severity != "note")
                 .take(10)
             {
-                println!("  {d}");
+                say!("  {}", continued(&d.to_string(), "    "));
             }
             if b.diagnostics.is_empty() {
-                println!("{}", b.log.lines().take(20).collect::<Vec<_>>().join("\n"));
+                for l in b.log.lines().take(20) {
+                    say!("  | {l}");
+                }
             }
         } else {
-            println!(
+            say!(
                 "  build: {:.2} s{}",
                 b.seconds,
                 if b.cached { " (cached)" } else { "" }
@@ -68,23 +86,27 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         }
     }
     if let Some(c) = &r.correctness {
-        println!(
+        say!(
             "  correctness: {} checks, seeds {:?}; max abs error {:.3e}, max rel error {:.3e}",
-            c.checks, c.seeds, c.max_abs_error, c.max_rel_error
+            c.checks,
+            c.seeds,
+            c.max_abs_error,
+            c.max_rel_error
         );
         if let Some(why) = &r.timing_unavailable {
-            println!("  timing: unavailable ({why})");
+            say!("  timing: unavailable ({})", one(why));
         }
         if let Some(k) = &r.device_kernels {
-            println!("  device kernels that ran: {}", k.join(", "));
+            let names: Vec<_> = k.iter().map(|n| one(n)).collect();
+            say!("  device kernels that ran: {}", names.join(", "));
         }
         if r.status != Status::Passed {
             if let Some(w) = &c.worst {
-                println!(
+                say!(
                     "  worst element: workload {} seed {} {}{:?}: got {}, expected {}",
                     w.workload,
                     w.seed,
-                    w.output,
+                    one(&w.output),
                     w.index,
                     number(w.got),
                     number(w.expected)
@@ -107,7 +129,7 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         for w in &p.workloads {
             t.add_row(vec![
                 w.workload.to_string(),
-                axes_str(&w.axes),
+                one(&axes_str(&w.axes)).into_owned(),
                 format!(
                     "{:.3} ({:.3}-{:.3})",
                     w.candidate.median_ms, w.candidate.p10_ms, w.candidate.p90_ms
@@ -120,8 +142,8 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
                 format!("{}/{}", w.candidate.samples, w.baseline.samples),
             ]);
         }
-        println!("{t}");
-        println!(
+        say!("{t}");
+        say!(
             "  speedup vs XLA (geomean): {:.2}x; roofline (geomean): {:.0}%",
             p.speedup,
             p.roofline_fraction * 100.0
@@ -129,63 +151,68 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
     }
     if r.status != Status::Passed && !r.log.trim().is_empty() {
         let lines: Vec<&str> = r.log.lines().collect();
-        println!(
+        say!(
             "  candidate output ({} lines, first 5; never parsed):",
             lines.len()
         );
         for l in lines.iter().take(5) {
-            println!("    | {}", l.chars().take(160).collect::<String>());
+            say!("    | {}", one(&l.chars().take(160).collect::<String>()));
         }
     }
-    println!(
+    say!(
         "  environment: {} ({} threads), {}, harness {}",
-        r.environment.cpu,
+        one(&r.environment.cpu),
         r.environment.threads,
-        r.environment.compiler,
-        r.environment.harness_version
+        one(&r.environment.compiler),
+        one(&r.environment.harness_version)
     );
     let t = &r.time_split;
-    println!(
+    say!(
         "  time: {:.2} s = build {:.2} + kernel {:.2} + XLA baseline {:.2} + harness {:.2}",
-        r.elapsed_s, t.build_s, t.kernel_s, t.baseline_s, t.harness_s
+        r.elapsed_s,
+        t.build_s,
+        t.kernel_s,
+        t.baseline_s,
+        t.harness_s
     );
     if let Some(id) = id {
-        println!("  stored as evaluation {id} (ksmith show {id})");
+        say!("  stored as evaluation {id} (ksmith show {id})");
     }
 }
 
 /// Prints the machine's roofline.
 pub(crate) fn print_hw(hw: &Hardware) {
-    println!("cpu:              {}", hw.cpu);
-    println!(
+    say!("cpu:              {}", hw.cpu);
+    say!(
         "cores:            {} (measured with {} threads)",
-        hw.cores, hw.threads
+        hw.cores,
+        hw.threads
     );
     for c in &hw.caches {
-        println!("cache L{} {:<12} {} KiB", c.level, c.kind, c.bytes >> 10);
+        say!("cache L{} {:<12} {} KiB", c.level, c.kind, c.bytes >> 10);
     }
-    println!("simd:             {}", hw.simd.join(" "));
-    println!(
+    say!("simd:             {}", hw.simd.join(" "));
+    say!(
         "DRAM bandwidth:   {:.1} GB/s (triad, buffers >> LLC)",
         hw.dram_bandwidth / 1e9
     );
-    println!(
+    say!(
         "cache bandwidth:  {:.1} GB/s (triad, LLC-resident)",
         hw.cache_bandwidth / 1e9
     );
-    println!(
+    say!(
         "peak FP32:        {:.1} GFLOP/s ({}-bit FMA)",
         hw.peak_fp32_flops / 1e9,
         hw.vector_bits
     );
-    println!(
+    say!(
         "ridge point:      {:.1} FLOP/byte",
         hw.peak_fp32_flops / hw.dram_bandwidth.max(1.0)
     );
     for c in &hw.compilers {
-        println!("compiler:         {c}");
+        say!("compiler:         {c}");
     }
-    println!("isolation:        {}", ksmith_sandbox::isolation().note);
+    say!("isolation:        {}", ksmith_sandbox::isolation().note);
 }
 
 /// Suite metrics for one solution name.
@@ -279,10 +306,7 @@ impl<'a> BenchSummary<'a> {
         for r in self.rows {
             let (status, speed, roof, cand, base) = match &r.result {
                 Some(res) => {
-                    let s = match &res.reason {
-                        Some(reason) => format!("{} ({reason})", res.status),
-                        None => res.status.to_string(),
-                    };
+                    let s = status_text(res);
                     match &res.performance {
                         Some(p) => (
                             s,
@@ -307,7 +331,7 @@ impl<'a> BenchSummary<'a> {
                     }
                 }
                 None => (
-                    format!("ERROR: {}", r.error.as_deref().unwrap_or("?")),
+                    format!("ERROR: {}", one(r.error.as_deref().unwrap_or("?"))),
                     "-".into(),
                     "-".into(),
                     "-".into(),
@@ -315,12 +339,12 @@ impl<'a> BenchSummary<'a> {
                 ),
             };
             let sol = if self.rows.iter().any(|x| x.repeat > 0) {
-                format!("{}#{}", r.solution, r.repeat)
+                format!("{}#{}", one(&r.solution), r.repeat)
             } else {
-                r.solution.clone()
+                one(&r.solution).into_owned()
             };
             t.add_row(vec![
-                r.task.clone(),
+                one(&r.task).into_owned(),
                 sol,
                 status,
                 speed,
@@ -330,16 +354,16 @@ impl<'a> BenchSummary<'a> {
                 r.eval_id.map(|i| i.to_string()).unwrap_or_default(),
             ]);
         }
-        println!("{t}");
+        say!("{t}");
         for m in &self.metrics {
             let fast: Vec<String> = m
                 .fast
                 .iter()
                 .map(|(p, f)| format!("fast_{p}={f:.2}"))
                 .collect();
-            println!(
+            say!(
                 "solution {:<10} correct {}/{}  geomean speedup (correct tasks) {}  {}",
-                m.solution,
+                one(&m.solution),
                 m.correct,
                 m.total,
                 m.geomean
@@ -349,14 +373,15 @@ impl<'a> BenchSummary<'a> {
             );
         }
         if let Some((median, max)) = self.overhead() {
-            println!("harness overhead per evaluation (excl. build, kernel and XLA time): median {median:.2} s, max {max:.2} s");
+            say!("harness overhead per evaluation (excl. build, kernel and XLA time): median {median:.2} s, max {max:.2} s");
         }
         if let Some((max, median, n)) = self.aa {
-            println!("A/A repeatability: {n} workload pairs >= 1 ms; speedup spread median {:.2}%, max {:.2}%", median * 100.0, max * 100.0);
+            say!("A/A repeatability: {n} workload pairs >= 1 ms; speedup spread median {:.2}%, max {:.2}%", median * 100.0, max * 100.0);
         }
-        println!(
+        say!(
             "bench run {} finished in {:.1} s (suite wall time)",
-            self.run_id, self.wall_s
+            self.run_id,
+            self.wall_s
         );
     }
 

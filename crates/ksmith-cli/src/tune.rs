@@ -1,5 +1,6 @@
 //! `ksmith tune`: search a solution's tunable parameters with the judge, resumably.
 
+use crate::term::one;
 use crate::{env_err, input, load_task, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -159,12 +160,12 @@ pub(crate) fn search(
     let space_size = space.enumerate().len();
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
-    eprintln!(
+    note!(
         "ksmith: tuning {} on {}: {} parameters ({}), {space_size} valid configurations, strategy {}{}",
-        solution.name,
-        task.name,
+        one(&solution.name),
+        one(&task.name),
         space.names().len(),
-        space.names().join(", "),
+        one(&space.names().join(", ")),
         strategy.name(),
         if args.no_race { "" } else { ", successive elimination on" }
     );
@@ -228,7 +229,7 @@ pub(crate) fn search(
             bar.set_message(format!(
                 "best {:.2}x vs XLA [{}]",
                 1.0 / b.cost.unwrap_or(1.0),
-                ksmith_tune::label(&b.config)
+                one(&ksmith_tune::label(&b.config))
             ));
         }
         rows.push(Row {
@@ -337,7 +338,7 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
         write_tuned(&solution, &config.clone().unwrap_or_default(), &out).map_err(env_err)?;
     }
     if args.json {
-        println!("{}", outcome_json(&task, &solution, &args.search, &outcome));
+        crate::term::json(&outcome_json(&task, &solution, &args.search, &outcome));
     } else {
         print_table(&outcome);
         summarize(&outcome, &out);
@@ -347,7 +348,7 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
 
 fn summarize(outcome: &Outcome, out: &Path) {
     let Some((config, best_cost)) = &outcome.best else {
-        println!("no configuration passed; nothing written");
+        say!("no configuration passed; nothing written");
         return;
     };
     let reused = outcome.rows.iter().filter(|r| r.reused).count();
@@ -358,7 +359,7 @@ fn summarize(outcome: &Outcome, out: &Path) {
         .count();
     let label = config
         .as_ref()
-        .map(ksmith_tune::label)
+        .map(|c| one(&ksmith_tune::label(c)).into_owned())
         .unwrap_or_else(|| "untuned".into());
     let vs_default = outcome
         .confirmed
@@ -368,7 +369,7 @@ fn summarize(outcome: &Outcome, out: &Path) {
         .or_else(|| cost(&outcome.default_result))
         .map(|d| format!(", {:.2}x vs the untuned solution", d / best_cost))
         .unwrap_or_default();
-    println!(
+    say!(
         "best [{label}]: {:.2}x vs XLA{vs_default}; {} configurations evaluated ({reused} reused from the store, {dropped} dropped early by successive elimination), {} re-timed, in {:.1} s; written to {}",
         1.0 / best_cost,
         outcome.rows.len(),
@@ -450,7 +451,7 @@ fn print_table(outcome: &Outcome) {
     ]);
     for (i, r) in sorted.iter().take(10).enumerate() {
         let status = match (&r.result.reason, eliminated(&r.result)) {
-            (Some(reason), _) => format!("{} ({reason})", r.result.status),
+            (Some(reason), _) => format!("{} ({})", r.result.status, one(reason)),
             (None, true) => format!("{} (dropped early)", r.result.status),
             (None, false) => r.result.status.to_string(),
         };
@@ -462,7 +463,7 @@ fn print_table(outcome: &Outcome) {
             .and_then(|k| cost(&k.second));
         t.add_row(vec![
             (i + 1).to_string(),
-            ksmith_tune::label(&r.config),
+            one(&ksmith_tune::label(&r.config)).into_owned(),
             status,
             latency_ms(&r.result)
                 .map(|l| format!("{l:.3}"))
@@ -478,7 +479,7 @@ fn print_table(outcome: &Outcome) {
                 .unwrap_or_default(),
         ]);
     }
-    println!("{t}");
+    say!("{t}");
 }
 
 /// Writes the solution with the chosen values fixed as `-D` flags.
@@ -487,10 +488,11 @@ pub(crate) fn write_tuned(solution: &Solution, config: &Config, out: &Path) -> s
         &format!("{}_tuned", solution.name),
         &ksmith_tune::defines(config),
     );
+    // A comment line in solution.toml: a newline in the name must not end it.
     let header = format!(
         "Written by `ksmith tune`: {} with {}.",
-        solution.name,
-        ksmith_tune::label(config)
+        one(&solution.name),
+        one(&ksmith_tune::label(config))
     );
     write_solution(&tuned, out, &header, "")
 }

@@ -6,6 +6,7 @@
 
 mod component;
 mod dtype;
+pub mod escape;
 pub mod flags;
 mod formula;
 mod solution;

@@ -82,13 +82,16 @@ pub(super) fn autotune(
         let toml_text = match got {
             Ok((TuneDecision::Tunables(t), _)) => t,
             Ok((TuneDecision::None(why), _)) => {
-                eprintln!("ksmith:   autotune planner: no tuning ({why})");
+                note!(
+                    "ksmith:   autotune planner: no tuning ({})",
+                    crate::term::one(&why)
+                );
                 return Ok(cand);
             }
             Err(e) => {
-                eprintln!(
+                note!(
                     "ksmith:   autotune planner gave no usable tunables ({})",
-                    first_line(&e)
+                    crate::term::one(first_line(&e))
                 );
                 return Ok(cand);
             }
@@ -99,15 +102,13 @@ pub(super) fn autotune(
                 st.guidance = Some(g);
                 break toml_text;
             }
-            Verdict::Edited(t) => {
-                match check(&format!("```toml\n{t}\n```")) {
-                    Ok(TuneDecision::Tunables(t)) => break t,
-                    _ => {
-                        eprintln!("ksmith:   the edited tunables are not usable; no tuning this iteration");
-                        return Ok(cand);
-                    }
+            Verdict::Edited(t) => match check(&format!("```toml\n{t}\n```")) {
+                Ok(TuneDecision::Tunables(t)) => break t,
+                _ => {
+                    note!("ksmith:   the edited tunables are not usable; no tuning this iteration");
+                    return Ok(cand);
                 }
-            }
+            },
             Verdict::Rerun => continue,
             Verdict::Quit => return Err(Halt::Quit),
         }
@@ -139,7 +140,7 @@ pub(super) fn autotune(
         };
         Ok(TuneOutcome { config, note })
     })?;
-    eprintln!("ksmith:   autotune: {}", tuned.note);
+    note!("ksmith:   autotune: {}", crate::term::one(&tuned.note));
     let Some(config) = tuned.config else {
         return Ok(cand);
     };

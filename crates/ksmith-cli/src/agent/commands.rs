@@ -1,5 +1,6 @@
 //! `ksmith runs`, `ksmith show RUN`, `ksmith calls RUN`.
 
+use crate::term::one;
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use comfy_table::Table;
@@ -9,7 +10,7 @@ pub(crate) fn cmd_runs(ctx: &Ctx) -> Result<u8, Exit> {
     let store = ctx.store()?;
     let runs = store.runs().map_err(env_err)?;
     if runs.is_empty() {
-        println!("no runs yet (start one with `ksmith optimize TASK --model PROVIDER:MODEL`)");
+        say!("no runs yet (start one with `ksmith optimize TASK --model PROVIDER:MODEL`)");
         return Ok(0);
     }
     let mut t = Table::new();
@@ -25,30 +26,30 @@ pub(crate) fn cmd_runs(ctx: &Ctx) -> Result<u8, Exit> {
             .filter_map(|s| s.speedup)
             .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
         t.add_row([
-            r.id.clone(),
-            r.created_at.clone(),
-            r.task.clone(),
-            r.model.clone(),
-            r.mode.clone(),
-            r.status.clone(),
+            one(&r.id).into_owned(),
+            one(&r.created_at).into_owned(),
+            one(&r.task).into_owned(),
+            one(&r.model).into_owned(),
+            one(&r.mode).into_owned(),
+            one(&r.status).into_owned(),
             calls.len().to_string(),
             best.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
             short(r.stop_reason.as_deref().unwrap_or_default(), 70),
         ]);
     }
-    println!("{t}");
+    say!("{t}");
     Ok(0)
 }
 
-/// The first line of a message, cut to `n` characters.
+/// The first line of a message, cut to `n` characters, escaped.
 fn short(s: &str, n: usize) -> String {
     let line = s.lines().next().unwrap_or("");
     if line.chars().count() <= n {
-        return line.to_string();
+        return one(line).into_owned();
     }
     let mut t: String = line.chars().take(n).collect();
     t.push('…');
-    t
+    one(&t).into_owned()
 }
 
 fn load_run(ctx: &Ctx, id: &str) -> Result<(ksmith_store::Store, ksmith_store::RunRow), Exit> {
@@ -83,25 +84,35 @@ pub(crate) fn cmd_show_run(ctx: &Ctx, id: &str, json: bool) -> Result<u8, Exit> 
                 "iteration": s.iteration, "status": s.status, "speedup": s.speedup,
                 "latency_ms": s.latency_ms, "eval_id": s.eval_id, "summary": s.summary})).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&v).map_err(env_err)?);
+        crate::term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
         return Ok(0);
     }
-    println!("run {}  ({} mode, {})", run.id, run.mode, run.status);
-    println!(
-        "task {} ({}), tests hash {}",
-        run.task, run.task_dir, run.tests_hash
+    say!(
+        "run {}  ({} mode, {})",
+        one(&run.id),
+        one(&run.mode),
+        one(&run.status)
     );
-    println!(
+    say!(
+        "task {} ({}), tests hash {}",
+        one(&run.task),
+        one(&run.task_dir),
+        one(&run.tests_hash)
+    );
+    say!(
         "model {}; created {}, updated {}, {:.0} s active",
-        run.model, run.created_at, run.updated_at, run.active_s
+        one(&run.model),
+        run.created_at,
+        run.updated_at,
+        run.active_s
     );
     if let Some(r) = &run.stop_reason {
-        println!("ended: {r}");
+        say!("ended: {}", crate::term::continued(r, "  "));
     }
     if let Some(o) = &run.out_dir {
-        println!("output: {o}");
+        say!("output: {}", one(o));
     }
-    println!(
+    say!(
         "LLM: {} calls, {tin} tokens in, {tout} out, ${cost:.4}",
         calls.len()
     );
@@ -117,18 +128,18 @@ pub(crate) fn cmd_show_run(ctx: &Ctx, id: &str, json: bool) -> Result<u8, Exit> 
     for s in &snaps {
         t.add_row([
             s.iteration.to_string(),
-            s.status.clone(),
+            one(&s.status).into_owned(),
             s.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
             s.latency_ms
                 .map(|x| format!("{x:.3}"))
                 .unwrap_or("-".into()),
             s.eval_id.map(|x| x.to_string()).unwrap_or("-".into()),
-            s.summary.clone(),
+            one(&s.summary).into_owned(),
         ]);
     }
-    println!("{t}");
+    say!("{t}");
     if run.status != "finished" {
-        println!("continue with `ksmith resume {}`", run.id);
+        say!("continue with `ksmith resume {}`", one(&run.id));
     }
     Ok(0)
 }
@@ -139,13 +150,20 @@ pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool) -> Result<u8, Exit> {
     let calls = store.calls(id).map_err(env_err)?;
     if full {
         for c in &calls {
-            println!("===== call {} ({}, {}) =====", c.seq, c.role, c.step);
-            println!(
+            say!(
+                "===== call {} ({}, {}) =====",
+                c.seq,
+                one(&c.role),
+                one(&c.step)
+            );
+            say!(
                 "--- system ---\n{}\n--- prompt ---\n{}\n--- reply ---\n{}",
-                c.system, c.prompt, c.reply
+                c.system,
+                c.prompt,
+                c.reply
             );
             if let Some(e) = &c.error {
-                println!("--- error ---\n{e}");
+                say!("--- error ---\n{e}");
             }
         }
         return Ok(0);
@@ -167,19 +185,20 @@ pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool) -> Result<u8, Exit> {
         t.add_row([
             c.seq.to_string(),
             c.created_at.clone(),
-            c.role.clone(),
-            c.step.clone(),
+            one(&c.role).into_owned(),
+            one(&c.step).into_owned(),
             format!("{}{}", c.tokens_in, if c.estimated { "~" } else { "" }),
             format!("{}{}", c.tokens_out, if c.estimated { "~" } else { "" }),
             format!("{:.4}", c.cost),
             format!("{:.1}", c.latency_ms / 1e3),
             c.attempts.to_string(),
             c.error
-                .clone()
+                .as_deref()
+                .map(|e| one(e).into_owned())
                 .unwrap_or_else(|| format!("{} chars", c.reply.len())),
         ]);
     }
-    println!("{t}");
-    println!("(~ = estimated by the provider adapter; `--full` prints prompts and replies)");
+    say!("{t}");
+    say!("(~ = estimated by the provider adapter; `--full` prints prompts and replies)");
     Ok(0)
 }

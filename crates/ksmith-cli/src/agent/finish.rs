@@ -5,6 +5,7 @@ use super::iterate::State;
 use super::session::Session;
 use crate::{env_err, Exit};
 use ksmith_judge::Status;
+use ksmith_task::escape::{markdown_cell, markdown_code};
 
 /// Rolls back to the fastest correct snapshot, re-validates it on fresh seeds, writes it out.
 pub(super) fn finalize(
@@ -15,10 +16,11 @@ pub(super) fn finalize(
 ) -> Result<(String, Option<String>, u8), Exit> {
     let snaps = s.store.snapshots(&s.run.id).map_err(env_err)?;
     let Some((bi, best)) = st.best else {
-        println!(
-            "run {}: no correct kernel in {} snapshots; nothing written ({why})",
+        say!(
+            "run {}: no correct kernel in {} snapshots; nothing written ({})",
             s.run.id,
-            snaps.len()
+            snaps.len(),
+            crate::term::one(&why)
         );
         return Ok((
             status.to_string(),
@@ -33,21 +35,27 @@ pub(super) fn finalize(
     let (check_id, check) =
         crate::evaluate_recorded(&mut judge, &mut s.store, &st.task, &best.solution)?;
     let calls = s.store.calls(&s.run.id).map_err(env_err)?;
+    // Names, the reason and the snapshots' summaries (a model's words) are untrusted: escaped
+    // for the markdown table and for the terminal it is also printed on.
     let mut md = format!(
-        "# ksmith run {}\n\ntask `{}`, model `{}`, {} mode; {status}: {why}\n\n| iteration | status | speedup vs XLA | latency (ms) | what |\n| --- | --- | --- | --- | --- |\n",
-        s.run.id, st.task.name, s.run.model, s.run.mode
+        "# ksmith run {}\n\ntask {}, model {}, {} mode; {status}: {}\n\n| iteration | status | speedup vs XLA | latency (ms) | what |\n| --- | --- | --- | --- | --- |\n",
+        s.run.id,
+        markdown_code(&st.task.name),
+        markdown_code(&s.run.model),
+        s.run.mode,
+        markdown_cell(&why)
     );
     for sn in &snaps {
         md.push_str(&format!(
             "| {}{} | {} | {} | {} | {} |\n",
             sn.iteration,
             if sn.iteration == bi { " (best)" } else { "" },
-            sn.status,
+            markdown_cell(&sn.status),
             sn.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
             sn.latency_ms
                 .map(|x| format!("{x:.3}"))
                 .unwrap_or("-".into()),
-            sn.summary.replace('|', "/")
+            markdown_cell(&sn.summary)
         ));
     }
     let (tin, tout, cost): (u64, u64, f64) = calls.iter().fold((0, 0, 0.0), |a, c| {
@@ -58,7 +66,7 @@ pub(super) fn finalize(
         calls.len(), tin, tout, best.eval_id, check.status
     ));
     if check.status != Status::Passed {
-        println!(
+        say!(
             "{md}\nthe best snapshot failed on fresh seeds ({}); nothing written",
             check.status
         );
@@ -71,8 +79,8 @@ pub(super) fn finalize(
     let out = s.opts.out.clone();
     crate::tune::write_solution(&best.solution, &out, "", "").map_err(env_err)?;
     std::fs::write(out.join("report.md"), &md).map_err(env_err)?;
-    println!("{md}");
-    println!(
+    say!("{md}");
+    say!(
         "best kernel (iteration {bi}, {:.2}x vs XLA) and report written to {}",
         best.speedup().unwrap_or(0.0),
         out.display()

@@ -68,7 +68,7 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
     let outcome = run_loop(ctx, &mut s);
     let (replayed_calls, replayed_events) = s.replayed;
     if replayed_calls + replayed_events > 0 {
-        eprintln!("ksmith: replayed {replayed_calls} LLM calls and {replayed_events} decisions from the journal");
+        note!("ksmith: replayed {replayed_calls} LLM calls and {replayed_events} decisions from the journal");
     }
     let (status, reason, code) = match outcome {
         // The iteration count is the natural end; any other limit is a budget stop.
@@ -78,9 +78,10 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
             finalize(&mut s, state, "stopped", why)?
         }
         Err(Halt::Quit) => {
-            println!(
+            say!(
                 "run {} paused; continue with `ksmith resume {}`",
-                s.run.id, s.run.id
+                s.run.id,
+                s.run.id
             );
             (
                 "paused".to_string(),
@@ -151,7 +152,7 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
         last: None,
         guidance: None,
     };
-    eprintln!(
+    note!(
         "ksmith: [iteration 0] judging the starting solution {}",
         s.opts.from.display()
     );
@@ -244,14 +245,15 @@ pub(super) fn outcome(j: &Judged) -> String {
 }
 
 pub(super) fn report_line(it: u32, what: &str, j: &Judged) {
-    eprintln!(
-        "ksmith: [iteration {it}] {what}: {} (evaluation {})",
-        outcome(j),
+    note!(
+        "ksmith: [iteration {it}] {}: {} (evaluation {})",
+        crate::term::one(what),
+        crate::term::one(&outcome(j)),
         j.eval_id
     );
     if j.passed() {
         for line in super::brief::timing_text(&j.result).lines() {
-            eprintln!("ksmith:     {line}");
+            note!("ksmith:     {line}");
         }
     }
 }
@@ -296,7 +298,10 @@ fn code_from_reply(reply: &str, file: &str, base: &str) -> Result<String, String
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         if name != file {
-            eprintln!("ksmith:   refused: the reply edits `{f}`; the tests are frozen");
+            note!(
+                "ksmith:   refused: the reply edits `{}`; the tests are frozen",
+                crate::term::one(&f)
+            );
             return Err(format!(
                 "REFUSED: `{f}` is frozen. The task definition, tolerances, workloads, reference and tests cannot be changed by any agent; only `{file}` may be edited. Nothing was applied."
             ));
@@ -335,10 +340,10 @@ pub(super) fn ask<T>(
         match parse(&reply) {
             Ok(v) => return Ok(Ok((v, reply))),
             Err(e) => {
-                eprintln!(
+                note!(
                     "ksmith:   {step}: unusable {} reply: {}",
                     role.name(),
-                    first_line(&e)
+                    crate::term::one(first_line(&e))
                 );
                 last_err = e;
             }
@@ -439,7 +444,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     } else {
         "new"
     };
-    eprintln!("ksmith: [iteration {it}] planner ({mode})");
+    note!("ksmith: [iteration {it}] planner ({mode})");
     // Plan.
     let mut vars = json!({
         "task": task_brief(st), "mode": mode,
@@ -495,10 +500,10 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
             Verdict::Quit => return Err(Halt::Quit),
         }
     };
-    eprintln!(
+    note!(
         "ksmith:   plan: {} (expects {})",
-        plan.headline(),
-        plan.expected_effect.lines().next().unwrap_or("")
+        crate::term::one(&plan.headline()),
+        crate::term::one(plan.expected_effect.lines().next().unwrap_or(""))
     );
     // Implement.
     let impl_vars = json!({

@@ -57,10 +57,12 @@ fn ask_user(step: &str, what: &str, shown: &str, editable: &str) -> Result<Verdi
     let mut out = std::io::stdout();
     let stdin = std::io::stdin();
     let mut stdin = stdin.lock();
+    // The artifact is a model's text (a plan, a diff): escaped for the terminal. The editor
+    // gets the text as it is.
     let _ = writeln!(
         out,
         "\n==== {step}: {what} ====\n{}\n==== end of {what} ====",
-        shown.trim_end()
+        ksmith_task::escape::for_terminal(shown.trim_end())
     );
     loop {
         let _ = write!(
@@ -88,7 +90,12 @@ fn ask_user(step: &str, what: &str, shown: &str, editable: &str) -> Result<Verdi
             Some('e') => match edit_in_editor(editable) {
                 Ok(text) => return Ok(Verdict::Edited(text)),
                 Err(e) => {
-                    let _ = writeln!(out, "editing failed: {e:#}");
+                    let e = format!("{e:#}");
+                    let _ = writeln!(
+                        out,
+                        "editing failed: {}",
+                        ksmith_task::escape::for_terminal(&e)
+                    );
                 }
             },
             _ => {}

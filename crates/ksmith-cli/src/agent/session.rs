@@ -127,7 +127,7 @@ impl Session {
         };
         let session = Session::open(run.clone(), opts, store)?;
         session.store.create_run(&run).map_err(env_err)?;
-        eprintln!("ksmith: run {} ({} on {})", run.id, run.model, run.task);
+        note!("ksmith: run {} ({} on {})", run.id, run.model, run.task);
         Ok(session)
     }
 
@@ -153,7 +153,7 @@ impl Session {
         run.status = "running".into();
         run.stop_reason = None;
         store.update_run(&run).map_err(env_err)?;
-        eprintln!("ksmith: resuming run {id} ({} on {})", run.model, run.task);
+        note!("ksmith: resuming run {id} ({} on {})", run.model, run.task);
         Session::open(run, opts, store)
     }
 
@@ -256,7 +256,7 @@ impl Session {
                 self.usage.tokens += r.tokens_in + r.tokens_out;
                 self.usage.cost += row.cost;
                 self.next_call += 1;
-                eprintln!(
+                note!(
                     "ksmith:   {step}: {} replied ({} -> {} tokens{}, {:.1} s)",
                     role.name(),
                     r.tokens_in,

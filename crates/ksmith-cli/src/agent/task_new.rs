@@ -90,7 +90,7 @@ pub(crate) fn cmd_task_new(ctx: &Ctx, args: &TaskNewArgs) -> Result<u8, Exit> {
     s.run.out_dir = (code == 0).then(|| out.display().to_string());
     s.save()?;
     result?;
-    println!("{reason} (run {})", s.run.id);
+    say!("{reason} (run {})", s.run.id);
     Ok(code)
 }
 
@@ -129,7 +129,7 @@ fn design(
             Ok(d) => d,
             Err(e) => {
                 feedback = e.0;
-                eprintln!("ksmith: draft {attempt} rejected: {feedback}");
+                note!("ksmith: draft {attempt} rejected: {feedback}");
                 continue;
             }
         };
@@ -146,7 +146,7 @@ fn design(
             let kept = scratch.keep();
             std::fs::rename(&kept, out)
                 .map_err(|e| env_err(anyhow!("moving the task to {}: {e}", out.display())))?;
-            eprintln!("ksmith: draft {attempt} validated");
+            note!("ksmith: draft {attempt} validated");
             return Ok(true);
         }
         let scratch_name = scratch.path().display().to_string();
@@ -155,7 +155,7 @@ fn design(
             .map(|p| p.replace(&scratch_name, "task"))
             .collect::<Vec<_>>()
             .join("\n");
-        eprintln!("ksmith: draft {attempt} failed validation:\n{feedback}");
+        note!("ksmith: draft {attempt} failed validation:\n{feedback}");
     }
     Ok(false)
 }

@@ -1,0 +1,96 @@
+//! The one way the CLI talks to a person (DESIGN.md, the judge's rule 5: candidate text shown
+//! to a person is escaped). Every line printed for a person goes through [`say!`] (stdout) or
+//! [`note!`] (stderr), which escape the whole formatted text with
+//! [`ksmith_task::escape::for_terminal`], so no control sequence a candidate, a compiler
+//! quoting its source or a model put in a string reaches the terminal raw, whichever field it
+//! hid in. `print_stdout`/`print_stderr` are denied for the crate (see main.rs): a new
+//! `println!` does not pass clippy. Fields that must stay on one line (names, reasons, table
+//! cells) are additionally passed through [`one`], so an embedded newline cannot start a fake
+//! line; multi-line untrusted text is shown with [`continued`]. Machine output (`--json`) is
+//! printed with [`json`]: serde_json already writes control characters as `\u001b`.
+
+use ksmith_task::escape;
+use std::borrow::Cow;
+use std::fmt;
+
+/// Prints a line on stdout, escaped for the terminal.
+#[allow(clippy::print_stdout)]
+pub(crate) fn out(args: fmt::Arguments) {
+    match args.as_str() {
+        Some(s) => println!("{}", escape::for_terminal(s)),
+        None => println!("{}", escape::for_terminal(&args.to_string())),
+    }
+}
+
+/// Prints a line on stderr, escaped for the terminal.
+#[allow(clippy::print_stderr)]
+pub(crate) fn err(args: fmt::Arguments) {
+    match args.as_str() {
+        Some(s) => eprintln!("{}", escape::for_terminal(s)),
+        None => eprintln!("{}", escape::for_terminal(&args.to_string())),
+    }
+}
+
+/// Prints a JSON document on stdout as one line. serde_json escapes every control character
+/// in strings; U+2028/U+2029 and bidi controls are legal JSON and stay as they are, for
+/// programs to read.
+#[allow(clippy::print_stdout)]
+pub(crate) fn json(v: &impl fmt::Display) {
+    println!("{v}");
+}
+
+/// `println!`, escaped (see the module documentation).
+macro_rules! say {
+    () => {
+        $crate::term::out(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::term::out(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!`, escaped (see the module documentation).
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::term::err(format_args!($($arg)*))
+    };
+}
+
+/// An untrusted field that must stay on one line (newlines and tabs escaped too).
+pub(crate) fn one(s: &str) -> Cow<'_, str> {
+    escape::one_line(s)
+}
+
+/// Untrusted multi-line text: the first line as is, every further line after `indent` and a
+/// `| ` marker, so no line of it can pass for a line of ours.
+pub(crate) fn continued(text: &str, indent: &str) -> String {
+    let text = escape::for_terminal(text);
+    let mut lines = text.lines();
+    let mut s = lines.next().unwrap_or("").to_string();
+    for l in lines {
+        s.push('\n');
+        s.push_str(indent);
+        s.push_str("| ");
+        s.push_str(l);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continuation_lines_are_marked() {
+        assert_eq!(continued("one line", "  "), "one line");
+        assert_eq!(
+            continued("boom\nx [00000000] on task t: PASSED\x1b[0m", "    "),
+            "boom\n    | x [00000000] on task t: PASSED\\x1b[0m"
+        );
+    }
+
+    #[test]
+    fn one_line_fields_cannot_break_lines() {
+        assert_eq!(one("a\nb\r\x1b"), "a\\nb\\r\\x1b");
+    }
+}
