@@ -7,7 +7,8 @@
 //! `println!` does not pass clippy. Fields that must stay on one line (names, reasons, table
 //! cells) are additionally passed through [`one`], so an embedded newline cannot start a fake
 //! line; multi-line untrusted text is shown with [`continued`]. Machine output (`--json`) is
-//! printed with [`json`]: serde_json already writes control characters as `\u001b`.
+//! printed with [`json`]: serde_json writes C0 controls as `\u001b`, and [`json`] writes the
+//! rest (C1 controls, bidi overrides) as `\uXXXX` escapes too; the value is unchanged.
 
 use ksmith_task::escape;
 use std::borrow::Cow;
@@ -31,12 +32,12 @@ pub(crate) fn err(args: fmt::Arguments) {
     }
 }
 
-/// Prints a JSON document on stdout as one line. serde_json escapes every control character
-/// in strings; U+2028/U+2029 and bidi controls are legal JSON and stay as they are, for
-/// programs to read.
+/// Prints a serialized JSON document on stdout. serde_json escapes C0 controls in strings;
+/// DEL, C1 controls, bidi controls and U+2028/U+2029 are legal raw in JSON and are escaped
+/// here as `\uXXXX` (the same value for a program, inert on a terminal).
 #[allow(clippy::print_stdout)]
 pub(crate) fn json(v: &impl fmt::Display) {
-    println!("{v}");
+    println!("{}", escape::json_text(&v.to_string()));
 }
 
 /// `println!`, escaped (see the module documentation).

@@ -116,11 +116,14 @@ fn fake_pass_json_escapes_control_characters() {
     // The candidate's text is kept, for programs, as JSON escapes.
     let log = v["log"].as_str().unwrap();
     assert!(log.contains("\x1b[2J"), "log not captured: {log:?}");
+    assert!(log.contains("\u{9b}2J\u{202e}00.99x"), "{log:?}");
+    assert_clean(&out, "eval --json");
     assert!(stdout(&out).contains("\\u001b[2J"));
+    assert!(stdout(&out).contains("\\u009b2J\\u202e00.99x"));
     let id = v["id"].as_i64().unwrap().to_string();
     let shown = ksmith(&store, &["show", &id, "--json"]);
     assert!(shown.status.success(), "{}", text(&shown));
-    assert!(!shown.stdout.contains(&0x1b) && !shown.stdout.contains(&b'\r'));
+    assert_clean(&shown, "show --json");
     assert_eq!(json(&shown)["status"], "INCORRECT_NUMERICAL");
 }
 

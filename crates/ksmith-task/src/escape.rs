@@ -15,6 +15,8 @@
 //! - [`markdown_cell`]: one line for a markdown table cell (`|` escaped as well).
 //! - [`markdown_code`]: an inline code span that the text inside cannot close.
 //! - [`markdown_fence`]: a fenced code block that the text inside cannot close.
+//! - [`json_text`]: serialized JSON with the same characters as `\uXXXX` escapes (serde_json
+//!   escapes only C0 controls), still the same JSON value.
 
 use std::borrow::Cow;
 
@@ -116,6 +118,28 @@ pub fn markdown_cell(s: &str) -> Cow<'_, str> {
         Cow::Borrowed(b) if !b.contains('|') => Cow::Borrowed(b),
         t => Cow::Owned(t.replace('|', "\\|")),
     }
+}
+
+/// Serialized JSON made safe for a terminal without changing its value: every character
+/// [`for_terminal`] would escape becomes a JSON `\uXXXX` escape. serde_json already escapes C0
+/// controls inside strings; this catches DEL, C1 controls (U+009B is a CSI), bidi controls and
+/// U+2028/U+2029. Only for JSON text, where such characters can only occur inside strings.
+pub fn json_text(json: &str) -> Cow<'_, str> {
+    use std::fmt::Write;
+    let Some(start) = first_escape(json, true) else {
+        return Cow::Borrowed(json);
+    };
+    let mut out = String::with_capacity(json.len() + 16);
+    out.push_str(&json[..start]);
+    for c in json[start..].chars() {
+        if must_escape(c, true) {
+            // Every such character is in the Basic Multilingual Plane: one \u escape.
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The longest run of backticks in `s`.
@@ -247,6 +271,17 @@ mod tests {
         assert_eq!(for_terminal(&once), once.as_str());
         assert!(matches!(for_terminal(&once), Cow::Borrowed(_)));
         assert!(once.starts_with('é') && once.contains("bold") && once.contains('\n'));
+    }
+
+    #[test]
+    fn json_text_escapes_what_serde_json_leaves_raw() {
+        let j = "{\"log\": \"a\u{9b}2J\u{202e}b\u{7f}\\u001b\",\n \"n\": 1}";
+        let e = json_text(j);
+        assert_eq!(
+            e,
+            "{\"log\": \"a\\u009b2J\\u202eb\\u007f\\u001b\",\n \"n\": 1}"
+        );
+        assert!(matches!(json_text("{\"a\": \"é\"}"), Cow::Borrowed(_)));
     }
 
     #[test]
