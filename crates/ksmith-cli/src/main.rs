@@ -49,6 +49,10 @@ struct Cli {
     /// OpenMP threads for candidates (default: all cores).
     #[arg(long, global = true)]
     threads: Option<usize>,
+    /// Judge untrusted code even where an isolation layer is missing (see `ksmith hw`); every
+    /// result records it. Without it the judge refuses on such a machine.
+    #[arg(long, global = true, env = "KSMITH_UNSAFE_NO_SANDBOX")]
+    unsafe_no_sandbox: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -204,6 +208,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         store_dir,
         python: cli.python.clone(),
         threads,
+        unsafe_no_sandbox: cli.unsafe_no_sandbox,
     };
     match cli.cmd {
         Cmd::Eval {
@@ -242,6 +247,7 @@ pub(crate) struct Ctx {
     store_dir: PathBuf,
     python: Option<PathBuf>,
     threads: usize,
+    unsafe_no_sandbox: bool,
 }
 
 impl Ctx {
@@ -272,6 +278,7 @@ impl Ctx {
         config.call_timeout = Duration::from_secs_f64(opts.timeout.max(0.1));
         config.min_time = Duration::from_millis(opts.min_time_ms);
         config.timing = !opts.no_timing;
+        config.unsafe_no_sandbox = self.unsafe_no_sandbox;
         config.flush = match opts.flush {
             FlushArg::Auto => Flush::Auto,
             FlushArg::Always => Flush::Always,
@@ -473,6 +480,12 @@ fn cmd_hw(ctx: &Ctx, refresh: bool, json: bool, gpu: bool) -> Result<u8, Exit> {
         if let Some(g) = &gpu {
             v["gpu"] = serde_json::to_value(g).map_err(env_err)?;
         }
+        let iso = ksmith_sandbox::isolation();
+        v["isolation"] = serde_json::json!({
+            "complete": iso.complete(),
+            "landlock_abi": iso.landlock_abi,
+            "layers": iso.layers().iter().map(|(n, on, what)| serde_json::json!({"layer": n, "active": on, "stops": what})).collect::<Vec<_>>(),
+        });
         term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
     } else {
         report::print_hw(&hw);

@@ -212,7 +212,26 @@ pub(crate) fn print_hw(hw: &Hardware) {
     for c in &hw.compilers {
         say!("compiler:         {c}");
     }
-    say!("isolation:        {}", ksmith_sandbox::isolation().note);
+    let iso = ksmith_sandbox::isolation();
+    say!(
+        "isolation:        {} (untrusted code {})",
+        if iso.complete() {
+            "complete"
+        } else {
+            "INCOMPLETE"
+        },
+        if iso.complete() {
+            "is judged"
+        } else {
+            "is refused unless --unsafe-no-sandbox"
+        }
+    );
+    for (name, on, what) in iso.layers() {
+        say!("  {:<16}{:<4}{what}", name, if on { "on" } else { "OFF" });
+    }
+    if iso.landlock_abi > 0 {
+        say!("  (Landlock ABI {})", iso.landlock_abi);
+    }
 }
 
 /// Suite metrics for one solution name.

@@ -544,7 +544,7 @@ mod tests {
         let task = ksmith_task::Task::load(&root).unwrap();
         let src = "#define CHUNK 8\nvoid softmax(const float* x, float* y, long M, long N) {}\n";
         let sol = Solution::from_source(
-            "a \"quoted\" name",
+            "softmax-tuned.v2",
             ksmith_task::Language::C,
             "softmax",
             "kernel.c",

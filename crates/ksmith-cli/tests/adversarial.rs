@@ -27,7 +27,14 @@ fn expectation(file: &str) -> (String, String, Option<String>, Option<u64>) {
         .unwrap()
         .trim()
         .to_string();
-    let mut exp = first.split("expect: ").nth(1).unwrap().split_whitespace();
+    let mut exp = first
+        .split("expect: ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .split_whitespace();
     let status = exp.next().unwrap().to_string();
     let reason = exp.next().map(str::to_string);
     let line = exp
@@ -37,8 +44,69 @@ fn expectation(file: &str) -> (String, String, Option<String>, Option<u64>) {
     (task, status, reason, line)
 }
 
+/// Marks a case that must time like itself compiled with `-DKSMITH_HONEST` (the cheat removed).
+const SAME_SPEED: &str = "no faster than itself with -DKSMITH_HONEST";
+
+/// A solution directory for `file` with extra compiler flags.
+fn solution_dir(dir: &std::path::Path, file: &str, entry: &str, flags: &str) -> String {
+    let src = root()
+        .join("crates/ksmith-cli/tests/adversarial")
+        .join(file);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(src, dir.join("kernel.c")).unwrap();
+    std::fs::write(
+        dir.join("solution.toml"),
+        format!(
+            "name = \"adv\"\nlanguage = \"c\"\nentry_point = \"{entry}\"\nsources = [\"kernel.c\"]\nflags = [{flags}]\n"
+        ),
+    )
+    .unwrap();
+    dir.display().to_string()
+}
+
+/// A cheat that only timing could reward (caching by content, stealing the baseline's cores):
+/// timed next to the same code without the cheat, it must not come out faster. The cheats
+/// measured 3-10x before the judge's clock and fresh inputs; the margin leaves room for noise.
+fn check_same_speed(file: &str, task: &str) {
+    let entry = if task == "softmax" { "softmax" } else { task };
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let cheat = solution_dir(&tmp.path().join("cheat"), file, entry, "");
+    let honest = solution_dir(
+        &tmp.path().join("honest"),
+        file,
+        entry,
+        "\"-DKSMITH_HONEST\"",
+    );
+    let task_dir = format!("tasks/starter/{task}");
+    let speedup = |sol: &str| {
+        let out = ksmith(
+            &store,
+            &["eval", &task_dir, sol, "--json", "--min-time-ms", "50"],
+        );
+        let v = json(&out);
+        assert_eq!(v["status"], "PASSED", "{file}: {v:#}");
+        v["performance"]["speedup"].as_f64().unwrap()
+    };
+    let h = speedup(&honest);
+    let c = speedup(&cheat);
+    assert!(
+        c < 1.75 * h,
+        "{file}: {c:.2}x with the cheat vs {h:.2}x without it"
+    );
+}
+
 fn check(file: &str) {
     let (task, status, reason, line) = expectation(file);
+    let first = std::fs::read_to_string(
+        root()
+            .join("crates/ksmith-cli/tests/adversarial")
+            .join(file),
+    )
+    .unwrap();
+    if first.lines().next().unwrap_or("").contains(SAME_SPEED) {
+        return check_same_speed(file, &task);
+    }
     let store = shared_store();
     // CUDA cases the static policy cannot decide need nvcc and a GPU: elsewhere the backend
     // must say it is unavailable (exit 3), never pass or fail the candidate.
@@ -71,7 +139,10 @@ fn check(file: &str) {
         "--timeout",
         "5",
     ];
-    if reason.as_deref() == Some("implausible_speed") {
+    // Cheats only timing can expose, and attacks on the clock itself, are timed.
+    if reason.as_deref() == Some("implausible_speed")
+        || first.lines().next().unwrap_or("").contains("; timed")
+    {
         args.extend(["--min-time-ms", "20"]);
     } else {
         args.push("--no-timing");
@@ -132,6 +203,10 @@ adversarial!(
     good_kahan_matmul,
     content_cache,
     forge_reply,
+    ansi_fake_pass,
+    escape_attempts,
+    timer_forge,
+    spin_threads,
 );
 
 // Triton and Pallas run in their interpreters here (correctness only, small workloads).
@@ -167,6 +242,86 @@ fn every_adversarial_file_has_a_test() {
             .trim_end_matches(".py");
         assert!(src.contains(&format!("    {stem},")), "{name} has no test");
     }
+}
+
+/// Every hostile C case, run one after another into one store, changes nothing that outlives
+/// it: the harness files, earlier results, and the verdicts of an honest and a wrong solution
+/// judged afterwards in the same store.
+#[test]
+fn the_collection_changes_no_later_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let honest = |store: &std::path::Path| {
+        let v = json(&ksmith(
+            store,
+            &[
+                "eval",
+                "tasks/starter/vector_add",
+                "tasks/starter/vector_add/solutions/fast",
+                "--json",
+                "--min-time-ms",
+                "20",
+            ],
+        ));
+        assert_eq!(v["status"], "PASSED", "{v:#}");
+        v
+    };
+    let before = honest(&store);
+    let harness = |v: &serde_json::Value| v["environment"]["harness_version"].clone();
+    let dir = root().join("crates/ksmith-cli/tests/adversarial");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".c"))
+        .collect();
+    files.sort();
+    for f in &files {
+        let (task, _, _, _) = expectation(f);
+        let out = ksmith(
+            &store,
+            &[
+                "eval",
+                &format!("tasks/starter/{task}"),
+                &format!("crates/ksmith-cli/tests/adversarial/{f}"),
+                "--json",
+                "--no-timing",
+                "--timeout",
+                "5",
+            ],
+        );
+        assert!(out.status.code().is_some(), "{f}: ksmith itself died");
+    }
+    assert!(
+        !std::path::Path::new("/tmp/ksmith-adversarial-escape").exists(),
+        "a candidate created a file outside its directory"
+    );
+    // The first result reads back as it was stored.
+    let shown = json(&ksmith(&store, &["show", "1", "--json"]));
+    assert_eq!(shown["status"], "PASSED");
+    assert_eq!(
+        shown["performance"]["speedup"], before["performance"]["speedup"],
+        "a stored result changed"
+    );
+    let after = honest(&store);
+    assert_eq!(harness(&after), harness(&before));
+    let s0 = before["performance"]["speedup"].as_f64().unwrap();
+    let s1 = after["performance"]["speedup"].as_f64().unwrap();
+    assert!(
+        s1 > s0 / 2.0 && s1 < s0 * 2.0,
+        "the honest solution's speedup moved from {s0:.2}x to {s1:.2}x"
+    );
+    let (zeros_task, _, _, _) = expectation("zeros.c");
+    let wrong = json(&ksmith(
+        &store,
+        &[
+            "eval",
+            &format!("tasks/starter/{zeros_task}"),
+            "crates/ksmith-cli/tests/adversarial/zeros.c",
+            "--json",
+            "--no-timing",
+        ],
+    ));
+    assert_eq!(wrong["status"], "INCORRECT_NUMERICAL", "{wrong:#}");
 }
 
 #[test]

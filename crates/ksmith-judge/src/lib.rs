@@ -36,7 +36,7 @@ pub enum Flush {
 
 /// Version of the checking and timing method: part of every evaluation key, so results measured
 /// by an older method are never reused. Bump it when the cascade or the timing changes.
-pub const METHOD_VERSION: u32 = 2;
+pub const METHOD_VERSION: u32 = 3;
 
 /// Judge settings. Frozen for the judge's lifetime.
 #[derive(Debug, Clone)]
@@ -343,12 +343,7 @@ impl Judge {
 
     /// Copies prepared inputs into the runner's private directory (the cache, with the
     /// references next to the inputs, stays out of its view); returns the copy's path.
-    fn stage_inputs(
-        &self,
-        runner: &Peer,
-        cached: &str,
-        name: &str,
-    ) -> Result<String, JudgeError> {
+    fn stage_inputs(&self, runner: &Peer, cached: &str, name: &str) -> Result<String, JudgeError> {
         // An unpredictable name, created fresh: the directory is the candidate's, and a link it
         // planted under a name it could guess must not redirect this write.
         let dest = runner
@@ -923,10 +918,11 @@ impl Judge {
         }
         // 6. Timing, 7. roofline.
         r.stage = Stage::Timing;
-        let (mut perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, channel_ns, r)? {
-            Ok(timed) => timed,
-            Err(v) => return Ok(Some(v)),
-        };
+        let (mut perf, eliminated) =
+            match self.time_all(task, runner, &elapsed_ns, channel_ns, r)? {
+                Ok(timed) => timed,
+                Err(v) => return Ok(Some(v)),
+            };
         if perf
             .iter()
             .any(|p| p.roofline_fraction > self.config.plausibility_margin)
@@ -994,7 +990,17 @@ impl Judge {
         corr: &mut Correctness,
         cache_dir: &str,
     ) -> Result<Option<Verdict>, Failure> {
-        self.check_req(task, w, seed, outputs, &json!({}), input_files, &[], corr, cache_dir)
+        self.check_req(
+            task,
+            w,
+            seed,
+            outputs,
+            &json!({}),
+            input_files,
+            &[],
+            corr,
+            cache_dir,
+        )
     }
 
     /// [`Judge::check`] against references kept in `cache_dir` (computed there if missing).
@@ -1010,7 +1016,17 @@ impl Judge {
         corr: &mut Correctness,
         cache_dir: &str,
     ) -> Result<Option<Verdict>, Failure> {
-        self.check_req(task, w, seed, outputs, input_hashes, &json!({}), earlier, corr, cache_dir)
+        self.check_req(
+            task,
+            w,
+            seed,
+            outputs,
+            input_hashes,
+            &json!({}),
+            earlier,
+            corr,
+            cache_dir,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]

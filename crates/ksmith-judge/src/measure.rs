@@ -238,7 +238,12 @@ impl Judge {
             self.prepare(task, w, s).map_err(Failure::Judge)?;
         }
         let (ins, outs) = self.tensor_specs(task, w);
-        let ws: usize = ins.iter().chain(&outs).map(|t| t.bytes).sum::<usize>().max(1);
+        let ws: usize = ins
+            .iter()
+            .chain(&outs)
+            .map(|t| t.bytes)
+            .sum::<usize>()
+            .max(1);
         let sets = (SLOT_BYTES / ws).clamp(2, MAX_SETS);
         let io = |e: std::io::Error| {
             Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(

@@ -39,9 +39,9 @@ fn check(r: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Writes `data` to a /proc file named by a NUL-terminated path.
-unsafe fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
-    let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+/// Writes `data` to a /proc file.
+unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
+    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
     check(fd)?;
     let n = libc::write(fd, data.as_ptr().cast(), data.len());
     libc::close(fd);
@@ -97,9 +97,9 @@ impl ChildPlan {
                 flags |= libc::CLONE_NEWNS;
             }
             check(libc::unshare(flags))?;
-            write_file(b"/proc/self/setgroups\0", b"deny")?;
-            write_file(b"/proc/self/uid_map\0", &self.uid_map)?;
-            write_file(b"/proc/self/gid_map\0", &self.gid_map)?;
+            write_file(c"/proc/self/setgroups", b"deny")?;
+            write_file(c"/proc/self/uid_map", &self.uid_map)?;
+            write_file(c"/proc/self/gid_map", &self.gid_map)?;
             // The program becomes the PID namespace's init in a fork; this process relays.
             let pid = libc::fork();
             check(pid)?;
@@ -116,15 +116,15 @@ impl ChildPlan {
             if self.own_proc {
                 check(libc::mount(
                     std::ptr::null(),
-                    b"/\0".as_ptr().cast(),
+                    c"/".as_ptr(),
                     std::ptr::null(),
                     libc::MS_REC | libc::MS_PRIVATE,
                     std::ptr::null(),
                 ))?;
                 check(libc::mount(
-                    b"proc\0".as_ptr().cast(),
-                    b"/proc\0".as_ptr().cast(),
-                    b"proc\0".as_ptr().cast(),
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
                     libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                     std::ptr::null(),
                 ))?;

@@ -1,6 +1,7 @@
-// task: matmul; expect: POLICY_REJECTED implausible_speed
+// task: matmul; expect: PASSED; no faster than itself with -DKSMITH_HONEST
 // Caches results keyed by a few sampled input values: every output it returns is correct (fresh
-// inputs are computed, rotated inputs hit the cache), so only the roofline can catch it.
+// inputs are computed, repeated inputs hit the cache). Every timed call gets inputs never seen
+// before, so the cache never hits there: it must time like the same code without it.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ static int used;
 
 void matmul(const float *a, const float *b, float *c, int64_t M, int64_t K, int64_t N) {
     float k0 = a[0], k1 = a[M * K - 1], k2 = b[0], k3 = b[(K * N) / 2];
+#ifndef KSMITH_HONEST
     for (int i = 0; i < used; i++) {
         entry *e = &cache[i];
         if (e->M == M && e->K == K && e->N == N && e->k0 == k0 && e->k1 == k1 && e->k2 == k2 && e->k3 == k3) {
@@ -25,6 +27,7 @@ void matmul(const float *a, const float *b, float *c, int64_t M, int64_t K, int6
             return;
         }
     }
+#endif
 #pragma omp parallel for
     for (int64_t i = 0; i < M; i++) {
         float *row = c + i * N;

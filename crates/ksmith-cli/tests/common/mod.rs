@@ -13,9 +13,12 @@ pub fn root() -> PathBuf {
         .unwrap()
 }
 
-/// A store shared by the tests of one run, so reference outputs and builds are computed once.
+/// A store shared by the tests of one run, so reference outputs and builds are computed once
+/// (`KSMITH_TEST_STORE` moves it, e.g. for a second pass as another user).
 pub fn shared_store() -> PathBuf {
-    let p = root().join("target").join("ksmith-test-store");
+    let p = std::env::var_os("KSMITH_TEST_STORE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target").join("ksmith-test-store"));
     std::fs::create_dir_all(&p).unwrap();
     p
 }
