@@ -271,9 +271,9 @@ fn write_harness(root: &Path) -> Result<PathBuf, HarnessError> {
     // Every file is compared with the copy embedded in this binary before use: a harness
     // changed on disk (by anything) is rewritten, never trusted.
     let intact = || {
-        FILES.iter().all(|(name, text)| {
-            std::fs::read(dir.join(name)).is_ok_and(|b| b == text.as_bytes())
-        })
+        FILES
+            .iter()
+            .all(|(name, text)| std::fs::read(dir.join(name)).is_ok_and(|b| b == text.as_bytes()))
     };
     if dir.join(".complete").exists() && intact() {
         return Ok(dir);

@@ -205,7 +205,10 @@ fn compile_sandboxed(command: &[String], work: &Path) -> std::io::Result<(bool, 
             Recv::Eof => break,
             Recv::Timeout => {
                 proc.kill();
-                return Ok((false, format!("{out}the compiler ran past {BUILD_TIMEOUT:?} and was stopped\n")));
+                return Ok((
+                    false,
+                    format!("{out}the compiler ran past {BUILD_TIMEOUT:?} and was stopped\n"),
+                ));
             }
         }
     }
@@ -318,7 +321,9 @@ pub fn build_with(
         }));
     }
     std::fs::write(work.path().join("build.log"), &log).map_err(|e| io(work.path(), e))?;
-    let digest = blake3::hash(&std::fs::read(work.path().join("kernel.so")).map_err(|e| io(work.path(), e))?);
+    let digest = blake3::hash(
+        &std::fs::read(work.path().join("kernel.so")).map_err(|e| io(work.path(), e))?,
+    );
     std::fs::write(work.path().join(LIBRARY_HASH), digest.to_hex().as_str())
         .map_err(|e| io(work.path(), e))?;
     let staged = work.keep();
