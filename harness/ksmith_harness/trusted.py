@@ -174,9 +174,9 @@ def inputs(req):
 
 
 def _read_output(path, dtype, count):
-    """Reads a raw output the runner wrote: a regular file, never through a link (the directory
-    is the candidate's), at most the expected size."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    """Reads a raw output the runner wrote: a regular file, never through a link and never
+    blocking on a FIFO (the directory is the candidate's), at most the expected size."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise HarnessError(f"output {os.path.basename(path)} is not a regular file")

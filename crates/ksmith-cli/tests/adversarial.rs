@@ -306,8 +306,10 @@ fn the_collection_changes_no_later_verdict() {
     assert_eq!(harness(&after), harness(&before));
     let s0 = before["performance"]["speedup"].as_f64().unwrap();
     let s1 = after["performance"]["speedup"].as_f64().unwrap();
+    // Wide bounds: a loaded 2-core machine moves a memory-bound kernel's speedup by up to ~2x
+    // between two evaluations; a tampered harness or baseline moved it 10x.
     assert!(
-        s1 > s0 / 2.0 && s1 < s0 * 2.0,
+        s1 > s0 / 4.0 && s1 < s0 * 4.0,
         "the honest solution's speedup moved from {s0:.2}x to {s1:.2}x"
     );
     let (zeros_task, _, _, _) = expectation("zeros.c");

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// Protocol version this crate speaks; must equal `ksmith_harness.PROTOCOL`.
-pub const PROTOCOL: u64 = 2;
+pub const PROTOCOL: u64 = 3;
 
 /// Errors from the harness.
 #[derive(Debug, thiserror::Error)]
@@ -188,6 +188,16 @@ impl Peer {
         self.proc.channel()
     }
 
+    /// The directory of files the judge maps with the peer (untrusted runners).
+    pub fn shared_dir(&self) -> Option<&std::path::Path> {
+        self.proc.shared_dir()
+    }
+
+    /// At most `max` bytes of a file the peer wrote in its directory, read safely.
+    pub fn read_private(&self, name: &str, max: usize) -> Option<String> {
+        self.proc.read_private(name, max)
+    }
+
     /// Stops every process of the peer (SIGSTOP to its process group).
     pub fn freeze(&self) {
         self.proc.freeze();
@@ -292,7 +302,9 @@ pub fn start_runner(
     }
     limits.env = env.process_env(&extra);
     limits.view.read.extend(env.runner_view());
+    limits.view.endless_devices = true;
     limits.timing_channel = true;
+    limits.shared_dir = true;
     let mut peer = Peer::start(env, "runner", limits)?;
     peer.frozen_between_calls = true;
     peer.proc.freeze();

@@ -230,9 +230,7 @@ impl Judge {
             poison: Default::default(),
             // Far from the small seeds tasks and users pick, and unpredictable.
             fresh_seed: random_u64() | (1 << 62),
-            fresh_dir: tempfile::Builder::new()
-                .prefix("ksmith-fresh-")
-                .tempdir()
+            fresh_dir: ksmith_sandbox::memory_tempdir("ksmith-fresh-")
                 .expect("a temporary directory for fresh timing inputs"),
         }
     }
@@ -837,10 +835,10 @@ impl Judge {
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
         let timeout = self.config.call_timeout;
-        let channel_ns = if self.config.timing {
+        let channel = if self.config.timing {
             self.calibrate_channel(runner)?
         } else {
-            0
+            measure::ChannelCost::default()
         };
         let loaded = runner.call(&load, timeout).map_err(Failure::Candidate)?;
         let interpreted = loaded["interpreted"].as_bool().unwrap_or(false);
@@ -918,11 +916,10 @@ impl Judge {
         }
         // 6. Timing, 7. roofline.
         r.stage = Stage::Timing;
-        let (mut perf, eliminated) =
-            match self.time_all(task, runner, &elapsed_ns, channel_ns, r)? {
-                Ok(timed) => timed,
-                Err(v) => return Ok(Some(v)),
-            };
+        let (mut perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, channel, r)? {
+            Ok(timed) => timed,
+            Err(v) => return Ok(Some(v)),
+        };
         if perf
             .iter()
             .any(|p| p.roofline_fraction > self.config.plausibility_margin)
@@ -1111,12 +1108,12 @@ fn axis_values(task: &Task, w: usize) -> Vec<i64> {
 
 /// Maps a failed runner request to a status and reason.
 fn classify(e: CallError, runner: &Peer) -> Verdict {
-    let alloc_failed = runner.dir().join(ksmith_harness::ALLOC_FAILED_MARKER);
+    // Read safely (no links, no FIFOs, 32 bytes at most): the directory is the candidate's.
     // The marker is written inside the sandbox, so it is the candidate's claim: only a number
     // is taken from it, it can only relabel a crash (the status stays RUNTIME_ERROR), and the
     // detail says where it came from.
-    let alloc_note = std::fs::read_to_string(&alloc_failed)
-        .ok()
+    let alloc_note = runner
+        .read_private(ksmith_harness::ALLOC_FAILED_MARKER, 32)
         .and_then(|s| s.lines().next()?.trim().parse::<u64>().ok());
     match e {
         CallError::Timeout(t) => Verdict::new(

@@ -34,6 +34,10 @@ struct Timer {
     round_seeds: Vec<u64>,
     /// Raw input files of the last round, per call (trusted directory).
     round_files: Vec<Vec<PathBuf>>,
+    /// The last round's call chosen (secretly, before the round) for a re-check, with its
+    /// outputs and inputs as read right after its call, the runner stopped: (call, outputs,
+    /// inputs) as trusted files.
+    snapshot: Option<(usize, Value, Value)>,
     flush: bool,
     flush_bytes: u64,
     plan: RoundPlan,
@@ -110,10 +114,20 @@ fn clocked_call(
     .as_nanos() as u64)
 }
 
+/// What the timing protocol costs on its own, measured before the candidate is loaded.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ChannelCost {
+    /// One empty call, "p" to "f" (lower quartile): subtracted from every timed call.
+    pub call_ns: u64,
+    /// From the last "f" to the round's reply: the runner runs there, off the per-call clock,
+    /// so anything beyond twice this (plus 1 ms) is spread over the round's calls.
+    pub reply_ns: u64,
+}
+
 impl Judge {
     /// Before the candidate is loaded (the runner is still only our code): what the timing
-    /// protocol itself costs around an empty call, subtracted from every timed call.
-    pub(crate) fn calibrate_channel(&mut self, runner: &mut Peer) -> Result<u64, Failure> {
+    /// protocol itself costs around an empty call.
+    pub(crate) fn calibrate_channel(&mut self, runner: &mut Peer) -> Result<ChannelCost, Failure> {
         const CALLS: usize = 15;
         let req = json!({"cmd": "calibrate", "calls": CALLS});
         let timeout = self.config.call_timeout;
@@ -128,12 +142,17 @@ impl Judge {
                 }
             }
         }
+        let tail = Instant::now();
         runner
             .recv_reply(&req, id, timeout)
             .map_err(Failure::Candidate)?;
+        let reply_ns = tail.elapsed().as_nanos() as u64;
         // The fastest calibrated calls: the channel's own cost, not its noise.
         t.sort_unstable();
-        Ok(t[t.len() / 4])
+        Ok(ChannelCost {
+            call_ns: t[t.len() / 4],
+            reply_ns,
+        })
     }
 
     /// Times every workload. With a race, every workload first gets the race's minimum rounds;
@@ -143,7 +162,7 @@ impl Judge {
         task: &Task,
         runner: &mut Peer,
         est_ns: &[u64],
-        channel_ns: u64,
+        channel: ChannelCost,
         r: &mut EvalResult,
     ) -> Result<Result<Timed, Verdict>, Failure> {
         let mut timers = Vec::new();
@@ -154,7 +173,7 @@ impl Judge {
         if let Some(race) = self.race.clone() {
             for t in &mut timers {
                 while t.rounds < race.min_rounds.min(self.config.max_rounds) {
-                    self.round(task, runner, t, channel_ns)?;
+                    self.round(task, runner, t, channel)?;
                     if let Some(v) = self.recheck(task, t, r)? {
                         return Ok(Err(v));
                     }
@@ -173,7 +192,7 @@ impl Judge {
             for t in &mut timers {
                 while t.rounds < self.config.max_rounds && !t.plan.done(t.rounds, &t.cand, &t.base)
                 {
-                    self.round(task, runner, t, channel_ns)?;
+                    self.round(task, runner, t, channel)?;
                     if let Some(v) = self.recheck(task, t, r)? {
                         return Ok(Err(v));
                     }
@@ -252,7 +271,8 @@ impl Judge {
         };
         let mut slots = Vec::new();
         for i in 0..=sets {
-            slots.push(Slot::create(runner.dir(), &format!("w{w}s{i}"), &ins, &outs).map_err(io)?);
+            let dir = runner.shared_dir().unwrap_or(runner.dir());
+            slots.push(Slot::create(dir, &format!("w{w}s{i}"), &ins, &outs).map_err(io)?);
         }
         // The warm-up slot holds inputs the candidate has seen (the first check seed).
         let warm = self.fresh_input_files(task, w, base_seeds[0], "warm")?;
@@ -266,6 +286,7 @@ impl Judge {
             slots,
             round_seeds: Vec::new(),
             round_files: Vec::new(),
+            snapshot: None,
             flush,
             flush_bytes,
             plan: RoundPlan::new(est_ns, per_call_ns, &self.config),
@@ -283,7 +304,7 @@ impl Judge {
         task: &Task,
         runner: &mut Peer,
         t: &mut Timer,
-        channel_ns: u64,
+        channel: ChannelCost,
     ) -> Result<(), Failure> {
         let warmup = if t.rounds == 0 { 2 } else { 0 };
         let w = t.w;
@@ -303,7 +324,12 @@ impl Judge {
             t.round_seeds.push(seed);
             t.round_files.push(files);
         }
-        let (_, outs) = self.tensor_specs(task, w);
+        let (ins, outs) = self.tensor_specs(task, w);
+        // The call to re-check is chosen now, where the candidate cannot see it, and its
+        // buffers are read right after it, before the runner runs again.
+        let check_call = (crate::random_u64() % n as u64) as usize;
+        t.snapshot = None;
+        let snap_dir = self.fresh_dir.path().to_path_buf();
         let creq = json!({
             "cmd": "time", "axes": axis_values(task, w),
             "in_shapes": task.inputs.iter().map(|i| i.dims(axes)).collect::<Vec<_>>(),
@@ -323,6 +349,12 @@ impl Judge {
             // The runner is stopped: its buffers are the judge's to fill.
             runner.freeze();
             let slot = if k < warmup { sets } else { k - warmup };
+            if !t.slots[slot].intact() {
+                runner.kill();
+                return Err(Failure::Candidate(CallError::Protocol(
+                    "a timing buffer was truncated (the runner may only write it in place)".into(),
+                )));
+            }
             if k >= warmup {
                 t.slots[slot].fill(&t.round_files[slot]).map_err(io)?;
             }
@@ -331,20 +363,41 @@ impl Judge {
                 t.slots[slot].evict();
             }
             match clocked_call(runner, slot as u8, !self.on_gpu, timeout) {
-                Ok(ns) if k >= warmup => calls.push(ns.saturating_sub(channel_ns).max(1)),
+                Ok(ns) if k >= warmup => calls.push(ns.saturating_sub(channel.call_ns).max(1)),
                 Ok(_) => {}
                 Err(e) => {
                     runner.kill();
                     return Err(Failure::Candidate(e));
                 }
             }
+            if k >= warmup && slot == check_call {
+                if !t.slots[slot].intact() {
+                    runner.kill();
+                    return Err(Failure::Candidate(CallError::Protocol(
+                        "a timing buffer was truncated (the runner may only write it in place)"
+                            .into(),
+                    )));
+                }
+                let prefix = format!("check_w{w}_r{}", t.rounds);
+                let (o, i) = t.slots[slot]
+                    .dump(&snap_dir, &prefix, &ins, &outs)
+                    .map_err(io)?;
+                t.snapshot = Some((slot, o, i));
+            }
         }
+        let tail = Instant::now();
         let reply = runner
             .recv_reply(&creq, id, timeout)
             .map_err(Failure::Candidate)?;
+        // The runner ran between the last call and its reply: work it did there beyond what a
+        // reply costs is charged to the round's calls.
+        let allowance = 2 * channel.reply_ns + 1_000_000;
+        let excess = (tail.elapsed().as_nanos() as u64).saturating_sub(allowance);
+        let share = excess / calls.len().max(1) as u64;
+        calls.iter_mut().for_each(|c| *c += share);
         if std::env::var_os("KSMITH_TRACE_CALLS").is_some() {
             eprintln!(
-                "[clock] workload {w}: channel {channel_ns} ns; judge's clock {calls:?}; runner's own figures {}",
+                "[clock] workload {w}: channel {channel:?}; reply excess {excess} ns; judge's clock {calls:?}; runner's own figures {}",
                 reply["inproc_ns"]
             );
         }
@@ -361,29 +414,25 @@ impl Judge {
         t: &mut Timer,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
-        if t.checked_rounds == t.rounds || t.round_seeds.is_empty() {
+        if t.checked_rounds == t.rounds {
             return Ok(None);
         }
         t.checked_rounds = t.rounds;
-        let call = (crate::random_u64() % t.round_seeds.len() as u64) as usize;
+        let Some((call, outputs, inputs)) = t.snapshot.take() else {
+            return Ok(None);
+        };
         let seed = t.round_seeds[call];
-        let (ins, outs) = self.tensor_specs(task, t.w);
-        let dir = self.fresh_dir.path().to_path_buf();
-        let (outputs, inputs) = t.slots[call]
-            .dump(&dir, &format!("check_w{}_r{}", t.w, t.rounds), &ins, &outs)
-            .map_err(|e| {
-                Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
-                    "reading timed outputs: {e}"
-                ))))
-            })?;
         let mut corr = r.correctness.take().unwrap_or_default();
         let fresh = self.fresh_cache();
         let verdict = self.check_files(task, t.w, seed, &outputs, &inputs, &mut corr, &fresh)?;
         r.correctness = Some(corr);
-        for files in &t.round_files {
-            for f in files {
-                let _ = std::fs::remove_file(f);
-            }
+        let snapshot = outputs
+            .as_object()
+            .into_iter()
+            .chain(inputs.as_object())
+            .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from));
+        for f in t.round_files.iter().flatten().cloned().chain(snapshot) {
+            let _ = std::fs::remove_file(f);
         }
         Ok(verdict.map(|mut v| {
             v.detail = format!("timed call {call} of round {}: {}", t.rounds, v.detail);

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 /// One buffer, mapped by the judge (the runner maps the same file).
 pub(crate) struct Buffer {
     path: PathBuf,
+    file: File,
     map: MmapMut,
     /// Bytes of the tensor (the file holds at least one byte).
     len: usize,
@@ -30,7 +31,22 @@ impl Buffer {
         // SAFETY: the file is ours and stays mapped for the slot's lifetime; the runner maps
         // it too, which is the point (its writes are what the judge reads back).
         let map = unsafe { MmapMut::map_mut(&f)? };
-        Ok(Buffer { path, map, len })
+        Ok(Buffer {
+            path,
+            file: f,
+            map,
+            len,
+        })
+    }
+
+    /// Whether the file still has its full size. The runner may only write it in place (its
+    /// directory allows no truncation), and this is checked again, with the runner stopped,
+    /// before the judge touches the mapping: touching pages past a shortened file's end would
+    /// kill the judge with SIGBUS.
+    fn intact(&self) -> bool {
+        self.file
+            .metadata()
+            .is_ok_and(|m| m.len() >= self.len.max(1) as u64)
     }
 
     fn bytes(&self) -> &[u8] {
@@ -80,6 +96,11 @@ pub(crate) struct TensorSpec {
 }
 
 impl Slot {
+    /// Whether every buffer still has its full size (checked with the runner stopped).
+    pub(crate) fn intact(&self) -> bool {
+        self.ins.iter().chain(&self.outs).all(Buffer::intact)
+    }
+
     pub(crate) fn create(
         dir: &Path,
         tag: &str,

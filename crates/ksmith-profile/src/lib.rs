@@ -612,7 +612,7 @@ impl Runs {
             view: FsView {
                 read: self.inputs.iter().cloned().collect(),
                 write: vec![self.run.clone()],
-                read_everything: false,
+                ..FsView::default()
             },
             ..Limits::default()
         }

@@ -6,8 +6,9 @@
 //! candidates. What it refuses are whole classes of kernel interfaces, each with its reason:
 //! namespaces and mounts (escaping the filesystem view), ptrace and cross-process memory access
 //! (reaching the judge), bpf, keyrings, io_uring (which bypasses seccomp), perf (unless
-//! profiling), sockets other than Unix ones (the network), and leaving the process group (so
-//! the judge can always stop and kill every process the candidate starts).
+//! profiling), creating sockets (the network, and host services on Unix socket files), leaving the process group (so the
+//! judge can always stop and kill every process the candidate starts) and sending SIGCONT (so
+//! only the judge resumes a stopped sandbox).
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -73,6 +74,10 @@ fn refused(profiling: bool) -> Vec<i64> {
         libc::SYS_clock_settime,
         libc::SYS_clock_adjtime,
         libc::SYS_adjtimex,
+        // sockets of any family: no network, and no Unix socket files of host services (the
+        // network namespace does not cover those, nor does Landlock before ABI 9); socketpair
+        // stays (unnamed, between the sandbox's own processes)
+        libc::SYS_socket,
         // leaving the process group the judge stops and kills
         libc::SYS_setsid,
         libc::SYS_setpgid,
@@ -83,8 +88,15 @@ fn refused(profiling: bool) -> Vec<i64> {
     v
 }
 
+/// A condition on a 64-bit argument (flags words).
 fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> SeccompCondition {
     SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).expect("argument index below 6")
+}
+
+/// A condition on an `int` argument: only its low 32 bits, which is all the kernel reads, so
+/// junk in the upper half of the register cannot slip past the filter.
+fn cond_int(arg: u8, op: SeccompCmpOp, value: u64) -> SeccompCondition {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).expect("argument index below 6")
 }
 
 /// The compiled filters, applied in order in the child (the last one installed runs first;
@@ -95,15 +107,6 @@ pub(crate) fn programs(profiling: bool) -> Result<Vec<BpfProgram>, seccompiler::
         .into_iter()
         .map(|nr| (nr, Vec::new()))
         .collect();
-    // Sockets: Unix ones only (Python's own machinery); no network of any family.
-    deny.insert(
-        libc::SYS_socket,
-        vec![SeccompRule::new(vec![cond(
-            0,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )])?],
-    );
     // Threads and forks are fine, new namespaces are not.
     deny.insert(
         libc::SYS_clone,
@@ -112,6 +115,25 @@ pub(crate) fn programs(profiling: bool) -> Result<Vec<BpfProgram>, seccompiler::
             .map(|&f| SeccompRule::new(vec![cond(0, SeccompCmpOp::MaskedEq(f), f)]))
             .collect::<Result<_, _>>()?,
     );
+    // Only the judge resumes a stopped sandbox: no process in it may send SIGCONT (one that
+    // escaped a group stop by a few microseconds could otherwise wake the others).
+    for (nr, arg) in [
+        (libc::SYS_kill, 1u8),
+        (libc::SYS_tkill, 1),
+        (libc::SYS_tgkill, 2),
+        (libc::SYS_rt_sigqueueinfo, 1),
+        (libc::SYS_rt_tgsigqueueinfo, 2),
+        (libc::SYS_pidfd_send_signal, 1),
+    ] {
+        deny.insert(
+            nr,
+            vec![SeccompRule::new(vec![cond_int(
+                arg,
+                SeccompCmpOp::Eq,
+                libc::SIGCONT as u64,
+            )])?],
+        );
+    }
     let deny = SeccompFilter::new(
         deny,
         SeccompAction::Allow,

@@ -31,8 +31,9 @@ const SYSTEM_READ: [&str; 12] = [
     "/proc/cpuinfo",
 ];
 
-/// Character devices any program may use.
-const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
+/// Endless character devices, only for programs that ask (a compiler told to `#include
+/// "/dev/zero"` would read until it runs out of memory).
+const ENDLESS_DEVICES: [&str; 3] = ["/dev/zero", "/dev/urandom", "/dev/random"];
 
 /// Paths a sandboxed process may see, beyond the system's (see [`SYSTEM_READ`]).
 #[derive(Debug, Clone, Default)]
@@ -44,6 +45,11 @@ pub struct FsView {
     /// Every path readable (the profiler: perf needs the whole tree and a fresh /proc mount
     /// that a rule made before it existed cannot name). Writes stay limited to `write`.
     pub read_everything: bool,
+    /// Also `/dev/zero`, `/dev/urandom` and `/dev/random` (`/dev/null` is always there).
+    pub endless_devices: bool,
+    /// Directories whose existing files may be read and written in place, nothing more: no
+    /// truncation, creation, removal or renaming (buffers the judge maps too).
+    pub in_place: Vec<PathBuf>,
 }
 
 /// The Landlock ABI the running kernel offers (0: none).
@@ -103,12 +109,15 @@ pub(crate) fn ruleset(view: &FsView, private_dir: &Path) -> Result<RulesetCreate
     for p in &view.read {
         rs = add(rs, p, read)?;
     }
-    for p in DEVICES.iter().map(Path::new) {
-        rs = add(
-            rs,
-            p,
-            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate,
-        )?;
+    let dev = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+    rs = add(rs, Path::new("/dev/null"), dev)?;
+    if view.endless_devices {
+        for p in ENDLESS_DEVICES.iter().map(Path::new) {
+            rs = add(rs, p, AccessFs::ReadFile.into())?;
+        }
+    }
+    for p in &view.in_place {
+        rs = add(rs, p, AccessFs::ReadFile | AccessFs::WriteFile)?;
     }
     rs = add(rs, private_dir, all)?;
     for p in &view.write {

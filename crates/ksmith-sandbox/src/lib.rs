@@ -9,7 +9,7 @@
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -65,6 +65,9 @@ pub struct Limits {
     pub profiling: bool,
     /// Give the child a timing channel: it reads "go" bytes on fd 3 and writes on fd 4.
     pub timing_channel: bool,
+    /// Create a `shared` directory next to the private one, whose files the child may only
+    /// read and write in place (see [`Sandboxed::shared_dir`]).
+    pub shared_dir: bool,
     /// Working directory instead of the private one (it must be in `view.write`).
     pub cwd: Option<PathBuf>,
 }
@@ -83,6 +86,7 @@ impl Default for Limits {
             view: FsView::default(),
             profiling: false,
             timing_channel: false,
+            shared_dir: false,
             cwd: None,
         }
     }
@@ -311,6 +315,24 @@ impl TimingChannel {
     }
 }
 
+fn shared_memory_dir() -> std::io::Result<tempfile::TempDir> {
+    memory_tempdir("ksmith-shm-")
+}
+
+/// A temporary directory in memory (`/dev/shm`) where there is one, else in the system's
+/// temporary directory. For data written while kernels are timed (buffers the judge and the
+/// runner map, fresh inputs): files on disk are written back by kernel threads that preempt
+/// the timed kernel (measured: 0.5 ms calls took 4-8 ms, two involuntary context switches).
+pub fn memory_tempdir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::Builder::new().prefix(prefix).tempdir_in(shm) {
+            return Ok(d);
+        }
+    }
+    tempfile::Builder::new().prefix(prefix).tempdir()
+}
+
 /// Creates a pipe whose ends sit at descriptors >= 10 (so moving them to 3 and 4 in the
 /// child cannot overwrite one another), close-on-exec in the parent.
 fn high_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
@@ -357,8 +379,11 @@ pub struct Sandboxed {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Option<String>>,
-    dir: tempfile::TempDir,
-    log: PathBuf,
+    /// Holds the private and shared directories; removed with everything in them on drop.
+    _base: tempfile::TempDir,
+    work: PathBuf,
+    shared: Option<tempfile::TempDir>,
+    log_reader: std::fs::File,
     exit: Option<Exit>,
     channel: Option<TimingChannel>,
 }
@@ -370,15 +395,31 @@ impl Sandboxed {
         args: &[String],
         limits: &Limits,
     ) -> Result<Sandboxed, SandboxError> {
-        let dir = tempfile::Builder::new().prefix("ksmith-sbx-").tempdir()?;
-        let log = dir.path().join("output.log");
+        // base/work: the child's private directory (everything allowed); base/shared: files
+        // the judge creates and maps, which the child may only read and write in place.
+        let base = tempfile::Builder::new().prefix("ksmith-sbx-").tempdir()?;
+        let work = base.path().join("work");
+        std::fs::create_dir(&work)?;
+        let mut limits = limits.clone();
+        let shared = if limits.shared_dir {
+            let dir = shared_memory_dir()?;
+            limits.view.in_place.push(dir.path().to_path_buf());
+            Some(dir)
+        } else {
+            None
+        };
+        let limits = &limits;
+        let log = work.join("output.log");
         let log_file = std::fs::File::create(&log)?;
+        // The judge reads the log through this descriptor, never by path: the child can put
+        // anything at that path (a link to a secret, a FIFO, /dev/zero).
+        let log_reader = log_file.try_clone()?;
         let mut plan = if limits.isolate {
             let iso = isolation();
             Some(
                 plan_for(
                     limits,
-                    dir.path(),
+                    &work,
                     iso.user_namespace,
                     iso.landlock_abi >= 1,
                     iso.seccomp,
@@ -420,10 +461,10 @@ impl Sandboxed {
         }
         let mut cmd = Command::new(program);
         cmd.args(args);
-        cmd.current_dir(limits.cwd.as_deref().unwrap_or(dir.path()))
+        cmd.current_dir(limits.cwd.as_deref().unwrap_or(&work))
             .env_clear()
-            .env("HOME", dir.path())
-            .env("TMPDIR", dir.path())
+            .env("HOME", &work)
+            .env("TMPDIR", &work)
             .env("PATH", "/usr/bin:/bin")
             .env("LANG", "C.UTF-8")
             .envs(limits.env.iter().map(|(k, v)| (k, v)))
@@ -496,8 +537,10 @@ impl Sandboxed {
             child,
             stdin,
             lines: rx,
-            dir,
-            log,
+            _base: base,
+            work,
+            shared,
+            log_reader,
             exit: None,
             channel,
         })
@@ -525,7 +568,30 @@ impl Sandboxed {
 
     /// The child's private working directory.
     pub fn dir(&self) -> &Path {
-        self.dir.path()
+        &self.work
+    }
+
+    /// The directory of files the judge creates and the child may only read and write in
+    /// place (with `Limits::shared_dir`).
+    pub fn shared_dir(&self) -> Option<&Path> {
+        self.shared.as_ref().map(tempfile::TempDir::path)
+    }
+
+    /// Reads at most `max` bytes of a file the child may have written in its directory, safely:
+    /// never through a link, never blocking on a FIFO, only a regular file.
+    pub fn read_private(&self, name: &str, max: usize) -> Option<String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(self.work.join(name))
+            .ok()?;
+        if !f.metadata().ok()?.file_type().is_file() {
+            return None;
+        }
+        let mut buf = Vec::new();
+        f.take(max as u64).read_to_end(&mut buf).ok()?;
+        Some(String::from_utf8_lossy(&buf).into_owned())
     }
 
     /// Sends one protocol line.
@@ -583,7 +649,7 @@ impl Sandboxed {
 
     /// The first and last `max / 2` bytes of the child's log (stdout and stderr).
     pub fn log(&self, max: usize) -> String {
-        read_truncated(&self.log, max)
+        read_truncated_file(&self.log_reader, max)
     }
 }
 
@@ -605,22 +671,28 @@ fn status_to_exit(st: std::process::ExitStatus) -> Exit {
 
 /// Reads a possibly huge file keeping only its head and tail.
 pub fn read_truncated(path: &Path, max: usize) -> String {
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return String::new();
-    };
+    match std::fs::File::open(path) {
+        Ok(f) => read_truncated_file(&f, max),
+        Err(_) => String::new(),
+    }
+}
+
+/// [`read_truncated`] on an open file (read by position; at most `max` bytes).
+pub fn read_truncated_file(f: &std::fs::File, max: usize) -> String {
+    use std::os::unix::fs::FileExt;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0) as usize;
-    let mut out = Vec::new();
+    let read_at = |off: usize, n: usize| {
+        let mut buf = vec![0; n];
+        let got = f.read_at(&mut buf, off as u64).unwrap_or(0);
+        buf.truncate(got);
+        buf
+    };
     if len <= max {
-        let _ = f.read_to_end(&mut out);
-        return String::from_utf8_lossy(&out).into_owned();
+        return String::from_utf8_lossy(&read_at(0, len)).into_owned();
     }
     let half = max / 2;
-    let mut head = vec![0; half];
-    let _ = f.read_exact(&mut head);
-    let mut tail = vec![0; half];
-    let _ = f
-        .seek(SeekFrom::End(-(half as i64)))
-        .and_then(|_| f.read_exact(&mut tail));
+    let head = read_at(0, half);
+    let tail = read_at(len - half, half);
     format!(
         "{}\n[... {} bytes omitted ...]\n{}",
         String::from_utf8_lossy(&head),
@@ -768,7 +840,8 @@ mod tests {
         }
         let l = one_line(
             "printf \"$(id -u) \"; unshare -U true 2>/dev/null || printf no-unshare; \
-             setsid true 2>/dev/null || printf ' no-setsid'; echo",
+             setsid true 2>/dev/null || printf ' no-setsid'; \
+             kill -CONT $$ 2>/dev/null || printf ' no-sigcont'; echo",
             &Limits::default(),
         );
         if isolation().user_namespace {
@@ -776,7 +849,7 @@ mod tests {
         } else {
             assert!(!l.starts_with("0 "), "{l}");
         }
-        assert!(l.ends_with("no-unshare no-setsid"), "{l}");
+        assert!(l.ends_with("no-unshare no-setsid no-sigcont"), "{l}");
     }
 
     fn sleepers() -> Vec<i32> {
