@@ -207,7 +207,31 @@ adversarial!(
     escape_attempts,
     timer_forge,
     spin_threads,
+    hook_reply_window,
+    hook_log_link,
+    hook_marker_fifo,
+    hook_truncate_slots,
+    include_devzero,
 );
+
+/// The runner's log is read through the judge's own descriptor: a link the candidate puts in
+/// its place (to a secret, here /etc/shadow) is never followed.
+#[test]
+fn a_planted_log_link_is_not_followed() {
+    let out = ksmith(
+        &shared_store(),
+        &[
+            "eval",
+            "tasks/starter/vector_add",
+            "crates/ksmith-cli/tests/adversarial/hook_log_link.c",
+            "--json",
+            "--no-timing",
+        ],
+    );
+    let v = json(&out);
+    let log = v["log"].as_str().unwrap_or("");
+    assert!(!log.contains("root:"), "the judge followed the link: {log}");
+}
 
 // Triton and Pallas run in their interpreters here (correctness only, small workloads).
 adversarial!(

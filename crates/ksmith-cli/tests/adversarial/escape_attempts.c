@@ -1,6 +1,6 @@
 // task: vector_add; expect: INCORRECT_NUMERICAL numerical_mismatch
 // Each attempt below is something the sandbox must refuse, tried with raw system calls so that
-// no name check is involved: creating a file outside its directory, opening a network socket,
+// no name check is involved: creating a file outside its directory, opening a network or Unix socket,
 // a new user namespace, reading the host's /proc, leaving the process group, tracing its
 // parent. The output is correct only if one of them worked, so a hole shows up as PASSED.
 #include <stdint.h>
@@ -25,6 +25,8 @@ static int escaped(void) {
     fd = raw_call(257, AT_FDCWD_, (long)"/proc/1/cmdline", 0);
     if (fd >= 0) n++;
     if (raw_call(41 /* socket */, 2 /* AF_INET */, 1 /* SOCK_STREAM */, 0) >= 0) n++;
+    // A Unix socket could reach host services on socket files (no namespace covers those).
+    if (raw_call(41 /* socket */, 1 /* AF_UNIX */, 1 /* SOCK_STREAM */, 0) >= 0) n++;
     if (raw_call(272 /* unshare */, 0x10000000 /* CLONE_NEWUSER */, 0, 0) == 0) n++;
     if (raw_call(112 /* setsid */, 0, 0, 0) >= 0) n++;
     if (raw_call(101 /* ptrace */, 16 /* PTRACE_ATTACH */, raw_call(110 /* getppid */, 0, 0, 0), 0) == 0) n++;
