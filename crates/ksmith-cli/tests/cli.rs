@@ -47,8 +47,13 @@ fn eval_prints_one_json_result_with_timing_and_roofline() {
     let v = json(&out);
     assert_eq!(v["status"], "PASSED");
     assert_eq!(v["stage"], "done");
-    // 1 quick check + 3 workloads x 3 seeds + 2 re-checks of timed outputs per workload.
-    assert_eq!(v["correctness"]["checks"], 1 + 9 + 6);
+    // 1 quick check + 3 workloads x 3 seeds + one re-checked timed call per round (at least 4
+    // rounds per workload).
+    assert!(
+        v["correctness"]["checks"].as_u64().unwrap() >= 1 + 9 + 3 * 4,
+        "{}",
+        v["correctness"]
+    );
     let perf = &v["performance"];
     assert_eq!(perf["workloads"].as_array().unwrap().len(), 3);
     for w in perf["workloads"].as_array().unwrap() {
@@ -151,7 +156,10 @@ fn bad_task_and_solution_files_get_file_field_message_and_exit_2() {
         e.contains("solution.toml: language: unsupported language `fortran`"),
         "{e}"
     );
-    assert!(e.contains("solution.toml: sources[0]: cannot read"), "{e}");
+    assert!(
+        e.contains("solution.toml: sources[0]: missing.c cannot be read"),
+        "{e}"
+    );
     assert!(e.contains("solution.toml: speed: unknown field"), "{e}");
     let out = ksmith(
         &shared_store(),

@@ -610,7 +610,13 @@ impl Runs {
             isolate,
             // The driver reads its library and the judge's inputs, and writes only here.
             view: FsView {
-                read: self.inputs.iter().cloned().collect(),
+                read: self
+                    .inputs
+                    .iter()
+                    .cloned()
+                    .chain(self.library.parent().map(Path::to_path_buf))
+                    .chain(self.driver.parent().map(Path::to_path_buf))
+                    .collect(),
                 write: vec![self.run.clone()],
                 ..FsView::default()
             },

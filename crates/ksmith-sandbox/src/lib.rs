@@ -410,7 +410,12 @@ impl Sandboxed {
         };
         let limits = &limits;
         let log = work.join("output.log");
-        let log_file = std::fs::File::create(&log)?;
+        // Readable too: the judge keeps a second descriptor of it to read the log.
+        let log_file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&log)?;
         // The judge reads the log through this descriptor, never by path: the child can put
         // anything at that path (a link to a secret, a FIFO, /dev/zero).
         let log_reader = log_file.try_clone()?;
@@ -863,6 +868,17 @@ mod tests {
             })
             .filter(|p| alive(*p))
             .collect()
+    }
+
+    #[test]
+    fn an_isolated_childs_stderr_is_in_the_log_even_if_it_replaces_the_file() {
+        let mut s = sh(
+            "echo visible >&2; rm -f output.log; ln -s /etc/hostname output.log; echo done",
+            &Limits::default(),
+        );
+        assert!(matches!(s.recv(Duration::from_secs(10)), Recv::Line(_)));
+        s.finish(Duration::from_secs(5));
+        assert_eq!(s.log(1000).trim(), "visible");
     }
 
     #[test]
