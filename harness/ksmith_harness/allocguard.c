@@ -61,3 +61,18 @@ int posix_memalign(void **out, size_t al, size_t n) {
     *out = p;
     return 0;
 }
+
+/* Wakes the CPUs the candidate's OpenMP team will run on, just before a timed call (outside the
+ * judge's clock): on a VM an idle virtual CPU may be descheduled by the host, and the first
+ * parallel region after an idle gap then waits milliseconds for it. */
+#include <time.h>
+void ksmith_warm(long ns) {
+#pragma omp parallel
+    {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        do {
+            clock_gettime(CLOCK_MONOTONIC, &b);
+        } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < ns);
+    }
+}

@@ -133,7 +133,14 @@ def prepare(req):
             meta = json.load(f)
         return {"inputs": inp_path, "reference": ref_path, "input_hashes": meta["input_hashes"], "cached": True}
     os.makedirs(os.path.dirname(inp_path), exist_ok=True)
-    arrays = _generate(state, w, seed)
+    if req.get("given_inputs"):
+        # A timed call's inputs as the judge wrote them (raw bytes, one file per input).
+        arrays = []
+        for i in state.spec["inputs"]:
+            raw = np.fromfile(req["given_inputs"][i["name"]], dtype=_to_disk(np.empty(0, tensors.np_dtype(i["dtype"])), i["dtype"]).dtype)
+            arrays.append(_from_disk(raw, i["dtype"]).reshape(state.shape(i, w)))
+    else:
+        arrays = _generate(state, w, seed)
     refs = _reference64(state, arrays)
     for out, r in zip(state.spec["outputs"], refs, strict=False):
         want = state.shape(out, w)

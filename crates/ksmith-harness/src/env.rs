@@ -300,7 +300,7 @@ fn build_allocguard(harness_dir: &Path) -> Option<PathBuf> {
     }
     let tmp = harness_dir.join(format!("allocguard.so.tmp{}", std::process::id()));
     let ok = Command::new("cc")
-        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .args(["-O2", "-fopenmp", "-shared", "-fPIC", "-o"])
         .arg(&tmp)
         .arg(harness_dir.join("ksmith_harness/allocguard.c"))
         .stdout(Stdio::null())

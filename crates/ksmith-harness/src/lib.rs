@@ -278,6 +278,7 @@ pub fn start_trusted(env: &PythonEnv) -> Result<Peer, HarnessError> {
         processes: u64::MAX,
         env: env.process_env(&[("GLIBC_TUNABLES", STEADY_MALLOC)]),
         isolate: false,
+        nice: 10,
         ..Limits::default()
     };
     Peer::start(env, "trusted", limits)

@@ -3,6 +3,7 @@
 //! workload → full check (every workload, several seeds) → timing against the XLA baseline in
 //! alternating rounds (+ re-check of timed outputs) → roofline figures.
 
+mod fresh;
 mod measure;
 mod result;
 mod slots;
@@ -134,6 +135,8 @@ pub struct Judge {
     on_gpu: bool,
     /// The GPU's measured roofline (asked once from the trusted process).
     gpu_roofline: Option<GpuRoofline>,
+    /// Inputs of the timed call being re-checked, as the judge wrote them (raw files).
+    given_inputs: Option<Value>,
     /// Poison bit pattern (element width, bits) per dtype name, from the trusted side.
     poison: std::collections::BTreeMap<String, (usize, u64)>,
     /// Last seed handed out for fresh timing inputs (random start).
@@ -228,6 +231,7 @@ impl Judge {
             on_gpu: false,
             gpu_roofline: None,
             poison: Default::default(),
+            given_inputs: None,
             // Far from the small seeds tasks and users pick, and unpredictable.
             fresh_seed: random_u64() | (1 << 62),
             fresh_dir: ksmith_sandbox::memory_tempdir("ksmith-fresh-")
@@ -975,7 +979,8 @@ impl Judge {
         self.check_in(task, w, seed, outputs, input_hashes, earlier, corr, &cache)
     }
 
-    /// A check of outputs and inputs the judge read back from a timing slot (raw files).
+    /// A check of outputs and inputs the judge read back from a timing slot (raw files),
+    /// against the reference for the inputs the judge wrote there (`given`, raw files).
     #[allow(clippy::too_many_arguments)]
     fn check_files(
         &mut self,
@@ -984,10 +989,12 @@ impl Judge {
         seed: u64,
         outputs: &Value,
         input_files: &Value,
+        given: &Value,
         corr: &mut Correctness,
         cache_dir: &str,
     ) -> Result<Option<Verdict>, Failure> {
-        self.check_req(
+        self.given_inputs = Some(given.clone());
+        let v = self.check_req(
             task,
             w,
             seed,
@@ -997,7 +1004,9 @@ impl Judge {
             &[],
             corr,
             cache_dir,
-        )
+        );
+        self.given_inputs = None;
+        v
     }
 
     /// [`Judge::check`] against references kept in `cache_dir` (computed there if missing).
@@ -1040,7 +1049,10 @@ impl Judge {
         cache_dir: &str,
     ) -> Result<Option<Verdict>, Failure> {
         self.ensure_loaded(task)?;
-        let prep = json!({"cmd": "prepare", "task": task.content_hash, "workload": w, "seed": seed, "cache_dir": cache_dir});
+        let mut prep = json!({"cmd": "prepare", "task": task.content_hash, "workload": w, "seed": seed, "cache_dir": cache_dir});
+        if let Some(g) = &self.given_inputs {
+            prep["given_inputs"] = g.clone();
+        }
         self.trusted_call(task, prep)?;
         let req = json!({
             "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,

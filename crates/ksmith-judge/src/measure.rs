@@ -1,6 +1,7 @@
 //! Step 6 of the cascade: timing every workload in alternating rounds against the XLA baseline,
 //! re-checking the outputs of timed calls, and (when racing) dropping clearly slower candidates.
 
+use crate::fresh::{self, Refresh};
 use crate::slots::{Slot, TensorSpec};
 use crate::timing::RoundPlan;
 use crate::{
@@ -11,7 +12,7 @@ use ksmith_harness::{CallError, HarnessError, Peer};
 use ksmith_task::{DType, Task};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Bytes written between timed calls on a GPU: several times any current L2.
 const GPU_FLUSH_BYTES: u64 = 256 << 20;
@@ -32,12 +33,18 @@ struct Timer {
     slots: Vec<Slot>,
     /// Seeds of the last round's timed calls, one fresh input set per call (slot i).
     round_seeds: Vec<u64>,
-    /// Raw input files of the last round, per call (trusted directory).
+    /// Raw input files of the last round, per call (trusted directory; only when the trusted
+    /// side makes every fresh set, see `fresh`).
     round_files: Vec<Vec<PathBuf>>,
+    /// How each input is refreshed per call, and the trusted set inputs not drawn here keep.
+    refresh: Vec<Refresh>,
+    base_set: Vec<Vec<u8>>,
+    /// Whether the judge draws fresh sets itself (else the trusted side makes each one).
+    draws: bool,
     /// The last round's call chosen (secretly, before the round) for a re-check, with its
     /// outputs and inputs as read right after its call, the runner stopped: (call, outputs,
     /// inputs) as trusted files.
-    snapshot: Option<(usize, Value, Value)>,
+    snapshot: Option<(usize, Value, Value, Value)>,
     flush: bool,
     flush_bytes: u64,
     plan: RoundPlan,
@@ -60,17 +67,22 @@ fn samples(v: &Value) -> impl Iterator<Item = u64> + '_ {
 type Timed = (Vec<WorkloadPerf>, Option<Elimination>);
 
 /// Reads one byte from the timing channel; anything but `want` is the candidate's fault.
-fn expect(runner: &mut Peer, want: u8, timeout: Duration) -> Result<Instant, CallError> {
+/// Returns when the kernel received it (not when the judge woke up to read it).
+fn expect(
+    runner: &mut Peer,
+    want: u8,
+    timeout: Duration,
+    spin: Duration,
+) -> Result<SystemTime, CallError> {
     let chan = runner
         .channel()
         .ok_or_else(|| CallError::Protocol("the runner has no timing channel".into()))?;
-    let got = chan.recv(timeout);
-    let at = Instant::now();
-    match got {
-        Some(b) if b == want => Ok(at),
+    match chan.recv(timeout, spin) {
+        Some(m) if m.byte == want => Ok(m.at),
         None => Err(CallError::Timeout(timeout)),
-        Some(b) => Err(CallError::Protocol(format!(
-            "unexpected byte {b:#04x} on the timing channel (the judge's clock is not the candidate's to drive)"
+        Some(m) => Err(CallError::Protocol(format!(
+            "unexpected byte {:#04x} on the timing channel (the judge's clock is not the candidate's to drive)",
+            m.byte
         ))),
     }
 }
@@ -86,39 +98,54 @@ fn send(runner: &mut Peer, bytes: &[u8]) -> Result<(), CallError> {
     Ok(())
 }
 
-/// One call on the judge's clock: "p"+slot → "r", then "g" → "d" → "f", with the runner
-/// running only from "p" to "f". On a CPU the whole of that window is the call's time: every
-/// moment the candidate's processes run is on the clock, whatever they do with it. On a GPU the
-/// runner copies inputs to the device and flushes L2 between "p" and "r" (our code, not the
-/// candidate's kernel), so the clock runs from "g" to "d" there.
-fn clocked_call(
-    runner: &mut Peer,
-    slot: u8,
-    whole_window: bool,
-    timeout: Duration,
-) -> Result<u64, CallError> {
+/// Nanoseconds from `a` to `b` (0 if the clock stepped back).
+fn span(a: SystemTime, b: SystemTime) -> u64 {
+    b.duration_since(a)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// One call on the judge's clock, the runner running only from "p" to "f".
+#[derive(Debug, Clone, Copy)]
+struct Clocked {
+    /// From sending "p" to the kernel receiving "r": the runner's preparation (device copies
+    /// on a GPU; nothing on a CPU).
+    prepare_ns: u64,
+    /// From sending "g" to the kernel receiving "f" (CPU: the call and everything after it).
+    call_ns: u64,
+    /// From sending "g" to "d" (GPU: the launch and the device-wide synchronization).
+    device_ns: u64,
+}
+
+/// One call: "p"+slot → "r", then "g" → "d" → "f". Arrival times come from the kernel's stamps
+/// on the channel, so the judge's own wake-up latency is not counted.
+fn clocked_call(runner: &mut Peer, slot: u8, timeout: Duration) -> Result<Clocked, CallError> {
     runner.thaw();
-    let start = Instant::now();
+    let p = SystemTime::now();
     send(runner, &[b'p', slot])?;
-    expect(runner, b'r', timeout)?;
-    let go = Instant::now();
+    // "g" must follow "r" at once (the runner's CPUs were just woken for the call): spin for
+    // it. No spinning while the kernel runs: the judge would take one of its cores.
+    let r = expect(runner, b'r', timeout, Duration::from_millis(2))?;
+    let g = SystemTime::now();
     send(runner, b"g")?;
-    let done = expect(runner, b'd', timeout)?;
-    let finished = expect(runner, b'f', timeout)?;
+    let d = expect(runner, b'd', timeout, Duration::ZERO)?;
+    let f = expect(runner, b'f', timeout, Duration::ZERO)?;
     runner.freeze();
-    Ok(if whole_window {
-        finished.duration_since(start)
-    } else {
-        done.duration_since(go)
-    }
-    .as_nanos() as u64)
+    Ok(Clocked {
+        prepare_ns: span(p, r),
+        call_ns: span(g, f),
+        device_ns: span(g, d),
+    })
 }
 
 /// What the timing protocol costs on its own, measured before the candidate is loaded.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ChannelCost {
-    /// One empty call, "p" to "f" (lower quartile): subtracted from every timed call.
+    /// One empty call, "g" to "f" (lower quartile): subtracted from every timed call.
     pub call_ns: u64,
+    /// Longest "p" to "r" of an empty call, doubled, plus 100 us: beyond it, preparation time
+    /// is the candidate's (on a CPU nothing of ours runs there).
+    pub prepare_allow_ns: u64,
     /// From the last "f" to the round's reply: the runner runs there, off the per-call clock,
     /// so anything beyond twice this (plus 1 ms) is spread over the round's calls.
     pub reply_ns: u64,
@@ -133,9 +160,13 @@ impl Judge {
         let timeout = self.config.call_timeout;
         let id = runner.send_request(&req).map_err(Failure::Candidate)?;
         let mut t = Vec::new();
+        let mut prep = Vec::new();
         for _ in 0..CALLS {
-            match clocked_call(runner, 0, !self.on_gpu, timeout) {
-                Ok(ns) => t.push(ns),
+            match clocked_call(runner, 0, timeout) {
+                Ok(c) => {
+                    t.push(if self.on_gpu { c.device_ns } else { c.call_ns });
+                    prep.push(c.prepare_ns);
+                }
                 Err(e) => {
                     runner.kill();
                     return Err(Failure::Candidate(e));
@@ -151,6 +182,7 @@ impl Judge {
         t.sort_unstable();
         Ok(ChannelCost {
             call_ns: t[t.len() / 4],
+            prepare_allow_ns: 2 * prep.iter().copied().max().unwrap_or(0) + 100_000,
             reply_ns,
         })
     }
@@ -274,9 +306,20 @@ impl Judge {
             let dir = runner.shared_dir().unwrap_or(runner.dir());
             slots.push(Slot::create(dir, &format!("w{w}s{i}"), &ins, &outs).map_err(io)?);
         }
-        // The warm-up slot holds inputs the candidate has seen (the first check seed).
+        // The warm-up slot holds inputs the candidate has seen (the first check seed); they
+        // are also what inputs the judge does not draw itself keep.
         let warm = self.fresh_input_files(task, w, base_seeds[0], "warm")?;
         slots[sets].fill(&warm).map_err(io)?;
+        let base_set = warm
+            .iter()
+            .map(std::fs::read)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(io)?;
+        for f in &warm {
+            let _ = std::fs::remove_file(f);
+        }
+        let refresh = fresh::plan(task, w);
+        let draws = fresh::can_draw(task, &refresh);
         let (flush, flush_bytes) = self.flush_plan(task, w);
         // Untimed work per call: channel round trips, input copy, poisoning.
         let per_call_ns = 100_000.0 + ws as f64 / 5.0;
@@ -286,6 +329,9 @@ impl Judge {
             slots,
             round_seeds: Vec::new(),
             round_files: Vec::new(),
+            refresh,
+            base_set,
+            draws,
             snapshot: None,
             flush,
             flush_bytes,
@@ -320,14 +366,19 @@ impl Judge {
         t.round_files.clear();
         for i in 0..n {
             let seed = self.next_fresh_seed();
-            let files = self.fresh_input_files(task, w, seed, &format!("r{}c{i}", t.rounds))?;
+            if !t.draws {
+                let files = self.fresh_input_files(task, w, seed, &format!("r{}c{i}", t.rounds))?;
+                t.round_files.push(files);
+            }
             t.round_seeds.push(seed);
-            t.round_files.push(files);
         }
         let (ins, outs) = self.tensor_specs(task, w);
         // The call to re-check is chosen now, where the candidate cannot see it, and its
-        // buffers are read right after it, before the runner runs again.
-        let check_call = (crate::random_u64() % n as u64) as usize;
+        // buffers are read right after it, before the runner runs again: in the first two
+        // rounds of a workload, then in a random half of the others (each costs a float64
+        // reference; the candidate cannot tell which rounds are checked).
+        let checked = t.rounds < 2 || crate::random_u64().is_multiple_of(2);
+        let check_call = checked.then(|| (crate::random_u64() % n as u64) as usize);
         t.snapshot = None;
         let snap_dir = self.fresh_dir.path().to_path_buf();
         let creq = json!({
@@ -356,21 +407,34 @@ impl Judge {
                 )));
             }
             if k >= warmup {
-                t.slots[slot].fill(&t.round_files[slot]).map_err(io)?;
+                if t.draws {
+                    t.slots[slot].fill_fresh(&t.base_set, &t.refresh, t.round_seeds[slot]);
+                } else {
+                    t.slots[slot].fill(&t.round_files[slot]).map_err(io)?;
+                }
             }
             t.slots[slot].poison(&outs);
             if t.flush {
                 t.slots[slot].evict();
             }
-            match clocked_call(runner, slot as u8, !self.on_gpu, timeout) {
-                Ok(ns) if k >= warmup => calls.push(ns.saturating_sub(channel.call_ns).max(1)),
+            match clocked_call(runner, slot as u8, timeout) {
+                Ok(c) if k >= warmup => {
+                    // CPU: all the time the candidate ran, the preparation beyond what the
+                    // channel needs included; GPU: the device work (copies are ours).
+                    let ns = if self.on_gpu {
+                        c.device_ns
+                    } else {
+                        c.call_ns + c.prepare_ns.saturating_sub(channel.prepare_allow_ns)
+                    };
+                    calls.push(ns.saturating_sub(channel.call_ns).max(1));
+                }
                 Ok(_) => {}
                 Err(e) => {
                     runner.kill();
                     return Err(Failure::Candidate(e));
                 }
             }
-            if k >= warmup && slot == check_call {
+            if k >= warmup && Some(slot) == check_call {
                 if !t.slots[slot].intact() {
                     runner.kill();
                     return Err(Failure::Candidate(CallError::Protocol(
@@ -382,7 +446,22 @@ impl Judge {
                 let (o, i) = t.slots[slot]
                     .dump(&snap_dir, &prefix, &ins, &outs)
                     .map_err(io)?;
-                t.snapshot = Some((slot, o, i));
+                // The inputs as the judge wrote them: the reference is computed from these.
+                let mut given = serde_json::Map::new();
+                for (k, spec) in ins.iter().enumerate() {
+                    let path = if t.draws {
+                        let mut bytes = vec![0u8; spec.bytes];
+                        let seed = t.round_seeds[slot].wrapping_add(k as u64 * 0x9E37_79B9);
+                        fresh::fill(&mut bytes, &t.base_set[k], &t.refresh[k], seed);
+                        let p = snap_dir.join(format!("{prefix}.given.{}.bin", spec.name));
+                        std::fs::write(&p, &bytes).map_err(io)?;
+                        p
+                    } else {
+                        t.round_files[slot][k].clone()
+                    };
+                    given.insert(spec.name.clone(), json!(path.display().to_string()));
+                }
+                t.snapshot = Some((slot, o, i, Value::Object(given)));
             }
         }
         let tail = Instant::now();
@@ -418,18 +497,21 @@ impl Judge {
             return Ok(None);
         }
         t.checked_rounds = t.rounds;
-        let Some((call, outputs, inputs)) = t.snapshot.take() else {
+        let Some((call, outputs, inputs, given)) = t.snapshot.take() else {
             return Ok(None);
         };
         let seed = t.round_seeds[call];
         let mut corr = r.correctness.take().unwrap_or_default();
         let fresh = self.fresh_cache();
-        let verdict = self.check_files(task, t.w, seed, &outputs, &inputs, &mut corr, &fresh)?;
+        let verdict = self.check_files(
+            task, t.w, seed, &outputs, &inputs, &given, &mut corr, &fresh,
+        )?;
         r.correctness = Some(corr);
         let snapshot = outputs
             .as_object()
             .into_iter()
             .chain(inputs.as_object())
+            .chain(given.as_object())
             .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from));
         for f in t.round_files.iter().flatten().cloned().chain(snapshot) {
             let _ = std::fs::remove_file(f);

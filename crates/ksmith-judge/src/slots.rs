@@ -146,6 +146,23 @@ impl Slot {
         Ok(())
     }
 
+    /// Fills the slot's inputs with a fresh set drawn by the judge (see `fresh`).
+    pub(crate) fn fill_fresh(
+        &mut self,
+        base: &[Vec<u8>],
+        plan: &[crate::fresh::Refresh],
+        seed: u64,
+    ) {
+        for (k, ((buf, b), rule)) in self.ins.iter_mut().zip(base).zip(plan).enumerate() {
+            crate::fresh::fill(
+                buf.bytes_mut(),
+                b,
+                rule,
+                seed.wrapping_add(k as u64 * 0x9E37_79B9),
+            );
+        }
+    }
+
     /// Fills every output with its dtype's poison pattern.
     pub(crate) fn poison(&mut self, outs: &[TensorSpec]) {
         for (buf, spec) in self.outs.iter_mut().zip(outs) {

@@ -70,6 +70,9 @@ pub struct Limits {
     pub shared_dir: bool,
     /// Working directory instead of the private one (it must be in `view.write`).
     pub cwd: Option<PathBuf>,
+    /// Scheduling niceness (0: unchanged). The trusted server runs niced: its idle thread
+    /// pools must not take cores from a kernel being timed.
+    pub nice: i32,
 }
 
 impl Default for Limits {
@@ -88,6 +91,7 @@ impl Default for Limits {
             timing_channel: false,
             shared_dir: false,
             cwd: None,
+            nice: 0,
         }
     }
 }
@@ -143,7 +147,7 @@ impl Isolation {
             (
                 "seccomp",
                 self.seccomp,
-                "refuses namespaces, mounts, ptrace, other processes' memory, bpf, keyrings, io_uring, perf, network sockets, leaving the process group",
+                "refuses namespaces, mounts, ptrace, other processes' memory, bpf, keyrings, io_uring, perf, sockets, leaving the process group, SIGCONT",
             ),
             (
                 "rlimits",
@@ -284,7 +288,18 @@ fn plan_for(
 /// The parent's ends of a child's timing channel.
 pub struct TimingChannel {
     go: std::fs::File,
-    done: std::fs::File,
+    /// A datagram socket stamped by the kernel on arrival: when the child wrote each byte, not
+    /// when the judge woke up to read it (which on a VM can be milliseconds later).
+    done: std::os::fd::OwnedFd,
+}
+
+/// One byte from the child and when the kernel received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelByte {
+    /// The byte (a datagram of any other length is reported as 0).
+    pub byte: u8,
+    /// Arrival time (CLOCK_REALTIME, from the kernel; the read time if it gave none).
+    pub at: std::time::SystemTime,
 }
 
 impl TimingChannel {
@@ -293,26 +308,116 @@ impl TimingChannel {
         self.go.write_all(&[b])
     }
 
-    /// Waits up to `timeout` for one byte from the child (fd 4 there); `None` on timeout or
-    /// when the child is gone.
-    pub fn recv(&mut self, timeout: Duration) -> Option<u8> {
-        use std::os::fd::AsFd;
-        let mut fds = [nix::poll::PollFd::new(
-            self.done.as_fd(),
-            nix::poll::PollFlags::POLLIN,
-        )];
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(ms).ok()?) {
-            Ok(n) if n > 0 => {
-                let mut b = [0u8; 1];
-                match self.done.read(&mut b) {
-                    Ok(1) => Some(b[0]),
-                    _ => None,
-                }
+    /// Waits up to `timeout` for one byte from the child (fd 4 there), spinning for `spin`
+    /// first (for answers due within microseconds; never while the child computes, which the
+    /// spin would slow); `None` on timeout or when the child is gone.
+    pub fn recv(&mut self, timeout: Duration, spin: Duration) -> Option<ChannelByte> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let ready = |ms: i32| {
+            let mut fds = [nix::poll::PollFd::new(
+                self.done.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            nix::poll::poll(
+                &mut fds,
+                nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::NONE),
+            )
+            .is_ok_and(|n| n > 0)
+        };
+        let spin_until = Instant::now() + spin;
+        let mut got = false;
+        while Instant::now() < spin_until {
+            if ready(0) {
+                got = true;
+                break;
             }
-            _ => None,
+            std::hint::spin_loop();
         }
+        if !got && !ready(timeout.as_millis().min(i32::MAX as u128) as i32) {
+            return None;
+        }
+        let mut data = [0u8; 16];
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr().cast(),
+            iov_len: data.len(),
+        };
+        let mut control = [0u64; 16];
+        // SAFETY: msghdr points at live buffers of the given sizes for the duration of the call.
+        let (n, stamp) = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&control);
+            let n = libc::recvmsg(self.done.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT);
+            let mut stamp = None;
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    stamp = Some(
+                        std::time::UNIX_EPOCH + Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
+                    );
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+            (n, stamp)
+        };
+        if n <= 0 {
+            return None;
+        }
+        Some(ChannelByte {
+            byte: if n == 1 { data[0] } else { 0 },
+            at: stamp.unwrap_or_else(std::time::SystemTime::now),
+        })
     }
+}
+
+/// A datagram socket pair for the channel's child-to-judge direction, the judge's end asking
+/// the kernel to stamp arrivals; both ends at descriptors >= 10.
+fn stamped_socketpair() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two descriptors into the array, which we then own.
+    let (a, b) = unsafe {
+        if libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+    };
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket and an int option of the right size.
+    let r = unsafe {
+        use std::os::fd::AsRawFd;
+        libc::setsockopt(
+            a.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((lift_fd(a)?, lift_fd(b)?))
+}
+
+/// The same descriptor moved to a number >= 10, close-on-exec.
+fn lift_fd(fd: std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: F_DUPFD_CLOEXEC returns a fresh descriptor that we own.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
 }
 
 fn shared_memory_dir() -> std::io::Result<tempfile::TempDir> {
@@ -336,17 +441,8 @@ pub fn memory_tempdir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
 /// Creates a pipe whose ends sit at descriptors >= 10 (so moving them to 3 and 4 in the
 /// child cannot overwrite one another), close-on-exec in the parent.
 fn high_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let lift = |fd: OwnedFd| -> std::io::Result<OwnedFd> {
-        // SAFETY: F_DUPFD_CLOEXEC returns a fresh descriptor that we own.
-        let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-        if n < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(unsafe { OwnedFd::from_raw_fd(n) })
-    };
-    Ok((lift(r)?, lift(w)?))
+    Ok((lift_fd(r)?, lift_fd(w)?))
 }
 
 /// How a child ended.
@@ -442,7 +538,7 @@ impl Sandboxed {
         if limits.timing_channel {
             use std::os::fd::AsRawFd;
             let (go_r, go_w) = high_pipe()?;
-            let (done_r, done_w) = high_pipe()?;
+            let (done_r, done_w) = stamped_socketpair()?;
             let fds = vec![(go_r.as_raw_fd(), 3), (done_w.as_raw_fd(), 4)];
             match plan.as_mut() {
                 Some(p) => p.fds = fds.clone(),
@@ -460,7 +556,7 @@ impl Sandboxed {
             }
             channel = Some(TimingChannel {
                 go: go_w.into(),
-                done: done_r.into(),
+                done: done_r,
             });
             child_ends = vec![go_r, done_w];
         }
@@ -504,6 +600,9 @@ impl Sandboxed {
                 set(Resource::RLIMIT_FSIZE, l.file_size, l.file_size)?;
                 set(Resource::RLIMIT_NOFILE, l.open_files, l.open_files)?;
                 set(Resource::RLIMIT_NPROC, l.processes, l.processes)?;
+                if l.nice != 0 && libc::setpriority(libc::PRIO_PROCESS, 0, l.nice) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 match plan.as_mut() {
                     Some(p) => p.enter(),
                     None => Ok(()),
