@@ -251,6 +251,7 @@ adversarial!(
     pallas_host_math,
     pallas_host_callback,
     pallas_syntax_error,
+    pallas_module_escape,
 );
 
 #[test]
