@@ -127,15 +127,6 @@ class DeviceKernel(Kernel):
         names = sorted({e.name for e in prof.events() if e.device_type == cuda})
         return elapsed, names
 
-    def flusher(self, nbytes):
-        buf = torch.empty(max(nbytes // 4, 1), dtype=torch.float32, device="cuda") if nbytes else None
-
-        def flush(i):
-            if buf is not None:
-                buf.fill_(float(i))  # evicts L2 between timed calls
-
-        return flush
-
     def dump(self, s, prefix):
         for t, buf, o in zip(s["dev_outs"], s["outs"], self.outputs, strict=False):
             _to_host(t, buf, o["dtype"])

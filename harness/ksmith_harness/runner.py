@@ -31,17 +31,6 @@ CTYPES = {
 }
 
 
-def cpu_flusher(nbytes):
-    """A function that evicts the CPU caches by writing `nbytes`."""
-    buf = np.zeros(nbytes // 8, dtype=np.float64)
-
-    def flush(i):
-        if buf.size:
-            buf.fill(i)
-
-    return flush
-
-
 class Kernel:
     """The loaded entry point and the buffers it is called with (shared by every backend)."""
 
@@ -91,10 +80,6 @@ class Kernel:
 
     def invoke(self, s, axes):
         raise NotImplementedError
-
-    def flusher(self, nbytes):
-        """A function that evicts the caches before a timed call (writes `nbytes`)."""
-        return cpu_flusher(nbytes)
 
     def dump(self, s, prefix):
         paths = {}

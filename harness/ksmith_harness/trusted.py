@@ -137,7 +137,8 @@ def prepare(req):
         # A timed call's inputs as the judge wrote them (raw bytes, one file per input).
         arrays = []
         for i in state.spec["inputs"]:
-            raw = np.fromfile(req["given_inputs"][i["name"]], dtype=_to_disk(np.empty(0, tensors.np_dtype(i["dtype"])), i["dtype"]).dtype)
+            disk = np.uint16 if i["dtype"] == "bfloat16" else tensors.np_dtype(i["dtype"])
+            raw = np.fromfile(req["given_inputs"][i["name"]], dtype=disk)
             arrays.append(_from_disk(raw, i["dtype"]).reshape(state.shape(i, w)))
     else:
         arrays = _generate(state, w, seed)

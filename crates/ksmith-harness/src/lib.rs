@@ -236,7 +236,7 @@ impl Peer {
 }
 
 /// 64 random bits from the OS (falls back to time and pid).
-fn random_u64() -> u64 {
+pub fn random_u64() -> u64 {
     let mut b = [0u8; 8];
     if std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))

@@ -674,16 +674,13 @@ impl Runs {
         perf_args.push("--".into());
         perf_args.push(self.driver.display().to_string());
         perf_args.extend(self.driver_args(ctl_ok.then_some(ctl.as_path())));
-        // perf refuses a PID namespace without its own /proc: the sandbox gives it one where the
-        // kernel allows, else the run goes without namespaces (process group only).
+        // perf refuses a PID namespace without its own /proc: the sandbox mounts one where the
+        // kernel allows.
         let iso = ksmith_sandbox::isolation();
-        if !iso.proc_namespace {
+        if iso.user_namespace && !iso.proc_namespace {
             push_once(
                 notes,
-                &format!(
-                    "the profiled run has no network/PID namespaces ({}); only its process group is killed",
-                    if iso.pid_namespace { "no private /proc here" } else { iso.note.as_str() }
-                ),
+                "no private /proc for the profiled run here: perf may refuse to sample",
             );
         }
         let mut limits = self.limits(true);

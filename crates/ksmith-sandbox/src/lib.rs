@@ -109,11 +109,7 @@ pub struct Isolation {
     pub seccomp: bool,
     /// ksmith runs as root (then the user namespace is what takes the privileges away).
     pub root: bool,
-    /// Whether children get a private network namespace (no network).
-    pub network_namespace: bool,
-    /// Whether children get a private PID namespace (forks die with the child).
-    pub pid_namespace: bool,
-    /// Whether that PID namespace can also get its own /proc.
+    /// Whether the PID namespace can also get its own /proc (perf needs one).
     pub proc_namespace: bool,
     /// One line per layer: what it is and whether it is active.
     pub note: String,
@@ -158,11 +154,12 @@ impl Isolation {
     }
 }
 
-fn probe_spawn(userns: bool, landlock: bool, seccomp: bool) -> Result<(), String> {
+/// Starts `/bin/sh -c 'exit 0'` behind the given layers; whether that worked.
+fn probe_spawn(userns: bool, landlock: bool, seccomp: bool, own_proc: bool) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut plan = plan_for(
         &Limits {
-            isolate: true,
+            own_proc,
             ..Limits::default()
         },
         dir.path(),
@@ -197,44 +194,17 @@ pub fn isolation() -> &'static Isolation {
     ISO.get_or_init(|| {
         let root = nix::unistd::geteuid().is_root();
         let abi = fsview::kernel_abi();
-        let userns = probe_spawn(true, false, false);
-        let landlock = abi >= 1 && probe_spawn(false, true, false).is_ok();
-        let seccomp = probe_spawn(false, false, true);
+        let userns = probe_spawn(true, false, false, false);
+        let landlock = abi >= 1 && probe_spawn(false, true, false, false).is_ok();
+        let seccomp = probe_spawn(false, false, true, false);
         let ns = userns.is_ok();
         let mut iso = Isolation {
             user_namespace: ns,
             landlock_abi: if landlock { abi } else { 0 },
             seccomp: seccomp.is_ok(),
             root,
-            network_namespace: ns,
-            pid_namespace: ns,
-            proc_namespace: false,
+            proc_namespace: ns && probe_spawn(true, false, false, true).is_ok(),
             note: String::new(),
-        };
-        iso.proc_namespace = ns && {
-            let dir = tempfile::tempdir();
-            dir.ok()
-                .and_then(|d| {
-                    let mut plan = plan_for(
-                        &Limits {
-                            own_proc: true,
-                            ..Limits::default()
-                        },
-                        d.path(),
-                        true,
-                        false,
-                        false,
-                    )
-                    .ok()?;
-                    let mut cmd = Command::new("/bin/sh");
-                    cmd.args(["-c", "exit 0"]).stdin(Stdio::null());
-                    // SAFETY: as in `probe_spawn`.
-                    unsafe {
-                        cmd.pre_exec(move || plan.enter());
-                    }
-                    cmd.status().ok().map(|s| s.success())
-                })
-                .unwrap_or(false)
         };
         let mut parts = Vec::new();
         for (name, on, _) in iso.layers() {
@@ -865,7 +835,7 @@ mod tests {
         let before: Vec<i32> = sleepers();
         assert!(!before.is_empty());
         assert_eq!(s.finish(Duration::ZERO), Exit::Running);
-        if isolation().pid_namespace {
+        if isolation().user_namespace {
             std::thread::sleep(Duration::from_millis(200));
             for p in before {
                 assert!(!alive(p), "process {p} survived the sandbox");
