@@ -208,6 +208,7 @@ adversarial!(
     timer_forge,
     spin_threads,
     hook_reply_window,
+    hook_prepare_window,
     hook_log_link,
     hook_marker_fifo,
     hook_truncate_slots,

@@ -48,6 +48,11 @@ pub(crate) fn can_draw(task: &Task, plan: &[Refresh]) -> bool {
         .any(|(i, r)| !i.shape.is_empty() && matches!(r, Refresh::Draw(..)))
 }
 
+/// The seed of input `k` of the call drawn with `call_seed`.
+pub(crate) fn input_seed(call_seed: u64, k: usize) -> u64 {
+    call_seed.wrapping_add(k as u64 * 0x9E37_79B9)
+}
+
 /// Fills `out` (the raw bytes of one input) with fresh values; `base` is the trusted set,
 /// used for `Keep`.
 pub(crate) fn fill(out: &mut [u8], base: &[u8], rule: &Refresh, seed: u64) {

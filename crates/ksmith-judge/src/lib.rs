@@ -16,7 +16,7 @@ use ksmith_backend::c::{self, Compiler};
 use ksmith_backend::cuda::GpuRoofline;
 use ksmith_backend::hw::Hardware;
 use ksmith_backend::Diagnostic;
-use ksmith_harness::{CallError, HarnessError, Peer, PythonEnv};
+use ksmith_harness::{random_u64, CallError, HarnessError, Peer, PythonEnv};
 use ksmith_sandbox::{signal_name, Exit, Limits};
 use ksmith_task::{Language, Solution, Task, WorkloadSet};
 use serde_json::{json, Value};
@@ -135,30 +135,12 @@ pub struct Judge {
     on_gpu: bool,
     /// The GPU's measured roofline (asked once from the trusted process).
     gpu_roofline: Option<GpuRoofline>,
-    /// Inputs of the timed call being re-checked, as the judge wrote them (raw files).
-    given_inputs: Option<Value>,
     /// Poison bit pattern (element width, bits) per dtype name, from the trusted side.
     poison: std::collections::BTreeMap<String, (usize, u64)>,
     /// Last seed handed out for fresh timing inputs (random start).
     fresh_seed: u64,
     /// Trusted scratch for fresh timing inputs and their references.
     fresh_dir: tempfile::TempDir,
-}
-
-/// 64 random bits from the OS (time and pid if it has none).
-pub(crate) fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
-        .is_ok()
-    {
-        return u64::from_le_bytes(b);
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    t ^ ((std::process::id() as u64) << 32)
 }
 
 /// Where the runner writes each output for a dump `prefix`: the judge names the files itself,
@@ -231,7 +213,6 @@ impl Judge {
             on_gpu: false,
             gpu_roofline: None,
             poison: Default::default(),
-            given_inputs: None,
             // Far from the small seeds tasks and users pick, and unpredictable.
             fresh_seed: random_u64() | (1 << 62),
             fresh_dir: ksmith_sandbox::memory_tempdir("ksmith-fresh-")
@@ -963,7 +944,8 @@ impl Judge {
         Ok(None)
     }
 
-    /// Asks the trusted server to judge one set of outputs; updates the running figures.
+    /// Judges one correctness call's outputs against the cached reference (prepared before
+    /// the call); `input_hashes` are the runner's, `earlier` the seeds a stale output may match.
     #[allow(clippy::too_many_arguments)]
     fn check(
         &mut self,
@@ -975,90 +957,48 @@ impl Judge {
         earlier: &[u64],
         corr: &mut Correctness,
     ) -> Result<Option<Verdict>, Failure> {
-        let cache = self.ref_cache();
-        self.check_in(task, w, seed, outputs, input_hashes, earlier, corr, &cache)
+        let req = json!({
+            "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,
+            "outputs": outputs, "input_hashes": input_hashes, "previous_seeds": earlier,
+            "cache_dir": self.ref_cache(),
+        });
+        self.judge_outputs(task, w, seed, req, corr)
     }
 
-    /// A check of outputs and inputs the judge read back from a timing slot (raw files),
-    /// against the reference for the inputs the judge wrote there (`given`, raw files).
+    /// Judges a timed call's outputs and inputs, read back from its slot (raw files), against
+    /// a reference computed from the inputs the judge wrote there (`given`, raw files).
     #[allow(clippy::too_many_arguments)]
-    fn check_files(
+    fn check_timed(
         &mut self,
         task: &Task,
         w: usize,
         seed: u64,
         outputs: &Value,
-        input_files: &Value,
+        read_back: &Value,
         given: &Value,
         corr: &mut Correctness,
-        cache_dir: &str,
     ) -> Result<Option<Verdict>, Failure> {
-        self.given_inputs = Some(given.clone());
-        let v = self.check_req(
-            task,
-            w,
-            seed,
-            outputs,
-            &json!({}),
-            input_files,
-            &[],
-            corr,
-            cache_dir,
-        );
-        self.given_inputs = None;
-        v
-    }
-
-    /// [`Judge::check`] against references kept in `cache_dir` (computed there if missing).
-    #[allow(clippy::too_many_arguments)]
-    fn check_in(
-        &mut self,
-        task: &Task,
-        w: usize,
-        seed: u64,
-        outputs: &Value,
-        input_hashes: &Value,
-        earlier: &[u64],
-        corr: &mut Correctness,
-        cache_dir: &str,
-    ) -> Result<Option<Verdict>, Failure> {
-        self.check_req(
-            task,
-            w,
-            seed,
-            outputs,
-            input_hashes,
-            &json!({}),
-            earlier,
-            corr,
-            cache_dir,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn check_req(
-        &mut self,
-        task: &Task,
-        w: usize,
-        seed: u64,
-        outputs: &Value,
-        input_hashes: &Value,
-        input_files: &Value,
-        earlier: &[u64],
-        corr: &mut Correctness,
-        cache_dir: &str,
-    ) -> Result<Option<Verdict>, Failure> {
+        let cache = self.fresh_cache();
         self.ensure_loaded(task)?;
-        let mut prep = json!({"cmd": "prepare", "task": task.content_hash, "workload": w, "seed": seed, "cache_dir": cache_dir});
-        if let Some(g) = &self.given_inputs {
-            prep["given_inputs"] = g.clone();
-        }
+        let prep = json!({"cmd": "prepare", "task": task.content_hash, "workload": w, "seed": seed,
+                          "cache_dir": cache, "given_inputs": given});
         self.trusted_call(task, prep)?;
         let req = json!({
             "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,
-            "outputs": outputs, "input_hashes": input_hashes, "input_files": input_files,
-            "previous_seeds": earlier, "cache_dir": cache_dir,
+            "outputs": outputs, "input_files": read_back, "cache_dir": cache,
         });
+        self.judge_outputs(task, w, seed, req, corr)
+    }
+
+    /// Sends a `check` request; updates the running figures and turns a failure into a verdict.
+    fn judge_outputs(
+        &mut self,
+        task: &Task,
+        w: usize,
+        seed: u64,
+        req: Value,
+        corr: &mut Correctness,
+    ) -> Result<Option<Verdict>, Failure> {
         let v = self.trusted_call(task, req).map_err(Failure::Judge)?;
         corr.checks += 1;
         for o in v["outputs"].as_array().into_iter().flatten() {

@@ -41,18 +41,70 @@ struct Timer {
     base_set: Vec<Vec<u8>>,
     /// Whether the judge draws fresh sets itself (else the trusted side makes each one).
     draws: bool,
-    /// The last round's call chosen (secretly, before the round) for a re-check, with its
-    /// outputs and inputs as read right after its call, the runner stopped: (call, outputs,
-    /// inputs) as trusted files.
-    snapshot: Option<(usize, Value, Value, Value)>,
+    /// The last round's call chosen (secretly, before the round) for a re-check, read right
+    /// after its call with the runner stopped.
+    snapshot: Option<Snapshot>,
     flush: bool,
     flush_bytes: u64,
     plan: RoundPlan,
     cand: Vec<u64>,
     base: Vec<u64>,
     rounds: usize,
-    /// Rounds whose outputs have been re-checked.
-    checked_rounds: usize,
+}
+
+/// A timed call's buffers copied into trusted files (name -> path maps) for a re-check.
+struct Snapshot {
+    call: usize,
+    /// Its outputs.
+    outputs: Value,
+    /// Its inputs as read back after the call (a kernel may not change them).
+    read_back: Value,
+    /// Its inputs as the judge wrote them (the reference is computed from these).
+    given: Value,
+}
+
+/// Fails the call (the runner killed) if a timing buffer was shortened: touching its mapping
+/// past the end would kill the judge with SIGBUS. Checked with the runner stopped.
+fn intact(runner: &mut Peer, slot: &Slot) -> Result<(), Failure> {
+    if slot.intact() {
+        return Ok(());
+    }
+    runner.kill();
+    Err(Failure::Candidate(CallError::Protocol(
+        "a timing buffer was truncated (the runner may only write it in place)".into(),
+    )))
+}
+
+/// Copies call `slot`'s buffers, and the inputs the judge wrote there, into trusted files.
+fn snapshot(
+    t: &Timer,
+    slot: usize,
+    dir: &std::path::Path,
+    ins: &[TensorSpec],
+    outs: &[TensorSpec],
+) -> std::io::Result<Snapshot> {
+    let prefix = format!("check_w{}_r{}", t.w, t.rounds);
+    let (outputs, read_back) = t.slots[slot].dump(dir, &prefix, ins, outs)?;
+    let mut given = serde_json::Map::new();
+    for (k, spec) in ins.iter().enumerate() {
+        let path = if t.draws {
+            let mut bytes = vec![0u8; spec.bytes];
+            let seed = fresh::input_seed(t.round_seeds[slot], k);
+            fresh::fill(&mut bytes, &t.base_set[k], &t.refresh[k], seed);
+            let p = dir.join(format!("{prefix}.given.{}.bin", spec.name));
+            std::fs::write(&p, &bytes)?;
+            p
+        } else {
+            t.round_files[slot][k].clone()
+        };
+        given.insert(spec.name.clone(), json!(path.display().to_string()));
+    }
+    Ok(Snapshot {
+        call: slot,
+        outputs,
+        read_back,
+        given: Value::Object(given),
+    })
 }
 
 fn samples(v: &Value) -> impl Iterator<Item = u64> + '_ {
@@ -108,12 +160,12 @@ fn span(a: SystemTime, b: SystemTime) -> u64 {
 /// One call on the judge's clock, the runner running only from "p" to "f".
 #[derive(Debug, Clone, Copy)]
 struct Clocked {
-    /// From sending "p" to the kernel receiving "r": the runner's preparation (device copies
-    /// on a GPU; nothing on a CPU).
-    prepare_ns: u64,
-    /// From sending "g" to the kernel receiving "f" (CPU: the call and everything after it).
-    call_ns: u64,
-    /// From sending "g" to "d" (GPU: the launch and the device-wide synchronization).
+    /// From sending "p" to the kernel receiving "f": every moment the runner ran (CPU). No
+    /// allowance inside it: the inputs are readable from "p" on, so any window left off the
+    /// clock is one a candidate can compute in.
+    whole_ns: u64,
+    /// From sending "g" to "d" (GPU: the launch and the device-wide synchronization; the
+    /// device copies before "r" are ours).
     device_ns: u64,
 }
 
@@ -125,15 +177,14 @@ fn clocked_call(runner: &mut Peer, slot: u8, timeout: Duration) -> Result<Clocke
     send(runner, &[b'p', slot])?;
     // "g" must follow "r" at once (the runner's CPUs were just woken for the call): spin for
     // it. No spinning while the kernel runs: the judge would take one of its cores.
-    let r = expect(runner, b'r', timeout, Duration::from_millis(2))?;
+    expect(runner, b'r', timeout, Duration::from_millis(2))?;
     let g = SystemTime::now();
     send(runner, b"g")?;
     let d = expect(runner, b'd', timeout, Duration::ZERO)?;
     let f = expect(runner, b'f', timeout, Duration::ZERO)?;
     runner.freeze();
     Ok(Clocked {
-        prepare_ns: span(p, r),
-        call_ns: span(g, f),
+        whole_ns: span(p, f),
         device_ns: span(g, d),
     })
 }
@@ -141,11 +192,8 @@ fn clocked_call(runner: &mut Peer, slot: u8, timeout: Duration) -> Result<Clocke
 /// What the timing protocol costs on its own, measured before the candidate is loaded.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ChannelCost {
-    /// One empty call, "g" to "f" (lower quartile): subtracted from every timed call.
+    /// One empty call on the same clock (lower quartile): subtracted from every timed call.
     pub call_ns: u64,
-    /// Longest "p" to "r" of an empty call, doubled, plus 100 us: beyond it, preparation time
-    /// is the candidate's (on a CPU nothing of ours runs there).
-    pub prepare_allow_ns: u64,
     /// From the last "f" to the round's reply: the runner runs there, off the per-call clock,
     /// so anything beyond twice this (plus 1 ms) is spread over the round's calls.
     pub reply_ns: u64,
@@ -160,13 +208,9 @@ impl Judge {
         let timeout = self.config.call_timeout;
         let id = runner.send_request(&req).map_err(Failure::Candidate)?;
         let mut t = Vec::new();
-        let mut prep = Vec::new();
         for _ in 0..CALLS {
             match clocked_call(runner, 0, timeout) {
-                Ok(c) => {
-                    t.push(if self.on_gpu { c.device_ns } else { c.call_ns });
-                    prep.push(c.prepare_ns);
-                }
+                Ok(c) => t.push(if self.on_gpu { c.device_ns } else { c.whole_ns }),
                 Err(e) => {
                     runner.kill();
                     return Err(Failure::Candidate(e));
@@ -182,7 +226,6 @@ impl Judge {
         t.sort_unstable();
         Ok(ChannelCost {
             call_ns: t[t.len() / 4],
-            prepare_allow_ns: 2 * prep.iter().copied().max().unwrap_or(0) + 100_000,
             reply_ns,
         })
     }
@@ -339,7 +382,6 @@ impl Judge {
             cand: Vec::new(),
             base: Vec::new(),
             rounds: 0,
-            checked_rounds: 0,
         })
     }
 
@@ -373,12 +415,12 @@ impl Judge {
             t.round_seeds.push(seed);
         }
         let (ins, outs) = self.tensor_specs(task, w);
-        // The call to re-check is chosen now, where the candidate cannot see it, and its
-        // buffers are read right after it, before the runner runs again: in the first two
-        // rounds of a workload, then in a random half of the others (each costs a float64
-        // reference; the candidate cannot tell which rounds are checked).
-        let checked = t.rounds < 2 || crate::random_u64().is_multiple_of(2);
-        let check_call = checked.then(|| (crate::random_u64() % n as u64) as usize);
+        // The call to re-check is chosen now, where the candidate cannot see it: in the first
+        // two rounds of a workload, then in a random half of the others (each costs a float64
+        // reference). Every call's buffers are hashed right after it, so the pause after a call
+        // does not tell which one is checked, and a checked call's buffers cannot change later.
+        let checked = t.rounds < 2 || ksmith_harness::random_u64().is_multiple_of(2);
+        let check_call = checked.then(|| (ksmith_harness::random_u64() % n as u64) as usize);
         t.snapshot = None;
         let snap_dir = self.fresh_dir.path().to_path_buf();
         let creq = json!({
@@ -396,16 +438,12 @@ impl Judge {
         };
         let id = runner.send_request(&creq).map_err(Failure::Candidate)?;
         let mut calls = Vec::with_capacity(n);
+        let mut digests = Vec::with_capacity(n);
         for k in 0..warmup + n {
             // The runner is stopped: its buffers are the judge's to fill.
             runner.freeze();
             let slot = if k < warmup { sets } else { k - warmup };
-            if !t.slots[slot].intact() {
-                runner.kill();
-                return Err(Failure::Candidate(CallError::Protocol(
-                    "a timing buffer was truncated (the runner may only write it in place)".into(),
-                )));
-            }
+            intact(runner, &t.slots[slot])?;
             if k >= warmup {
                 if t.draws {
                     t.slots[slot].fill_fresh(&t.base_set, &t.refresh, t.round_seeds[slot]);
@@ -419,13 +457,8 @@ impl Judge {
             }
             match clocked_call(runner, slot as u8, timeout) {
                 Ok(c) if k >= warmup => {
-                    // CPU: all the time the candidate ran, the preparation beyond what the
-                    // channel needs included; GPU: the device work (copies are ours).
-                    let ns = if self.on_gpu {
-                        c.device_ns
-                    } else {
-                        c.call_ns + c.prepare_ns.saturating_sub(channel.prepare_allow_ns)
-                    };
+                    // CPU: all the time the candidate ran; GPU: the device work.
+                    let ns = if self.on_gpu { c.device_ns } else { c.whole_ns };
                     calls.push(ns.saturating_sub(channel.call_ns).max(1));
                 }
                 Ok(_) => {}
@@ -434,40 +467,27 @@ impl Judge {
                     return Err(Failure::Candidate(e));
                 }
             }
-            if k >= warmup && Some(slot) == check_call {
-                if !t.slots[slot].intact() {
-                    runner.kill();
-                    return Err(Failure::Candidate(CallError::Protocol(
-                        "a timing buffer was truncated (the runner may only write it in place)"
-                            .into(),
-                    )));
-                }
-                let prefix = format!("check_w{w}_r{}", t.rounds);
-                let (o, i) = t.slots[slot]
-                    .dump(&snap_dir, &prefix, &ins, &outs)
-                    .map_err(io)?;
-                // The inputs as the judge wrote them: the reference is computed from these.
-                let mut given = serde_json::Map::new();
-                for (k, spec) in ins.iter().enumerate() {
-                    let path = if t.draws {
-                        let mut bytes = vec![0u8; spec.bytes];
-                        let seed = t.round_seeds[slot].wrapping_add(k as u64 * 0x9E37_79B9);
-                        fresh::fill(&mut bytes, &t.base_set[k], &t.refresh[k], seed);
-                        let p = snap_dir.join(format!("{prefix}.given.{}.bin", spec.name));
-                        std::fs::write(&p, &bytes).map_err(io)?;
-                        p
-                    } else {
-                        t.round_files[slot][k].clone()
-                    };
-                    given.insert(spec.name.clone(), json!(path.display().to_string()));
-                }
-                t.snapshot = Some((slot, o, i, Value::Object(given)));
+            if k >= warmup {
+                intact(runner, &t.slots[slot])?;
+                digests.push(t.slots[slot].digest());
             }
         }
         let tail = Instant::now();
         let reply = runner
             .recv_reply(&creq, id, timeout)
             .map_err(Failure::Candidate)?;
+        // The runner is stopped again. The checked call's buffers must be as they were right
+        // after it: work finished later is a fault, not a result.
+        if let Some(c) = check_call {
+            intact(runner, &t.slots[c])?;
+            if t.slots[c].digest() != digests[c] {
+                runner.kill();
+                return Err(Failure::Candidate(CallError::Protocol(
+                    "the buffers of a timed call changed after the call finished".into(),
+                )));
+            }
+            t.snapshot = Some(snapshot(t, c, &snap_dir, &ins, &outs).map_err(io)?);
+        }
         // The runner ran between the last call and its reply: work it did there beyond what a
         // reply costs is charged to the round's calls.
         let allowance = 2 * channel.reply_ns + 1_000_000;
@@ -493,33 +513,39 @@ impl Judge {
         t: &mut Timer,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
-        if t.checked_rounds == t.rounds {
-            return Ok(None);
+        let mut verdict = None;
+        let mut files: Vec<PathBuf> = t.round_files.drain(..).flatten().collect();
+        if let Some(snap) = t.snapshot.take() {
+            let seed = t.round_seeds[snap.call];
+            let mut corr = r.correctness.take().unwrap_or_default();
+            let checked = self.check_timed(
+                task,
+                t.w,
+                seed,
+                &snap.outputs,
+                &snap.read_back,
+                &snap.given,
+                &mut corr,
+            );
+            r.correctness = Some(corr);
+            verdict = checked?.map(|mut v| {
+                v.detail = format!(
+                    "timed call {} of round {}: {}",
+                    snap.call, t.rounds, v.detail
+                );
+                v
+            });
+            files.extend(
+                [&snap.outputs, &snap.read_back, &snap.given]
+                    .into_iter()
+                    .filter_map(Value::as_object)
+                    .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from)),
+            );
         }
-        t.checked_rounds = t.rounds;
-        let Some((call, outputs, inputs, given)) = t.snapshot.take() else {
-            return Ok(None);
-        };
-        let seed = t.round_seeds[call];
-        let mut corr = r.correctness.take().unwrap_or_default();
-        let fresh = self.fresh_cache();
-        let verdict = self.check_files(
-            task, t.w, seed, &outputs, &inputs, &given, &mut corr, &fresh,
-        )?;
-        r.correctness = Some(corr);
-        let snapshot = outputs
-            .as_object()
-            .into_iter()
-            .chain(inputs.as_object())
-            .chain(given.as_object())
-            .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from));
-        for f in t.round_files.iter().flatten().cloned().chain(snapshot) {
+        for f in files {
             let _ = std::fs::remove_file(f);
         }
-        Ok(verdict.map(|mut v| {
-            v.detail = format!("timed call {call} of round {}: {}", t.rounds, v.detail);
-            v
-        }))
+        Ok(verdict)
     }
 
     /// Roofline time floor of workload `w` on the device this evaluation runs on.

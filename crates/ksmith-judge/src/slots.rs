@@ -21,7 +21,7 @@ pub(crate) struct Buffer {
 impl Buffer {
     fn create(dir: &Path, name: &str, len: usize) -> std::io::Result<Buffer> {
         // Unpredictable name, created fresh: the directory is the candidate's.
-        let path = dir.join(format!("{name}-{:016x}.buf", crate::random_u64()));
+        let path = dir.join(format!("{name}-{:016x}.buf", ksmith_harness::random_u64()));
         let f: File = OpenOptions::new()
             .read(true)
             .write(true)
@@ -154,13 +154,18 @@ impl Slot {
         seed: u64,
     ) {
         for (k, ((buf, b), rule)) in self.ins.iter_mut().zip(base).zip(plan).enumerate() {
-            crate::fresh::fill(
-                buf.bytes_mut(),
-                b,
-                rule,
-                seed.wrapping_add(k as u64 * 0x9E37_79B9),
-            );
+            crate::fresh::fill(buf.bytes_mut(), b, rule, crate::fresh::input_seed(seed, k));
         }
+    }
+
+    /// A hash of the outputs and inputs as they are now: taken after every timed call, so the
+    /// judge's pause after a call is the same whether or not it is the one to be checked.
+    pub(crate) fn digest(&self) -> blake3::Hash {
+        let mut h = blake3::Hasher::new();
+        for b in self.outs.iter().chain(&self.ins) {
+            h.update(b.bytes());
+        }
+        h.finalize()
     }
 
     /// Fills every output with its dtype's poison pattern.

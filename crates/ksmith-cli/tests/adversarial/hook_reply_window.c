@@ -1,4 +1,4 @@
-// task: vector_add; expect: INCORRECT_NUMERICAL output_unwritten; timed
+// task: vector_add; expect: RUNTIME_ERROR protocol_violation; timed
 // From the red team of 2026-12-01 (isolation issue); the fix is named in docs/judge.md.
 /* Shared helper (pasted into each attack file): find a symbol exported by any loaded object
  * (libpython, libc) by walking the program headers and the GNU hash table, so the library
