@@ -12,7 +12,7 @@ use ksmith_harness::{CallError, HarnessError, Peer};
 use ksmith_task::{DType, Task};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 /// Bytes written between timed calls on a GPU: several times any current L2.
 const GPU_FLUSH_BYTES: u64 = 256 << 20;
@@ -160,10 +160,11 @@ fn span(a: SystemTime, b: SystemTime) -> u64 {
 /// One call on the judge's clock, the runner running only from "p" to "f".
 #[derive(Debug, Clone, Copy)]
 struct Clocked {
-    /// From sending "p" to the kernel receiving "f": every moment the runner ran (CPU). No
-    /// allowance inside it: the inputs are readable from "p" on, so any window left off the
-    /// clock is one a candidate can compute in.
-    whole_ns: u64,
+    /// From sending "p" to the kernel receiving "r": waking the runner and its CPUs. The
+    /// inputs are readable from "p" on, so this is charged beyond a small fixed allowance.
+    prepare_ns: u64,
+    /// From sending "g" to the kernel receiving "f": the call and everything after it (CPU).
+    call_ns: u64,
     /// From sending "g" to "d" (GPU: the launch and the device-wide synchronization; the
     /// device copies before "r" are ours).
     device_ns: u64,
@@ -177,14 +178,15 @@ fn clocked_call(runner: &mut Peer, slot: u8, timeout: Duration) -> Result<Clocke
     send(runner, &[b'p', slot])?;
     // "g" must follow "r" at once (the runner's CPUs were just woken for the call): spin for
     // it. No spinning while the kernel runs: the judge would take one of its cores.
-    expect(runner, b'r', timeout, Duration::from_millis(2))?;
+    let r = expect(runner, b'r', timeout, Duration::from_millis(2))?;
     let g = SystemTime::now();
     send(runner, b"g")?;
     let d = expect(runner, b'd', timeout, Duration::ZERO)?;
     let f = expect(runner, b'f', timeout, Duration::ZERO)?;
     runner.freeze();
     Ok(Clocked {
-        whole_ns: span(p, f),
+        prepare_ns: span(p, r),
+        call_ns: span(g, f),
         device_ns: span(g, d),
     })
 }
@@ -194,9 +196,12 @@ fn clocked_call(runner: &mut Peer, slot: u8, timeout: Duration) -> Result<Clocke
 pub(crate) struct ChannelCost {
     /// One empty call on the same clock (lower quartile): subtracted from every timed call.
     pub call_ns: u64,
-    /// From the last "f" to the round's reply: the runner runs there, off the per-call clock,
-    /// so anything beyond twice this (plus 1 ms) is spread over the round's calls.
-    pub reply_ns: u64,
+    /// "p" to "r" of an empty call (lower quartile) plus 0.1 ms: beyond it, waking up is
+    /// charged to the call. The honest wake-up cost and no more: a noisy allowance (twice the
+    /// worst calibrated call, once) let a red-team kernel compute entirely before "r". What a
+    /// kernel can still hide is what waking its CPUs costs here (about 2 ms on a VM whose idle
+    /// CPUs the host deschedules, well under 0.3 ms elsewhere).
+    pub prepare_allow_ns: u64,
 }
 
 impl Judge {
@@ -208,25 +213,30 @@ impl Judge {
         let timeout = self.config.call_timeout;
         let id = runner.send_request(&req).map_err(Failure::Candidate)?;
         let mut t = Vec::new();
+        let mut prep = Vec::new();
         for _ in 0..CALLS {
             match clocked_call(runner, 0, timeout) {
-                Ok(c) => t.push(if self.on_gpu { c.device_ns } else { c.whole_ns }),
+                Ok(c) => {
+                    t.push(if self.on_gpu { c.device_ns } else { c.call_ns });
+                    prep.push(c.prepare_ns);
+                }
                 Err(e) => {
                     runner.kill();
                     return Err(Failure::Candidate(e));
                 }
             }
         }
-        let tail = Instant::now();
         runner
             .recv_reply(&req, id, timeout)
             .map_err(Failure::Candidate)?;
-        let reply_ns = tail.elapsed().as_nanos() as u64;
         // The fastest calibrated calls: the channel's own cost, not its noise.
         t.sort_unstable();
         Ok(ChannelCost {
             call_ns: t[t.len() / 4],
-            reply_ns,
+            prepare_allow_ns: {
+                prep.sort_unstable();
+                prep[prep.len() / 4] + 100_000
+            },
         })
     }
 
@@ -457,8 +467,13 @@ impl Judge {
             }
             match clocked_call(runner, slot as u8, timeout) {
                 Ok(c) if k >= warmup => {
-                    // CPU: all the time the candidate ran; GPU: the device work.
-                    let ns = if self.on_gpu { c.device_ns } else { c.whole_ns };
+                    // CPU: the call, and waking up beyond the allowance; GPU: the device work
+                    // (the copies before "r" are ours).
+                    let ns = if self.on_gpu {
+                        c.device_ns
+                    } else {
+                        c.call_ns + c.prepare_ns.saturating_sub(channel.prepare_allow_ns)
+                    };
                     calls.push(ns.saturating_sub(channel.call_ns).max(1));
                 }
                 Ok(_) => {}
@@ -472,7 +487,6 @@ impl Judge {
                 digests.push(t.slots[slot].digest());
             }
         }
-        let tail = Instant::now();
         let reply = runner
             .recv_reply(&creq, id, timeout)
             .map_err(Failure::Candidate)?;
@@ -488,15 +502,9 @@ impl Judge {
             }
             t.snapshot = Some(snapshot(t, c, &snap_dir, &ins, &outs).map_err(io)?);
         }
-        // The runner ran between the last call and its reply: work it did there beyond what a
-        // reply costs is charged to the round's calls.
-        let allowance = 2 * channel.reply_ns + 1_000_000;
-        let excess = (tail.elapsed().as_nanos() as u64).saturating_sub(allowance);
-        let share = excess / calls.len().max(1) as u64;
-        calls.iter_mut().for_each(|c| *c += share);
         if std::env::var_os("KSMITH_TRACE_CALLS").is_some() {
             eprintln!(
-                "[clock] workload {w}: channel {channel:?}; reply excess {excess} ns; judge's clock {calls:?}; runner's own figures {}",
+                "[clock] workload {w}: channel {channel:?}; judge's clock {calls:?}; runner's own figures {}",
                 reply["inproc_ns"]
             );
         }
