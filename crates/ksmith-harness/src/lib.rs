@@ -193,6 +193,11 @@ impl Peer {
         self.proc.shared_dir()
     }
 
+    /// Where the peer sees [`Peer::shared_dir`].
+    pub fn shared_dir_in_child(&self) -> Option<&std::path::Path> {
+        self.proc.shared_dir_in_child()
+    }
+
     /// At most `max` bytes of a file the peer wrote in its directory, read safely.
     pub fn read_private(&self, name: &str, max: usize) -> Option<String> {
         self.proc.read_private(name, max)

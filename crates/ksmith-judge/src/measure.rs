@@ -2,7 +2,7 @@
 //! re-checking the outputs of timed calls, and (when racing) dropping clearly slower candidates.
 
 use crate::fresh::{self, Refresh};
-use crate::slots::{Slot, TensorSpec};
+use crate::slots::{Dirs, Slot, TensorSpec};
 use crate::timing::RoundPlan;
 use crate::{
     axis_values, Elimination, EvalResult, Failure, Flush, Judge, JudgeError, Timing, Verdict,
@@ -355,9 +355,15 @@ impl Judge {
             ))))
         };
         let mut slots = Vec::new();
+        let dir = match (runner.shared_dir(), runner.shared_dir_in_child()) {
+            (Some(host), Some(seen)) => Dirs { host, seen },
+            _ => Dirs {
+                host: runner.dir(),
+                seen: runner.dir(),
+            },
+        };
         for i in 0..=sets {
-            let dir = runner.shared_dir().unwrap_or(runner.dir());
-            slots.push(Slot::create(dir, &format!("w{w}s{i}"), &ins, &outs).map_err(io)?);
+            slots.push(Slot::create(&dir, &format!("w{w}s{i}"), &ins, &outs).map_err(io)?);
         }
         // The warm-up slot holds inputs the candidate has seen (the first check seed); they
         // are also what inputs the judge does not draw itself keep.

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 /// One buffer, mapped by the judge (the runner maps the same file).
 pub(crate) struct Buffer {
     path: PathBuf,
+    /// The same file where the runner sees it (its own mount namespace may put it elsewhere).
+    seen: PathBuf,
     file: File,
     map: MmapMut,
     /// Bytes of the tensor (the file holds at least one byte).
@@ -19,9 +21,11 @@ pub(crate) struct Buffer {
 }
 
 impl Buffer {
-    fn create(dir: &Path, name: &str, len: usize) -> std::io::Result<Buffer> {
+    fn create(dir: &Dirs, name: &str, len: usize) -> std::io::Result<Buffer> {
         // Unpredictable name, created fresh: the directory is the candidate's.
-        let path = dir.join(format!("{name}-{:016x}.buf", ksmith_harness::random_u64()));
+        let file = format!("{name}-{:016x}.buf", ksmith_harness::random_u64());
+        let path = dir.host.join(&file);
+        let seen = dir.seen.join(&file);
         let f: File = OpenOptions::new()
             .read(true)
             .write(true)
@@ -33,6 +37,7 @@ impl Buffer {
         let map = unsafe { MmapMut::map_mut(&f)? };
         Ok(Buffer {
             path,
+            seen,
             file: f,
             map,
             len,
@@ -87,6 +92,12 @@ pub(crate) struct Slot {
     pub outs: Vec<Buffer>,
 }
 
+/// Where the slots' files are: for the judge and as the runner sees the same directory.
+pub(crate) struct Dirs<'a> {
+    pub host: &'a Path,
+    pub seen: &'a Path,
+}
+
 /// What the judge needs to know about a tensor to fill or poison its buffer.
 pub(crate) struct TensorSpec {
     pub name: String,
@@ -102,7 +113,7 @@ impl Slot {
     }
 
     pub(crate) fn create(
-        dir: &Path,
+        dir: &Dirs,
         tag: &str,
         ins: &[TensorSpec],
         outs: &[TensorSpec],
@@ -123,7 +134,7 @@ impl Slot {
     pub(crate) fn spec(&self) -> Value {
         let paths = |b: &[Buffer]| {
             b.iter()
-                .map(|x| x.path.display().to_string())
+                .map(|x| x.seen.display().to_string())
                 .collect::<Vec<_>>()
         };
         json!({"ins": paths(&self.ins), "outs": paths(&self.outs)})

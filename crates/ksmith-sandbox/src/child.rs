@@ -7,6 +7,7 @@
 
 use landlock::RulesetCreated;
 use seccompiler::BpfProgram;
+use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -16,10 +17,13 @@ pub(crate) const INSIDE_ID: u32 = 65534;
 
 /// Everything the child does before `exec`, computed by the parent.
 pub(crate) struct ChildPlan {
-    /// Enter new user, network, IPC and PID namespaces (and mount, with `own_proc`).
+    /// Enter new user, mount, network, IPC and PID namespaces.
     pub userns: bool,
     /// Mount a private /proc for the PID namespace.
     pub own_proc: bool,
+    /// With `userns`: directories bind-mounted in the child's mount namespace, in order
+    /// (source, target).
+    pub binds: Vec<(CString, CString)>,
     /// `/proc/self/uid_map` and `gid_map` contents.
     pub uid_map: Vec<u8>,
     pub gid_map: Vec<u8>,
@@ -91,12 +95,13 @@ impl ChildPlan {
             check(libc::dup2(src, dst))?;
         }
         if self.userns {
-            let mut flags =
-                libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWPID;
-            if self.own_proc {
-                flags |= libc::CLONE_NEWNS;
-            }
-            check(libc::unshare(flags))?;
+            check(libc::unshare(
+                libc::CLONE_NEWUSER
+                    | libc::CLONE_NEWNS
+                    | libc::CLONE_NEWNET
+                    | libc::CLONE_NEWIPC
+                    | libc::CLONE_NEWPID,
+            ))?;
             write_file(c"/proc/self/setgroups", b"deny")?;
             write_file(c"/proc/self/uid_map", &self.uid_map)?;
             write_file(c"/proc/self/gid_map", &self.gid_map)?;
@@ -113,14 +118,24 @@ impl ChildPlan {
                 0,
                 0,
             ))?;
-            if self.own_proc {
+            // Nothing mounted here propagates back to the host.
+            check(libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            for (src, dst) in &self.binds {
                 check(libc::mount(
+                    src.as_ptr(),
+                    dst.as_ptr(),
                     std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
+                    libc::MS_BIND,
                     std::ptr::null(),
                 ))?;
+            }
+            if self.own_proc {
                 check(libc::mount(
                     c"proc".as_ptr(),
                     c"/proc".as_ptr(),

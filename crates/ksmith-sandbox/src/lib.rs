@@ -157,12 +157,18 @@ impl Isolation {
 /// Starts `/bin/sh -c 'exit 0'` behind the given layers; whether that worked.
 fn probe_spawn(userns: bool, landlock: bool, seccomp: bool, own_proc: bool) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    // The namespace must also allow the bind mounts every sandbox makes (see `spawn`).
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    for d in [&src, &dst] {
+        std::fs::create_dir(d).map_err(|e| e.to_string())?;
+    }
     let mut plan = plan_for(
         &Limits {
             own_proc,
             ..Limits::default()
         },
         dir.path(),
+        &[(src, dst)],
         userns,
         landlock,
         seccomp,
@@ -228,6 +234,7 @@ pub fn isolation() -> &'static Isolation {
 fn plan_for(
     limits: &Limits,
     private_dir: &Path,
+    binds: &[(PathBuf, PathBuf)],
     userns: bool,
     landlock: bool,
     seccomp: bool,
@@ -244,15 +251,31 @@ fn plan_for(
     } else {
         Vec::new()
     };
+    let binds = if userns {
+        binds
+            .iter()
+            .map(|(a, b)| Ok((c_path(a)?, c_path(b)?)))
+            .collect::<Result<_, String>>()?
+    } else {
+        Vec::new()
+    };
     Ok(child::ChildPlan {
         userns,
         own_proc: userns && limits.own_proc,
+        binds,
         uid_map: format!("{} {uid} 1\n", child::INSIDE_ID).into_bytes(),
         gid_map: format!("{} {gid} 1\n", child::INSIDE_ID).into_bytes(),
         ruleset,
         filters,
         fds: Vec::new(),
     })
+}
+
+/// A path as the C string `mount` takes.
+fn c_path(p: &Path) -> Result<std::ffi::CString, String> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| format!("path with a NUL byte: {}", p.display()))
 }
 
 /// The parent's ends of a child's timing channel.
@@ -445,10 +468,13 @@ pub struct Sandboxed {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Option<String>>,
-    /// Holds the private and shared directories; removed with everything in them on drop.
+    /// Holds the private directory; removed with everything in it on drop.
     _base: tempfile::TempDir,
     work: PathBuf,
-    shared: Option<tempfile::TempDir>,
+    /// The shared directory and the path the child sees it at.
+    shared: Option<(tempfile::TempDir, PathBuf)>,
+    /// What the child sees as /dev/shm.
+    _shm: Option<tempfile::TempDir>,
     log_reader: std::fs::File,
     exit: Option<Exit>,
     channel: Option<TimingChannel>,
@@ -467,9 +493,32 @@ impl Sandboxed {
         let work = base.path().join("work");
         std::fs::create_dir(&work)?;
         let mut limits = limits.clone();
+        let userns = limits.isolate && isolation().user_namespace;
+        let mut binds = Vec::new();
         let shared = if limits.shared_dir {
             let dir = shared_memory_dir()?;
             limits.view.in_place.push(dir.path().to_path_buf());
+            // In its own mount namespace the child sees the directory at base/shared, away
+            // from the /dev/shm it may write (Landlock rights are inherited down the tree:
+            // under a writable /dev/shm the judge's buffers could be truncated).
+            let seen = if userns {
+                let seen = base.path().join("shared");
+                std::fs::create_dir(&seen)?;
+                binds.push((dir.path().to_path_buf(), seen.clone()));
+                seen
+            } else {
+                dir.path().to_path_buf()
+            };
+            Some((dir, seen))
+        } else {
+            None
+        };
+        // A private /dev/shm: POSIX shared memory works (LLVM's OpenMP runtime registers
+        // itself there and aborts otherwise) without a channel to other sandboxes.
+        let shm = if userns && Path::new("/dev/shm").is_dir() {
+            let dir = memory_tempdir("ksmith-sbx-shm-")?;
+            limits.view.write.push(dir.path().to_path_buf());
+            binds.push((dir.path().to_path_buf(), PathBuf::from("/dev/shm")));
             Some(dir)
         } else {
             None
@@ -491,6 +540,7 @@ impl Sandboxed {
                 plan_for(
                     limits,
                     &work,
+                    &binds,
                     iso.user_namespace,
                     iso.landlock_abi >= 1,
                     iso.seccomp,
@@ -516,6 +566,7 @@ impl Sandboxed {
                     plan = Some(child::ChildPlan {
                         userns: false,
                         own_proc: false,
+                        binds: Vec::new(),
                         uid_map: Vec::new(),
                         gid_map: Vec::new(),
                         ruleset: None,
@@ -614,6 +665,7 @@ impl Sandboxed {
             _base: base,
             work,
             shared,
+            _shm: shm,
             log_reader,
             exit: None,
             channel,
@@ -648,7 +700,12 @@ impl Sandboxed {
     /// The directory of files the judge creates and the child may only read and write in
     /// place (with `Limits::shared_dir`).
     pub fn shared_dir(&self) -> Option<&Path> {
-        self.shared.as_ref().map(tempfile::TempDir::path)
+        self.shared.as_ref().map(|(d, _)| d.path())
+    }
+
+    /// Where the child sees [`Sandboxed::shared_dir`] (paths sent to it must use this).
+    pub fn shared_dir_in_child(&self) -> Option<&Path> {
+        self.shared.as_ref().map(|(_, seen)| seen.as_path())
     }
 
     /// Reads at most `max` bytes of a file the child may have written in its directory, safely:
@@ -904,6 +961,40 @@ mod tests {
         );
         assert_eq!(l, "noread nowrite ok rdonly noproc nohomehi");
         assert_eq!(std::fs::read_to_string(&secret).unwrap(), "reference");
+    }
+
+    #[test]
+    fn shared_memory_is_private_and_the_judges_buffers_only_writable_in_place() {
+        if !isolation().complete() || !isolation().user_namespace {
+            eprintln!("skipping: {}", isolation().note);
+            return;
+        }
+        let mut s = sh(
+            "read d; echo hi > /dev/shm/reg && tr -d '\\n' < /dev/shm/reg; \
+             printf ' %s' \"$(ls /dev/shm | tr '\\n' ,)\"; printf AB 1<> \"$d/buf\"; \
+             true 2>/dev/null > \"$d/buf\" || printf ' notrunc'; \
+             echo x 2>/dev/null > \"$d/new\" || printf ' nocreate'; \
+             rm \"$d/buf\" 2>/dev/null || printf ' norm'; \
+             mv \"$d/buf\" \"$d/b2\" 2>/dev/null || echo ' nomove'",
+            &Limits {
+                shared_dir: true,
+                ..Limits::default()
+            },
+        );
+        let host = s.shared_dir().unwrap().to_path_buf();
+        std::fs::write(host.join("buf"), "0123").unwrap();
+        let seen = s.shared_dir_in_child().unwrap().display().to_string();
+        s.send(&seen).unwrap();
+        let l = match s.recv(Duration::from_secs(10)) {
+            Recv::Line(l) => l,
+            other => panic!("{other:?}: {}", s.log(2000)),
+        };
+        s.finish(Duration::from_secs(5));
+        // Its own /dev/shm (nothing of the host's, nor of other sandboxes); the buffer
+        // written in place and nothing else.
+        assert_eq!(l, "hi reg, notrunc nocreate norm nomove");
+        assert_eq!(std::fs::read_to_string(host.join("buf")).unwrap(), "AB23");
+        assert!(!Path::new("/dev/shm/reg").exists());
     }
 
     #[test]
