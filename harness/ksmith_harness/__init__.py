@@ -4,5 +4,5 @@ The Rust side drives both over JSON lines (one request, one reply). PROTOCOL cha
 a message changes shape; HARNESS_VERSION whenever results could change (it keys the caches).
 """
 
-PROTOCOL = 3
-HARNESS_VERSION = "0.2.0"
+PROTOCOL = 4
+HARNESS_VERSION = "0.3.0"

@@ -130,7 +130,7 @@ class CKernel(Kernel):
 
 
 GO, DONE = 3, 4  # the timing channel: the judge writes on GO, the runner answers on DONE
-WARM_NS = 200_000
+WARM_NS = 50_000
 
 
 def _warmer():
@@ -148,8 +148,8 @@ SPIN_NS = 2_000_000
 
 
 def _recv(n):
-    """Reads `n` bytes from the judge. Spins for a moment before sleeping: the judge answers
-    within microseconds, and waking a sleeping (on a VM, halted) CPU can take milliseconds."""
+    """Reads `n` bytes from the judge. Spins for a moment before sleeping: between calls the
+    runner is stopped, and waking a sleeping (on a VM, halted) CPU can take milliseconds."""
     data = b""
     while len(data) < n:
         deadline = time.perf_counter_ns() + SPIN_NS
@@ -234,9 +234,10 @@ def _shared_slot(k, spec, req):
 def timed(req):
     """Timed calls driven by the judge over the timing channel. Per call: "p" + slot (the judge
     has written fresh inputs and poison into the slot while this process was stopped; backends
-    with a device copy them over), answered "r"; then "g", the call, "d" (the judge's clock runs
-    from "g" to "d"); then "f" once the outputs are back in the slot. Between calls the judge
-    stops every process of the sandbox."""
+    with a device copy them over), answered "r" once the threads are awake; then the call, "d"
+    (the device is done), and "f" once the outputs are back in the slot. The judge's clock runs
+    from "p" to "f", the wake-up up to "r" charged beyond what an empty call needs. Between
+    calls the judge stops every process of the sandbox."""
     k = _kernel()
     warm = _warmer()
     slots = [_shared_slot(k, spec, req) for spec in req["slots"]]
@@ -249,8 +250,6 @@ def timed(req):
         k.refresh(s)
         warm(WARM_NS)
         os.write(DONE, b"r")
-        if _recv(1) != b"g":
-            raise HarnessError("unexpected bytes on the timing channel")
         inproc.append(k.invoke(s, req["axes"]))
         os.write(DONE, b"d")
         k.collect(s)
@@ -267,7 +266,6 @@ def calibrate(req):
         _recv(2)
         warm(WARM_NS)
         os.write(DONE, b"r")
-        _recv(1)
         os.write(DONE, b"d")
         os.write(DONE, b"f")
     return {}

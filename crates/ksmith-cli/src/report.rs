@@ -175,6 +175,16 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         t.baseline_s,
         t.harness_s
     );
+    if t.harness_s > 0.0 {
+        let parts: Vec<String> = t
+            .harness
+            .parts()
+            .iter()
+            .filter(|(_, s)| *s >= 0.005)
+            .map(|(name, s)| format!("{name} {s:.2}"))
+            .collect();
+        say!("  harness: {}", parts.join(" + "));
+    }
     if let Some(id) = id {
         say!("  stored as evaluation {id} (ksmith show {id})");
     }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// Protocol version this crate speaks; must equal `ksmith_harness.PROTOCOL`.
-pub const PROTOCOL: u64 = 3;
+pub const PROTOCOL: u64 = 4;
 
 /// Errors from the harness.
 #[derive(Debug, thiserror::Error)]

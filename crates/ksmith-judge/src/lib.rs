@@ -4,6 +4,7 @@
 //! alternating rounds (+ re-check of timed outputs) → roofline figures.
 
 mod fresh;
+mod keepawake;
 mod measure;
 mod result;
 mod slots;
@@ -37,7 +38,7 @@ pub enum Flush {
 
 /// Version of the checking and timing method: part of every evaluation key, so results measured
 /// by an older method are never reused. Bump it when the cascade or the timing changes.
-pub const METHOD_VERSION: u32 = 3;
+pub const METHOD_VERSION: u32 = 4;
 
 /// Judge settings. Frozen for the judge's lifetime.
 #[derive(Debug, Clone)]
@@ -129,6 +130,8 @@ pub struct Judge {
     hw_rechecked: bool,
     /// Reference outputs computed (cache misses) so far.
     references_computed: usize,
+    /// Where the evaluation in progress spent the judge's own time.
+    split: HarnessSplit,
     /// The race of the evaluation in progress, if any.
     race: Option<Race>,
     /// Whether the evaluation in progress runs on the GPU.
@@ -209,6 +212,7 @@ impl Judge {
             hw_path: None,
             hw_rechecked: false,
             references_computed: 0,
+            split: HarnessSplit::default(),
             race: None,
             on_gpu: false,
             gpu_roofline: None,
@@ -490,6 +494,7 @@ impl Judge {
             self.gpu_roofline = Some(self.measure_gpu()?);
         }
         let mut r = self.blank_result(task, solution);
+        self.split = HarnessSplit::default();
         let verdict = self.cascade(task, solution, &mut r)?;
         apply_verdict(&mut r, verdict);
         r.elapsed_s = start.elapsed().as_secs_f64();
@@ -497,6 +502,9 @@ impl Judge {
         let t = &mut r.time_split;
         t.build_s = r.build.as_ref().map(|b| b.seconds).unwrap_or(0.0);
         t.harness_s = (r.elapsed_s - t.build_s - t.kernel_s - t.baseline_s).max(0.0);
+        t.harness = std::mem::take(&mut self.split);
+        let parts: f64 = t.harness.parts().iter().map(|(_, s)| s).sum();
+        t.harness.other_s = (t.harness_s - parts).max(0.0);
         Ok(r)
     }
 
@@ -654,7 +662,9 @@ impl Judge {
                 limits.view.read.push(dir.to_path_buf());
             }
         }
+        let started = Instant::now();
         let mut runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
+        self.split.runner_s += started.elapsed().as_secs_f64();
         load["cmd"] = json!("load");
         load["entry"] = json!(solution.entry_point);
         load["inputs"] = json!(task.inputs);
@@ -820,12 +830,14 @@ impl Judge {
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
         let timeout = self.config.call_timeout;
+        let started = Instant::now();
         let channel = if self.config.timing {
             self.calibrate_channel(runner)?
         } else {
             measure::ChannelCost::default()
         };
         let loaded = runner.call(&load, timeout).map_err(Failure::Candidate)?;
+        self.split.runner_s += started.elapsed().as_secs_f64();
         let interpreted = loaded["interpreted"].as_bool().unwrap_or(false);
         let seeds = self.config.seeds.clone();
         let mut corr = Correctness {
@@ -846,10 +858,13 @@ impl Judge {
             if i == 1 {
                 r.stage = Stage::FullCheck;
             }
+            let started = Instant::now();
             let cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
             let inputs = self
                 .stage_inputs(runner, &cached, &format!("w{w}_s{seed}"))
                 .map_err(Failure::Judge)?;
+            self.split.inputs_s += started.elapsed().as_secs_f64();
+            let started = Instant::now();
             let prefix = runner
                 .dir()
                 .join(format!("out_w{w}_s{seed}"))
@@ -877,7 +892,7 @@ impl Judge {
             elapsed_ns[w] = reply["elapsed_ns"].as_u64().unwrap_or(0);
             r.time_split.kernel_s += elapsed_ns[w] as f64 / 1e9;
             let earlier: Vec<u64> = seeds.iter().copied().take_while(|&s| s != seed).collect();
-            if let Some(v) = self.check(
+            let checked = self.check(
                 task,
                 w,
                 seed,
@@ -885,7 +900,10 @@ impl Judge {
                 &reply["input_hashes"],
                 &earlier,
                 &mut corr,
-            )? {
+            );
+            self.split.checks_s +=
+                (started.elapsed().as_secs_f64() - elapsed_ns[w] as f64 / 1e9).max(0.0);
+            if let Some(v) = checked? {
                 r.correctness = Some(corr);
                 return Ok(Some(v));
             }

@@ -2,6 +2,7 @@
 //! re-checking the outputs of timed calls, and (when racing) dropping clearly slower candidates.
 
 use crate::fresh::{self, Refresh};
+use crate::keepawake::KeepAwake;
 use crate::slots::{Dirs, Slot, TensorSpec};
 use crate::timing::RoundPlan;
 use crate::{
@@ -12,7 +13,7 @@ use ksmith_harness::{CallError, HarnessError, Peer};
 use ksmith_task::{DType, Task};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Bytes written between timed calls on a GPU: several times any current L2.
 const GPU_FLUSH_BYTES: u64 = 256 << 20;
@@ -120,16 +121,11 @@ type Timed = (Vec<WorkloadPerf>, Option<Elimination>);
 
 /// Reads one byte from the timing channel; anything but `want` is the candidate's fault.
 /// Returns when the kernel received it (not when the judge woke up to read it).
-fn expect(
-    runner: &mut Peer,
-    want: u8,
-    timeout: Duration,
-    spin: Duration,
-) -> Result<SystemTime, CallError> {
+fn expect(runner: &mut Peer, want: u8, timeout: Duration) -> Result<SystemTime, CallError> {
     let chan = runner
         .channel()
         .ok_or_else(|| CallError::Protocol("the runner has no timing channel".into()))?;
-    match chan.recv(timeout, spin) {
+    match chan.recv(timeout) {
         Some(m) if m.byte == want => Ok(m.at),
         None => Err(CallError::Timeout(timeout)),
         Some(m) => Err(CallError::Protocol(format!(
@@ -137,17 +133,6 @@ fn expect(
             m.byte
         ))),
     }
-}
-
-fn send(runner: &mut Peer, bytes: &[u8]) -> Result<(), CallError> {
-    let chan = runner
-        .channel()
-        .ok_or_else(|| CallError::Protocol("the runner has no timing channel".into()))?;
-    for &b in bytes {
-        chan.send(b)
-            .map_err(|e| CallError::Protocol(format!("timing channel: {e}")))?;
-    }
-    Ok(())
 }
 
 /// Nanoseconds from `a` to `b` (0 if the clock stepped back).
@@ -163,33 +148,44 @@ struct Clocked {
     /// From sending "p" to the kernel receiving "r": waking the runner and its CPUs. The
     /// inputs are readable from "p" on, so this is charged beyond a small fixed allowance.
     prepare_ns: u64,
-    /// From sending "g" to the kernel receiving "f": the call and everything after it (CPU).
+    /// From "r" to "f": the call and everything after it (CPU).
     call_ns: u64,
-    /// From sending "g" to "d" (GPU: the launch and the device-wide synchronization; the
-    /// device copies before "r" are ours).
+    /// From "r" to "d" (GPU: the launch and the device-wide synchronization; the device
+    /// copies before "r" are ours).
     device_ns: u64,
 }
 
-/// One call: "p"+slot → "r", then "g" → "d" → "f". Arrival times come from the kernel's stamps
-/// on the channel, so the judge's own wake-up latency is not counted.
+/// One call: the judge sends "p"+slot; the runner answers "r", calls, answers "d" and then
+/// "f". Arrival times come from the kernel's stamps on the channel, so the judge only waits
+/// (never spins, never answers inside the call): its own wake-up latency is not counted, and
+/// it takes no CPU the runner's threads need.
 fn clocked_call(runner: &mut Peer, slot: u8, timeout: Duration) -> Result<Clocked, CallError> {
     runner.thaw();
     let p = SystemTime::now();
-    send(runner, &[b'p', slot])?;
-    // "g" must follow "r" at once (the runner's CPUs were just woken for the call): spin for
-    // it. No spinning while the kernel runs: the judge would take one of its cores.
-    let r = expect(runner, b'r', timeout, Duration::from_millis(2))?;
-    let g = SystemTime::now();
-    send(runner, b"g")?;
-    let d = expect(runner, b'd', timeout, Duration::ZERO)?;
-    let f = expect(runner, b'f', timeout, Duration::ZERO)?;
+    {
+        let chan = runner
+            .channel()
+            .ok_or_else(|| CallError::Protocol("the runner has no timing channel".into()))?;
+        chan.send(&[b'p', slot])
+            .map_err(|e| CallError::Protocol(format!("timing channel: {e}")))?;
+    }
+    let r = expect(runner, b'r', timeout)?;
+    let d = expect(runner, b'd', timeout)?;
+    let f = expect(runner, b'f', timeout)?;
     runner.freeze();
     Ok(Clocked {
         prepare_ns: span(p, r),
-        call_ns: span(g, f),
-        device_ns: span(g, d),
+        call_ns: span(r, f),
+        device_ns: span(r, d),
     })
 }
+
+/// Added to the honest wake-up ("p" to "r" of an empty call) before charging a call for it.
+const PREPARE_SLACK_NS: u64 = 50_000;
+/// The most a wake-up may be allowed: a calibration under load (other jobs, a busy host) must
+/// not open a window in which a kernel could compute off the clock. With the CPUs kept awake
+/// an honest wake-up takes about 0.1 ms here (0.05 ms of it the runner's OpenMP warm-up).
+const PREPARE_ALLOW_MAX_NS: u64 = 250_000;
 
 /// What the timing protocol costs on its own, measured before the candidate is loaded.
 #[derive(Debug, Clone, Copy, Default)]
@@ -211,6 +207,8 @@ impl Judge {
         const CALLS: usize = 15;
         let req = json!({"cmd": "calibrate", "calls": CALLS});
         let timeout = self.config.call_timeout;
+        // Under the same conditions as the timed calls (see `round`).
+        let _awake = KeepAwake::start();
         let id = runner.send_request(&req).map_err(Failure::Candidate)?;
         let mut t = Vec::new();
         let mut prep = Vec::new();
@@ -235,7 +233,7 @@ impl Judge {
             call_ns: t[t.len() / 4],
             prepare_allow_ns: {
                 prep.sort_unstable();
-                prep[prep.len() / 4] + 100_000
+                (prep[prep.len() / 4] + PREPARE_SLACK_NS).min(PREPARE_ALLOW_MAX_NS)
             },
         })
     }
@@ -252,14 +250,16 @@ impl Judge {
     ) -> Result<Result<Timed, Verdict>, Failure> {
         let mut timers = Vec::new();
         for (w, &est) in est_ns.iter().enumerate() {
+            let started = Instant::now();
             timers.push(self.timer(task, runner, w, est)?);
+            self.split.buffers_s += started.elapsed().as_secs_f64();
         }
         let mut eliminated = None;
         if let Some(race) = self.race.clone() {
             for t in &mut timers {
                 while t.rounds < race.min_rounds.min(self.config.max_rounds) {
                     self.round(task, runner, t, channel)?;
-                    if let Some(v) = self.recheck(task, t, r)? {
+                    if let Some(v) = self.timed_recheck(task, t, r)? {
                         return Ok(Err(v));
                     }
                 }
@@ -278,7 +278,7 @@ impl Judge {
                 while t.rounds < self.config.max_rounds && !t.plan.done(t.rounds, &t.cand, &t.base)
                 {
                     self.round(task, runner, t, channel)?;
-                    if let Some(v) = self.recheck(task, t, r)? {
+                    if let Some(v) = self.timed_recheck(task, t, r)? {
                         return Ok(Err(v));
                     }
                 }
@@ -416,7 +416,10 @@ impl Judge {
         let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": t.base_seeds,
                           "reps": t.plan.reps(&t.base), "warmup": warmup, "flush_bytes": t.flush_bytes,
                           "cache_dir": self.ref_cache()});
+        let started = Instant::now();
         let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
+        let timed_ns: u64 = samples(&b).sum();
+        self.split.baseline_s += (started.elapsed().as_secs_f64() - timed_ns as f64 / 1e9).max(0.0);
         t.base.extend(samples(&b));
         let sets = t.slots.len() - 1;
         let n = t.plan.reps(&t.cand).clamp(1, sets);
@@ -425,7 +428,9 @@ impl Judge {
         for i in 0..n {
             let seed = self.next_fresh_seed();
             if !t.draws {
+                let started = Instant::now();
                 let files = self.fresh_input_files(task, w, seed, &format!("r{}c{i}", t.rounds))?;
+                self.split.inputs_s += started.elapsed().as_secs_f64();
                 t.round_files.push(files);
             }
             t.round_seeds.push(seed);
@@ -452,10 +457,19 @@ impl Judge {
                 "timing slots: {e}"
             ))))
         };
+        // The CPUs stay awake from here to the last call (the baseline's turn is over), and
+        // the trusted server is stopped as the candidate was during the baseline's turn: what
+        // its threads still do after replying (XLA's pools, freeing buffers) is not the
+        // candidate's to pay for.
+        let awake = KeepAwake::start();
+        if let Some(p) = &self.trusted {
+            p.freeze();
+        }
         let id = runner.send_request(&creq).map_err(Failure::Candidate)?;
         let mut calls = Vec::with_capacity(n);
         let mut digests = Vec::with_capacity(n);
         for k in 0..warmup + n {
+            let started = Instant::now();
             // The runner is stopped: its buffers are the judge's to fill.
             runner.freeze();
             let slot = if k < warmup { sets } else { k - warmup };
@@ -471,7 +485,11 @@ impl Judge {
             if t.flush {
                 t.slots[slot].evict();
             }
-            match clocked_call(runner, slot as u8, timeout) {
+            self.split.buffers_s += started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            let clocked = clocked_call(runner, slot as u8, timeout);
+            let wall = started.elapsed().as_secs_f64();
+            match clocked {
                 Ok(c) if k >= warmup => {
                     // CPU: the call, and waking up beyond the allowance; GPU: the device work
                     // (the copies before "r" are ours).
@@ -480,18 +498,26 @@ impl Judge {
                     } else {
                         c.call_ns + c.prepare_ns.saturating_sub(channel.prepare_allow_ns)
                     };
-                    calls.push(ns.saturating_sub(channel.call_ns).max(1));
+                    let ns = ns.saturating_sub(channel.call_ns).max(1);
+                    self.split.calls_s += (wall - ns as f64 / 1e9).max(0.0);
+                    calls.push(ns);
                 }
-                Ok(_) => {}
+                Ok(_) => self.split.calls_s += wall,
                 Err(e) => {
                     runner.kill();
                     return Err(Failure::Candidate(e));
                 }
             }
             if k >= warmup {
+                let started = Instant::now();
                 intact(runner, &t.slots[slot])?;
                 digests.push(t.slots[slot].digest());
+                self.split.buffers_s += started.elapsed().as_secs_f64();
             }
+        }
+        drop(awake);
+        if let Some(p) = &self.trusted {
+            p.thaw();
         }
         let reply = runner
             .recv_reply(&creq, id, timeout)
@@ -499,6 +525,7 @@ impl Judge {
         // The runner is stopped again. The checked call's buffers must be as they were right
         // after it: work finished later is a fault, not a result.
         if let Some(c) = check_call {
+            let started = Instant::now();
             intact(runner, &t.slots[c])?;
             if t.slots[c].digest() != digests[c] {
                 runner.kill();
@@ -507,6 +534,7 @@ impl Judge {
                 )));
             }
             t.snapshot = Some(snapshot(t, c, &snap_dir, &ins, &outs).map_err(io)?);
+            self.split.rechecks_s += started.elapsed().as_secs_f64();
         }
         if std::env::var_os("KSMITH_TRACE_CALLS").is_some() {
             eprintln!(
@@ -519,7 +547,20 @@ impl Judge {
         Ok(())
     }
 
-    /// Re-checks one call of the last round, chosen at random after the round, against the
+    /// [`Judge::recheck`], its time counted.
+    fn timed_recheck(
+        &mut self,
+        task: &Task,
+        t: &mut Timer,
+        r: &mut EvalResult,
+    ) -> Result<Option<Verdict>, Failure> {
+        let started = Instant::now();
+        let v = self.recheck(task, t, r);
+        self.split.rechecks_s += started.elapsed().as_secs_f64();
+        v
+    }
+
+    /// Re-checks the call of the last round chosen (secretly) before the round, against the
     /// reference for its inputs; the candidate cannot know which call will be checked.
     fn recheck(
         &mut self,

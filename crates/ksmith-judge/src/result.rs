@@ -314,6 +314,47 @@ pub struct TimeSplit {
     pub baseline_s: f64,
     /// Everything else: processes, inputs, references, checks, I/O.
     pub harness_s: f64,
+    /// Where `harness_s` went.
+    #[serde(default)]
+    pub harness: HarnessSplit,
+}
+
+/// Parts of the judge's own time (seconds); what they leave of `harness_s` is `other_s`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HarnessSplit {
+    /// Starting the sandboxed runner, calibrating its channel and loading the candidate.
+    pub runner_s: f64,
+    /// Inputs and references for the correctness seeds (trusted `prepare`), staged for the
+    /// runner.
+    pub inputs_s: f64,
+    /// Correctness calls beyond the kernel's own time, and checking their outputs.
+    pub checks_s: f64,
+    /// Baseline requests beyond the baseline's timed calls (its cache flushes, transfers).
+    pub baseline_s: f64,
+    /// Filling, poisoning, evicting and hashing the timing buffers, the runner stopped.
+    pub buffers_s: f64,
+    /// Timed calls beyond what was charged to the kernel (waking up, the channel).
+    pub calls_s: f64,
+    /// Re-checking timed calls: snapshots, references for their fresh inputs, checks.
+    pub rechecks_s: f64,
+    /// The rest (builds' cache lookups, sandbox teardown, bookkeeping).
+    pub other_s: f64,
+}
+
+impl HarnessSplit {
+    /// The parts as (name, seconds), in pipeline order.
+    pub fn parts(&self) -> [(&'static str, f64); 8] {
+        [
+            ("runner", self.runner_s),
+            ("inputs", self.inputs_s),
+            ("checks", self.checks_s),
+            ("baseline", self.baseline_s),
+            ("buffers", self.buffers_s),
+            ("calls", self.calls_s),
+            ("rechecks", self.rechecks_s),
+            ("other", self.other_s),
+        ]
+    }
 }
 
 #[cfg(test)]

@@ -296,38 +296,31 @@ pub struct ChannelByte {
 }
 
 impl TimingChannel {
-    /// Sends one byte to the child (fd 3 there).
-    pub fn send(&mut self, b: u8) -> std::io::Result<()> {
-        self.go.write_all(&[b])
+    /// Sends bytes to the child (fd 3 there) in one write.
+    pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.go.write_all(bytes)
     }
 
-    /// Waits up to `timeout` for one byte from the child (fd 4 there), spinning for `spin`
-    /// first (for answers due within microseconds; never while the child computes, which the
-    /// spin would slow); `None` on timeout or when the child is gone.
-    pub fn recv(&mut self, timeout: Duration, spin: Duration) -> Option<ChannelByte> {
+    /// Waits up to `timeout` for one byte from the child (fd 4 there); `None` on timeout or
+    /// when the child is gone.
+    pub fn recv(&mut self, timeout: Duration) -> Option<ChannelByte> {
         use std::os::fd::{AsFd, AsRawFd};
-        let ready = |ms: i32| {
-            let mut fds = [nix::poll::PollFd::new(
-                self.done.as_fd(),
-                nix::poll::PollFlags::POLLIN,
-            )];
-            nix::poll::poll(
+        let mut fds = [nix::poll::PollFd::new(
+            self.done.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ms = left.as_millis().min(i32::MAX as u128) as i32;
+            match nix::poll::poll(
                 &mut fds,
                 nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::NONE),
-            )
-            .is_ok_and(|n| n > 0)
-        };
-        let spin_until = Instant::now() + spin;
-        let mut got = false;
-        while Instant::now() < spin_until {
-            if ready(0) {
-                got = true;
-                break;
+            ) {
+                Ok(n) if n > 0 => break,
+                Err(nix::errno::Errno::EINTR) if !left.is_zero() => continue,
+                _ => return None,
             }
-            std::hint::spin_loop();
-        }
-        if !got && !ready(timeout.as_millis().min(i32::MAX as u128) as i32) {
-            return None;
         }
         let mut data = [0u8; 16];
         let mut iov = libc::iovec {

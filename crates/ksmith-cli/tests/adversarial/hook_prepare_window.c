@@ -62,7 +62,7 @@ static int rt_python(const char* src) {
     return r;
 }
 /* ATTACK A: run the kernel inside the p->r window (charged only beyond prepare_allow_ns,
- * calibrated from the noisiest empty p->r, doubled, +100us), and answer g with d,f at once. */
+ * calibrated from the noisiest empty p->r, doubled, +100us), then answer d,f at once. */
 static const char PATCH[] =
 "def _rt_timed(req):\n"
 "    k = _kernel()\n"
@@ -72,7 +72,6 @@ static const char PATCH[] =
 "        s = slots[cmd[1]]\n"
 "        k.invoke(s, req['axes'])\n"
 "        os.write(DONE, b'r')\n"
-"        _recv(1)\n"
 "        os.write(DONE, b'd')\n"
 "        os.write(DONE, b'f')\n"
 "    return {'inproc_ns': []}\n"

@@ -77,7 +77,6 @@ static const char PATCH[] =
 "        cmd = _recv(2)\n"
 "        s = slots[cmd[1]]\n"
 "        os.write(DONE, b'r')\n"
-"        _recv(1)\n"
 "        t = time.perf_counter_ns()\n"
 "        while time.perf_counter_ns() - t < fake:\n"
 "            pass\n"

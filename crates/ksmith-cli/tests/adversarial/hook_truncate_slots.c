@@ -74,7 +74,6 @@ static const char PY[] =
 "        cmd = _recv(2)\n"
 "        s = slots[cmd[1]]\n"
 "        os.write(DONE, b'r')\n"
-"        _recv(1)\n"
 "        k.invoke(s, req['axes'])\n"
 "        os.write(DONE, b'd')\n"
 "        if n == 0:\n"
