@@ -88,11 +88,16 @@ fn check_same_speed(file: &str, task: &str) {
         assert_eq!(v["status"], "PASSED", "{file}: {v:#}");
         v["performance"]["speedup"].as_f64().unwrap()
     };
-    let h = speedup(&honest);
-    let c = speedup(&cheat);
+    // Interleaved, best of two each: noise on these VMs (a virtual CPU taken away for
+    // milliseconds) only ever lowers a speedup, so the best run is the least disturbed one.
+    let (mut h, mut c) = (0.0f64, 0.0f64);
+    for _ in 0..2 {
+        h = h.max(speedup(&honest));
+        c = c.max(speedup(&cheat));
+    }
     assert!(
         c < 1.75 * h,
-        "{file}: {c:.2}x with the cheat vs {h:.2}x without it"
+        "{file}: {c:.2}x with the cheat vs {h:.2}x without it (best of two each)"
     );
 }
 

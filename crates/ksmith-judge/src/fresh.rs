@@ -53,40 +53,80 @@ pub(crate) fn input_seed(call_seed: u64, k: usize) -> u64 {
     call_seed.wrapping_add(k as u64 * 0x9E37_79B9)
 }
 
-/// Fills `out` (the raw bytes of one input) with fresh values; `base` is the trusted set,
-/// used for `Keep`.
+/// Fills `out` with a fresh draw of `rule` (or the base bytes for `Keep`), deterministic in
+/// `seed`: the judge regenerates a checked call's inputs from it for the reference. Drawn in
+/// fixed-size chunks, each from its own stream, on every core (drawing 50 MB one value at a
+/// time was most of the judge's own time on memory-bound tasks).
 pub(crate) fn fill(out: &mut [u8], base: &[u8], rule: &Refresh, seed: u64) {
     let Refresh::Draw(dist, dtype) = rule else {
-        out.copy_from_slice(base);
+        crate::parallel::copy(out, base);
         return;
     };
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let sample = |rng: &mut SmallRng| -> f64 {
-        match dist {
-            Distribution::Normal { mean, std } => mean + std * rng.sample::<f64, _>(StandardNormal),
-            Distribution::Uniform { low, high } => rng.gen_range(*low..*high),
-            Distribution::Integers { low, high } => rng.gen_range(*low..*high) as f64,
-            _ => 0.0,
+    crate::parallel::chunks_mut(out, |i, chunk| {
+        let mut rng = SmallRng::seed_from_u64(chunk_seed(seed, i));
+        draw(chunk, dist, *dtype, &mut rng);
+    });
+}
+
+/// The seed of chunk `i`'s stream.
+fn chunk_seed(seed: u64, i: usize) -> u64 {
+    // splitmix64's finalizer: neighbouring chunks get unrelated streams.
+    let mut z = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Writes values drawn from `dist` as `dtype` into `out`.
+fn draw(out: &mut [u8], dist: &Distribution, dtype: DType, rng: &mut SmallRng) {
+    use rand::distributions::Uniform;
+    enum Sampler {
+        Normal(f64, f64),
+        Uniform(Uniform<f64>),
+        Integers(Uniform<i64>),
+        Constant(f64),
+    }
+    let sampler = match dist {
+        Distribution::Normal { mean, std } => Sampler::Normal(*mean, *std),
+        Distribution::Uniform { low, high } if low < high => {
+            Sampler::Uniform(Uniform::new(*low, *high))
+        }
+        Distribution::Integers { low, high } if low < high => {
+            Sampler::Integers(Uniform::new(*low, *high))
+        }
+        Distribution::Uniform { low, .. } => Sampler::Constant(*low),
+        Distribution::Integers { low, .. } => Sampler::Constant(*low as f64),
+        _ => Sampler::Constant(0.0),
+    };
+    let mut sample = || -> f64 {
+        match &sampler {
+            Sampler::Normal(mean, std) => mean + std * rng.sample::<f64, _>(StandardNormal),
+            Sampler::Uniform(u) => rng.sample(u),
+            Sampler::Integers(u) => rng.sample(u) as f64,
+            Sampler::Constant(c) => *c,
         }
     };
-    let w = dtype.size();
-    for chunk in out.chunks_exact_mut(w) {
-        let v = sample(&mut rng);
-        match dtype {
-            DType::Float32 => chunk.copy_from_slice(&(v as f32).to_le_bytes()),
-            DType::Float64 => chunk.copy_from_slice(&v.to_le_bytes()),
-            DType::Bfloat16 => chunk.copy_from_slice(&bf16_bits(v as f32).to_le_bytes()),
-            DType::Float16 => chunk.copy_from_slice(&f16_bits(v as f32).to_le_bytes()),
-            DType::Int8 => chunk.copy_from_slice(&(v as i8).to_le_bytes()),
-            DType::Int16 => chunk.copy_from_slice(&(v as i16).to_le_bytes()),
-            DType::Int32 => chunk.copy_from_slice(&(v as i32).to_le_bytes()),
-            DType::Int64 => chunk.copy_from_slice(&(v as i64).to_le_bytes()),
-            DType::Uint8 | DType::Bool => chunk.copy_from_slice(&(v as u8).to_le_bytes()),
-        }
+    macro_rules! each {
+        ($w:expr, |$v:ident| $bytes:expr) => {
+            for chunk in out.chunks_exact_mut($w) {
+                let $v = sample();
+                chunk.copy_from_slice(&$bytes);
+            }
+        };
+    }
+    match dtype {
+        DType::Float32 => each!(4, |v| (v as f32).to_le_bytes()),
+        DType::Float64 => each!(8, |v| v.to_le_bytes()),
+        DType::Bfloat16 => each!(2, |v| bf16_bits(v as f32).to_le_bytes()),
+        DType::Float16 => each!(2, |v| f16_bits(v as f32).to_le_bytes()),
+        DType::Int8 => each!(1, |v| (v as i8).to_le_bytes()),
+        DType::Int16 => each!(2, |v| (v as i16).to_le_bytes()),
+        DType::Int32 => each!(4, |v| (v as i32).to_le_bytes()),
+        DType::Int64 => each!(8, |v| (v as i64).to_le_bytes()),
+        DType::Uint8 | DType::Bool => each!(1, |v| (v as u8).to_le_bytes()),
     }
 }
 
-/// bfloat16 bits of `x`, rounded to nearest even.
 fn bf16_bits(x: f32) -> u16 {
     let b = x.to_bits();
     if x.is_nan() {

@@ -6,6 +6,7 @@
 mod fresh;
 mod keepawake;
 mod measure;
+mod parallel;
 mod result;
 mod slots;
 mod timing;

@@ -67,15 +67,14 @@ impl Buffer {
     fn evict(&self) {
         #[cfg(target_arch = "x86_64")]
         {
-            let p = self.map.as_ptr();
-            let mut off = 0;
-            while off < self.map.len() {
-                // SAFETY: `p + off` lies inside the live mapping; clflush only evicts.
-                unsafe { core::arch::x86_64::_mm_clflush(p.add(off)) };
-                off += 64;
-            }
-            // SAFETY: a fence has no memory-safety preconditions.
-            unsafe { core::arch::x86_64::_mm_mfence() };
+            crate::parallel::chunks(&self.map, |_, c| {
+                for line in c.chunks(64) {
+                    // SAFETY: the line lies inside the live mapping; clflush only evicts.
+                    unsafe { core::arch::x86_64::_mm_clflush(line.as_ptr()) };
+                }
+                // SAFETY: a fence has no memory-safety preconditions.
+                unsafe { core::arch::x86_64::_mm_mfence() };
+            });
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -152,7 +151,7 @@ impl Slot {
                     buf.len
                 )));
             }
-            buf.bytes_mut().copy_from_slice(&data);
+            crate::parallel::copy(buf.bytes_mut(), &data);
         }
         Ok(())
     }
@@ -172,11 +171,7 @@ impl Slot {
     /// A hash of the outputs and inputs as they are now: taken after every timed call, so the
     /// judge's pause after a call is the same whether or not it is the one to be checked.
     pub(crate) fn digest(&self) -> blake3::Hash {
-        let mut h = blake3::Hasher::new();
-        for b in self.outs.iter().chain(&self.ins) {
-            h.update(b.bytes());
-        }
-        h.finalize()
+        crate::parallel::digest(self.outs.iter().chain(&self.ins).map(Buffer::bytes))
     }
 
     /// Fills every output with its dtype's poison pattern.
@@ -186,9 +181,12 @@ impl Slot {
                 continue;
             };
             let pattern = &bits.to_le_bytes()[..width.min(8)];
-            for chunk in buf.bytes_mut().chunks_exact_mut(pattern.len()) {
-                chunk.copy_from_slice(pattern);
-            }
+            // CHUNK is a multiple of every element width: the pattern stays aligned.
+            crate::parallel::chunks_mut(buf.bytes_mut(), |_, c| {
+                for e in c.chunks_exact_mut(pattern.len()) {
+                    e.copy_from_slice(pattern);
+                }
+            });
         }
     }
 

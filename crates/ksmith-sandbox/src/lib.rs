@@ -414,14 +414,57 @@ fn shared_memory_dir() -> std::io::Result<tempfile::TempDir> {
 /// temporary directory. For data written while kernels are timed (buffers the judge and the
 /// runner map, fresh inputs): files on disk are written back by kernel threads that preempt
 /// the timed kernel (measured: 0.5 ms calls took 4-8 ms, two involuntary context switches).
+///
+/// The name carries the creating process's pid, so that what a killed ksmith left in memory
+/// is found and removed by the next one (see [`sweep_stale_memory_dirs`]).
 pub fn memory_tempdir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
-    let shm = Path::new("/dev/shm");
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(sweep_stale_memory_dirs);
+    let prefix = format!("{prefix}{}-", std::process::id());
+    let shm = Path::new(SHM);
     if shm.is_dir() {
-        if let Ok(d) = tempfile::Builder::new().prefix(prefix).tempdir_in(shm) {
+        if let Ok(d) = tempfile::Builder::new().prefix(&prefix).tempdir_in(shm) {
             return Ok(d);
         }
     }
-    tempfile::Builder::new().prefix(prefix).tempdir()
+    tempfile::Builder::new().prefix(&prefix).tempdir()
+}
+
+const SHM: &str = "/dev/shm";
+
+/// Removes `/dev/shm/ksmith-*-PID-*` directories of ours whose process is gone and that have
+/// not changed for ten minutes (a ksmith killed with SIGKILL cannot clean up, and timing
+/// buffers and fresh inputs take hundreds of megabytes of memory).
+pub fn sweep_stale_memory_dirs() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(SHM) else {
+        return;
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("ksmith-") {
+            continue;
+        }
+        let Some(pid) = name.rsplit('-').nth(1).and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(600));
+        let gone = matches!(
+            nix::sys::signal::kill(Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        if meta.is_dir() && meta.uid() == me && old && gone && pid > 0 {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Creates a pipe whose ends sit at descriptors >= 10 (so moving them to 3 and 4 in the
@@ -954,6 +997,45 @@ mod tests {
         );
         assert_eq!(l, "noread nowrite ok rdonly noproc nohomehi");
         assert_eq!(std::fs::read_to_string(&secret).unwrap(), "reference");
+    }
+
+    #[test]
+    fn memory_dirs_of_killed_processes_are_swept_live_and_recent_ones_kept() {
+        if !Path::new(SHM).is_dir() {
+            return;
+        }
+        let mut done = std::process::Command::new("true").spawn().unwrap();
+        let dead = done.id();
+        done.wait().unwrap();
+        let ten_min_ago = std::time::SystemTime::now() - Duration::from_secs(700);
+        let make = |pid: u32, age: Option<std::time::SystemTime>| {
+            let d = Path::new(SHM).join(format!("ksmith-sweeptest-{pid}-{:x}", rand_tag()));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("buf"), b"x").unwrap();
+            if let Some(t) = age {
+                std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+            }
+            d
+        };
+        let stale = make(dead, Some(ten_min_ago));
+        let recent = make(dead, None);
+        let live = make(std::process::id(), Some(ten_min_ago));
+        sweep_stale_memory_dirs();
+        assert!(
+            !stale.exists(),
+            "a killed process's old directory is removed"
+        );
+        assert!(recent.exists() && live.exists());
+        for d in [recent, live] {
+            std::fs::remove_dir_all(d).unwrap();
+        }
+    }
+
+    fn rand_tag() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
     }
 
     #[test]
