@@ -120,7 +120,7 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
             "axes",
             "candidate ms (p10-p90)",
             "XLA ms",
-            "speedup",
+            "speedup (95%)",
             "GFLOP/s",
             "GB/s",
             "% roofline",
@@ -135,7 +135,13 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
                     w.candidate.median_ms, w.candidate.p10_ms, w.candidate.p90_ms
                 ),
                 format!("{:.3}", w.baseline.median_ms),
-                format!("{:.2}x", w.speedup),
+                format!(
+                    "{:.2}x ({:.2}-{:.2}){}",
+                    w.speedup,
+                    w.speedup_interval.0,
+                    w.speedup_interval.1,
+                    if w.noisy { " noisy" } else { "" }
+                ),
                 format!("{:.1}", w.gflops),
                 format!("{:.1}", w.gbps),
                 format!("{:.0}%", w.roofline_fraction * 100.0),
@@ -144,10 +150,15 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         }
         say!("{t}");
         say!(
-            "  speedup vs XLA (geomean): {:.2}x; roofline (geomean): {:.0}%",
+            "  speedup vs XLA (geomean, paired rounds): {:.2}x (95%: {:.2}-{:.2}); roofline (geomean): {:.0}%",
             p.speedup,
+            p.speedup_interval.0,
+            p.speedup_interval.1,
             p.roofline_fraction * 100.0
         );
+        if p.noisy {
+            say!("  noisy: the machine disturbed some rounds (an interval wider than ±10%); re-run on a quieter machine for a precise figure");
+        }
     }
     if r.status != Status::Passed && !r.log.trim().is_empty() {
         let lines: Vec<&str> = r.log.lines().collect();

@@ -86,18 +86,26 @@ fn check_same_speed(file: &str, task: &str) {
         );
         let v = json(&out);
         assert_eq!(v["status"], "PASSED", "{file}: {v:#}");
-        v["performance"]["speedup"].as_f64().unwrap()
+        let p = &v["performance"];
+        (
+            p["speedup"].as_f64().unwrap(),
+            p["speedup_interval"][1].as_f64().unwrap(),
+        )
     };
     // Interleaved, best of two each: noise on these VMs (a virtual CPU taken away for
     // milliseconds) only ever lowers a speedup, so the best run is the least disturbed one.
-    let (mut h, mut c) = (0.0f64, 0.0f64);
+    // The cheat's figure is held against the top of the honest run's interval.
+    let (mut h, mut c) = ((0.0f64, 0.0f64), 0.0f64);
     for _ in 0..2 {
-        h = h.max(speedup(&honest));
-        c = c.max(speedup(&cheat));
+        let (point, high) = speedup(&honest);
+        h = (h.0.max(point), h.1.max(high));
+        c = c.max(speedup(&cheat).0);
     }
     assert!(
-        c < 1.75 * h,
-        "{file}: {c:.2}x with the cheat vs {h:.2}x without it (best of two each)"
+        c < 1.75 * h.1,
+        "{file}: {c:.2}x with the cheat vs {:.2}x (interval up to {:.2}x) without it (best of two each)",
+        h.0,
+        h.1
     );
 }
 
@@ -335,13 +343,19 @@ fn the_collection_changes_no_later_verdict() {
     );
     let after = honest(&store);
     assert_eq!(harness(&after), harness(&before));
-    let s0 = before["performance"]["speedup"].as_f64().unwrap();
-    let s1 = after["performance"]["speedup"].as_f64().unwrap();
+    let figure = |v: &serde_json::Value| {
+        let p = &v["performance"];
+        let at = |i: usize| p["speedup_interval"][i].as_f64().unwrap();
+        (p["speedup"].as_f64().unwrap(), at(0), at(1))
+    };
+    let (s0, lo0, hi0) = figure(&before);
+    let (s1, lo1, hi1) = figure(&after);
     // Wide bounds: a loaded 2-core machine moves a memory-bound kernel's speedup by up to ~2x
-    // between two evaluations; a tampered harness or baseline moved it 10x.
+    // between two evaluations; a tampered harness or baseline moved it 10x. Where the machine
+    // was too noisy for that, the two intervals must at least overlap.
     assert!(
-        s1 > s0 / 4.0 && s1 < s0 * 4.0,
-        "the honest solution's speedup moved from {s0:.2}x to {s1:.2}x"
+        (s1 > s0 / 4.0 && s1 < s0 * 4.0) || (lo1 <= hi0 && lo0 <= hi1),
+        "the honest solution's speedup moved from {s0:.2}x ({lo0:.2}-{hi0:.2}) to {s1:.2}x ({lo1:.2}-{hi1:.2})"
     );
     let (zeros_task, _, _, _) = expectation("zeros.c");
     let wrong = json(&ksmith(

@@ -4,7 +4,6 @@
 //! alternating rounds (+ re-check of timed outputs) → roofline figures.
 
 mod fresh;
-mod keepawake;
 mod measure;
 mod parallel;
 mod result;
@@ -940,6 +939,11 @@ impl Judge {
         }
         let performance = Performance {
             speedup: geomean(perf.iter().map(|p| p.speedup)),
+            speedup_interval: (
+                geomean(perf.iter().map(|p| p.speedup_interval.0)),
+                geomean(perf.iter().map(|p| p.speedup_interval.1)),
+            ),
+            noisy: perf.iter().any(|p| p.noisy),
             roofline_fraction: geomean(perf.iter().map(|p| p.roofline_fraction)),
             workloads: perf,
             eliminated,

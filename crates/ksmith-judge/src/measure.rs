@@ -2,9 +2,8 @@
 //! re-checking the outputs of timed calls, and (when racing) dropping clearly slower candidates.
 
 use crate::fresh::{self, Refresh};
-use crate::keepawake::KeepAwake;
 use crate::slots::{Dirs, Slot, TensorSpec};
-use crate::timing::RoundPlan;
+use crate::timing::{Paired, RoundPlan, NOISY};
 use crate::{
     axis_values, Elimination, EvalResult, Failure, Flush, Judge, JudgeError, Timing, Verdict,
     WorkloadPerf,
@@ -50,7 +49,16 @@ struct Timer {
     plan: RoundPlan,
     cand: Vec<u64>,
     base: Vec<u64>,
+    /// Per round: the baseline's median / the candidate's median.
+    ratios: Vec<f64>,
     rounds: usize,
+}
+
+impl Timer {
+    /// The paired speedup so far.
+    fn paired(&self) -> Option<Paired> {
+        Paired::from_ratios(&self.ratios)
+    }
 }
 
 /// A timed call's buffers copied into trusted files (name -> path maps) for a re-check.
@@ -207,8 +215,6 @@ impl Judge {
         const CALLS: usize = 15;
         let req = json!({"cmd": "calibrate", "calls": CALLS});
         let timeout = self.config.call_timeout;
-        // Under the same conditions as the timed calls (see `round`).
-        let _awake = KeepAwake::start();
         let id = runner.send_request(&req).map_err(Failure::Candidate)?;
         let mut t = Vec::new();
         let mut prep = Vec::new();
@@ -266,7 +272,7 @@ impl Judge {
             }
             let speedups: Vec<f64> = timers
                 .iter()
-                .map(|t| median(&t.base) / median(&t.cand).max(1.0))
+                .map(|t| t.paired().map_or(0.0, |p| p.speedup))
                 .collect();
             eliminated = race.slowdown(&speedups).map(|slowdown| Elimination {
                 slowdown,
@@ -275,7 +281,8 @@ impl Judge {
         }
         if eliminated.is_none() {
             for t in &mut timers {
-                while t.rounds < self.config.max_rounds && !t.plan.done(t.rounds, &t.cand, &t.base)
+                while t.rounds < self.config.max_rounds
+                    && !t.plan.done(t.rounds, &t.cand, &t.base, t.paired())
                 {
                     self.round(task, runner, t, channel)?;
                     if let Some(v) = self.timed_recheck(task, t, r)? {
@@ -397,6 +404,7 @@ impl Judge {
             plan: RoundPlan::new(est_ns, per_call_ns, &self.config),
             cand: Vec::new(),
             base: Vec::new(),
+            ratios: Vec::new(),
             rounds: 0,
         })
     }
@@ -419,6 +427,7 @@ impl Judge {
         let started = Instant::now();
         let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
         let timed_ns: u64 = samples(&b).sum();
+        let base_round: Vec<u64> = samples(&b).collect();
         self.split.baseline_s += (started.elapsed().as_secs_f64() - timed_ns as f64 / 1e9).max(0.0);
         t.base.extend(samples(&b));
         let sets = t.slots.len() - 1;
@@ -457,11 +466,9 @@ impl Judge {
                 "timing slots: {e}"
             ))))
         };
-        // The CPUs stay awake from here to the last call (the baseline's turn is over), and
-        // the trusted server is stopped as the candidate was during the baseline's turn: what
+        // The trusted server is stopped as the candidate was during the baseline's turn: what
         // its threads still do after replying (XLA's pools, freeing buffers) is not the
         // candidate's to pay for.
-        let awake = KeepAwake::start();
         if let Some(p) = &self.trusted {
             p.freeze();
         }
@@ -515,7 +522,6 @@ impl Judge {
                 self.split.buffers_s += started.elapsed().as_secs_f64();
             }
         }
-        drop(awake);
         if let Some(p) = &self.trusted {
             p.thaw();
         }
@@ -541,6 +547,9 @@ impl Judge {
                 "[clock] workload {w}: channel {channel:?}; judge's clock {calls:?}; runner's own figures {}",
                 reply["inproc_ns"]
             );
+        }
+        if let (Some(b), Some(c)) = (RoundPlan::median(&base_round), RoundPlan::median(&calls)) {
+            t.ratios.push(b / c.max(1.0));
         }
         t.cand.extend(calls);
         t.rounds += 1;
@@ -626,10 +635,17 @@ impl Judge {
         let b = Timing::from_ns(&t.base);
         let secs = c.median_ms / 1e3;
         let floor = self.floor_seconds(task, t.w, t.flush);
+        let paired = t.paired().unwrap_or(Paired {
+            speedup: b.median_ms / c.median_ms.max(1e-9),
+            low: b.median_ms / c.median_ms.max(1e-9),
+            high: b.median_ms / c.median_ms.max(1e-9),
+        });
         WorkloadPerf {
             workload: t.w,
             axes: task.workloads[t.w].axes.clone(),
-            speedup: b.median_ms / c.median_ms.max(1e-9),
+            speedup: paired.speedup,
+            speedup_interval: (paired.low, paired.high),
+            noisy: paired.width() > NOISY,
             gflops: flops / secs.max(1e-12) / 1e9,
             gbps: bytes / secs.max(1e-12) / 1e9,
             floor_ms: floor * 1e3,
@@ -639,8 +655,4 @@ impl Judge {
             baseline: b,
         }
     }
-}
-
-fn median(samples: &[u64]) -> f64 {
-    RoundPlan::median(samples).unwrap_or(0.0)
 }

@@ -172,8 +172,16 @@ pub struct WorkloadPerf {
     pub candidate: Timing,
     /// The XLA baseline.
     pub baseline: Timing,
-    /// baseline median / candidate median.
+    /// The median over rounds of (baseline's median / candidate's median) in the same round:
+    /// paired, so a disturbance of the machine that hits one round does not move it.
     pub speedup: f64,
+    /// 95% interval of `speedup` (order statistics of the per-round ratios; their range
+    /// with fewer than six rounds).
+    #[serde(default)]
+    pub speedup_interval: (f64, f64),
+    /// The interval is wider than ±10%: the machine was too noisy for a precise figure.
+    #[serde(default)]
+    pub noisy: bool,
     /// Achieved GFLOP/s.
     pub gflops: f64,
     /// Achieved GB/s.
@@ -215,6 +223,12 @@ impl Performance {
 pub struct Performance {
     /// Geometric mean of per-workload speedups.
     pub speedup: f64,
+    /// Geometric means of the workloads' interval ends.
+    #[serde(default)]
+    pub speedup_interval: (f64, f64),
+    /// Some workload's figure is noisy (see [`WorkloadPerf::noisy`]).
+    #[serde(default)]
+    pub noisy: bool,
     /// Geometric mean of roofline fractions.
     pub roofline_fraction: f64,
     /// Per workload.

@@ -6,6 +6,10 @@ use crate::JudgeConfig;
 const ROUND_NS: f64 = 60e6;
 /// Enough samples for a stable median and p10/p90, even if the minimum time is not reached.
 const ENOUGH_SAMPLES: usize = 100;
+/// An interval this narrow (high / low, about ±3%) ends timing early.
+const PRECISE: f64 = 1.06;
+/// Wider than this (about ±10%), a figure is reported as noisy.
+pub(crate) const NOISY: f64 = 1.21;
 
 /// Plans reps per round from an estimate of one call's duration, refined as samples arrive.
 pub(crate) struct RoundPlan {
@@ -41,12 +45,69 @@ impl RoundPlan {
         (ROUND_NS / call).clamp(1.0, 500.0) as usize
     }
 
-    /// Whether both sides have enough rounds and enough timed time (or samples).
-    pub(crate) fn done(&self, rounds: usize, cand: &[u64], base: &[u64]) -> bool {
+    /// Whether to stop: after the minimum rounds, once the paired speedup's interval is
+    /// within ±3%, or once both sides have enough timed time (or samples) and the interval is
+    /// within ±10% (or rounds have gone on three times the minimum without narrowing it).
+    pub(crate) fn done(
+        &self,
+        rounds: usize,
+        cand: &[u64],
+        base: &[u64],
+        paired: Option<Paired>,
+    ) -> bool {
         let enough = |s: &[u64]| {
             s.iter().sum::<u64>() as f64 >= self.min_total_ns || s.len() >= ENOUGH_SAMPLES
         };
-        rounds >= self.min_rounds && enough(cand) && enough(base)
+        let width = paired.map_or(f64::INFINITY, |p| p.width());
+        rounds >= self.min_rounds
+            && (width <= PRECISE
+                || (enough(cand)
+                    && enough(base)
+                    && (width <= NOISY || rounds >= 3 * self.min_rounds)))
+    }
+}
+
+/// A speedup from paired rounds: the median of per-round ratios and its 95% interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Paired {
+    pub speedup: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Paired {
+    /// From per-round ratios (baseline / candidate, each the round's median); `None` if empty.
+    pub(crate) fn from_ratios(ratios: &[f64]) -> Option<Paired> {
+        let mut s: Vec<f64> = ratios.iter().copied().filter(|r| r.is_finite()).collect();
+        if s.is_empty() {
+            return None;
+        }
+        s.sort_by(|a, b| a.total_cmp(b));
+        let n = s.len();
+        let speedup = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
+        // Distribution-free interval for a median: the order statistics k and n-1-k with
+        // k = (n - 1.96 sqrt(n)) / 2 (normal approximation of the binomial).
+        let k = if n < 6 {
+            0
+        } else {
+            ((n as f64 - 1.96 * (n as f64).sqrt()) / 2.0)
+                .floor()
+                .max(0.0) as usize
+        };
+        Some(Paired {
+            speedup,
+            low: s[k],
+            high: s[n - 1 - k],
+        })
+    }
+
+    /// Relative width of the interval (high / low; 1 is exact).
+    pub(crate) fn width(&self) -> f64 {
+        self.high / self.low.max(1e-12)
     }
 }
 
@@ -116,13 +177,37 @@ mod tests {
     fn stops_after_min_rounds_and_min_time_or_enough_samples() {
         let p = plan(0.0);
         let ms = |n: usize| vec![1_000_000u64; n];
-        assert!(!p.done(3, &ms(200), &ms(200)), "too few rounds");
-        assert!(!p.done(4, &ms(50), &ms(200)), "candidate below min time");
-        assert!(p.done(4, &ms(100), &ms(100)));
+        let tight = Paired::from_ratios(&[1.0, 1.01, 0.99, 1.0, 1.0, 1.02]);
+        let wide = Paired::from_ratios(&[0.5, 1.0, 2.0, 1.0, 0.6, 1.8]);
+        assert!(!p.done(3, &ms(200), &ms(200), tight), "too few rounds");
         assert!(
-            p.done(4, &vec![1000u64; 100], &vec![1000u64; 100]),
+            !p.done(4, &ms(50), &ms(200), wide),
+            "candidate below min time"
+        );
+        assert!(p.done(4, &ms(50), &ms(20), tight), "precise early");
+        assert!(p.done(4, &ms(100), &ms(100), tight));
+        assert!(
+            p.done(4, &vec![1000u64; 100], &vec![1000u64; 100], tight),
             "enough samples"
         );
+        assert!(!p.done(4, &ms(100), &ms(100), wide), "noisy: more rounds");
+        assert!(p.done(12, &ms(100), &ms(100), wide), "but not forever");
+    }
+
+    #[test]
+    fn paired_speedup_is_the_median_ratio_with_an_order_statistic_interval() {
+        assert_eq!(Paired::from_ratios(&[]), None);
+        let p = Paired::from_ratios(&[2.0, 1.0, 3.0]).unwrap();
+        assert_eq!((p.speedup, p.low, p.high), (2.0, 1.0, 3.0));
+        // A burst that hits two rounds of twelve moves neither the figure nor the interval
+        // much: 1.5x with outliers at 0.2x.
+        let mut r = vec![1.5, 1.52, 1.48, 1.51, 1.49, 1.5, 1.53, 1.47, 1.5, 1.5];
+        r.extend([0.2, 0.21]);
+        let p = Paired::from_ratios(&r).unwrap();
+        assert!((p.speedup - 1.5).abs() < 0.01, "{p:?}");
+        assert!(p.low >= 1.4 && p.high <= 1.53, "{p:?}");
+        let k = Paired::from_ratios(&[1.0; 30]).unwrap();
+        assert_eq!(k.width(), 1.0);
     }
 
     #[test]
