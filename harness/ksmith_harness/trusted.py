@@ -3,7 +3,6 @@
 Runs only task code (the reference) and our own code; candidates never run here.
 """
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -133,15 +132,7 @@ def prepare(req):
             meta = json.load(f)
         return {"inputs": inp_path, "reference": ref_path, "input_hashes": meta["input_hashes"], "cached": True}
     os.makedirs(os.path.dirname(inp_path), exist_ok=True)
-    if req.get("given_inputs"):
-        # A timed call's inputs as the judge wrote them (raw bytes, one file per input).
-        arrays = []
-        for i in state.spec["inputs"]:
-            disk = np.uint16 if i["dtype"] == "bfloat16" else tensors.np_dtype(i["dtype"])
-            raw = np.fromfile(req["given_inputs"][i["name"]], dtype=disk)
-            arrays.append(_from_disk(raw, i["dtype"]).reshape(state.shape(i, w)))
-    else:
-        arrays = _generate(state, w, seed)
+    arrays = _generate(state, w, seed)
     refs = _reference64(state, arrays)
     for out, r in zip(state.spec["outputs"], refs, strict=False):
         want = state.shape(out, w)
@@ -253,15 +244,35 @@ def _compare(cand, ref, atol, rtol):
     return n_bad, metrics
 
 
+def _given_arrays(state, files, w):
+    """A timed call's inputs as the judge wrote them (raw bytes, one file per input)."""
+    arrays = []
+    for i in state.spec["inputs"]:
+        disk = np.uint16 if i["dtype"] == "bfloat16" else tensors.np_dtype(i["dtype"])
+        raw = np.fromfile(files[i["name"]], dtype=disk)
+        arrays.append(_from_disk(raw, i["dtype"]).reshape(state.shape(i, w)))
+    return arrays
+
+
 def check(req):
-    """Judges one candidate call's outputs against the cached reference."""
+    """Judges one candidate call's outputs against the cached reference, or (`given_inputs`, a
+    timed call's fresh inputs, never seen again) against a reference computed here in memory;
+    the judge has already compared those inputs with the buffers after the call."""
     state = _task(req)
     spec = state.spec
     w, seed = req["workload"], req["seed"]
-    _, ref_path, meta_path = _paths(req["cache_dir"], spec["content_hash"], w, seed)
-    with open(meta_path) as f:
-        meta = json.load(f)
-    refs = load_file(ref_path)
+    expected = None
+    if req.get("given_inputs"):
+        arrays = _given_arrays(state, req["given_inputs"], w)
+        refs = {
+            f"ref.{o['name']}": np.asarray(r, dtype=np.float64) if o["dtype"] in _FLOATS else r
+            for o, r in zip(spec["outputs"], _reference64(state, arrays), strict=False)
+        }
+    else:
+        _, ref_path, meta_path = _paths(req["cache_dir"], spec["content_hash"], w, seed)
+        with open(meta_path) as f:
+            expected = json.load(f)["input_hashes"]
+        refs = load_file(ref_path)
     result = {"passed": True, "status": "PASSED", "reason": None, "outputs": []}
 
     def fail(status, reason, detail):
@@ -269,13 +280,7 @@ def check(req):
             result.update(passed=False, status=status, reason=reason, detail=detail)
 
     given = req.get("input_hashes") or {}
-    if req.get("input_files"):
-        # Inputs as the judge read them back from the candidate's buffers after the call.
-        given = {}
-        for name, path in req["input_files"].items():
-            with open(path, "rb") as f:
-                given[name] = hashlib.sha256(f.read()).hexdigest()
-    for name, h in meta["input_hashes"].items():
+    for name, h in (expected or {}).items():
         if given.get(name) != h:
             fail("INCORRECT_NUMERICAL", "input_mutated", f"input {name} changed during the call")
     for out in spec["outputs"]:

@@ -357,11 +357,6 @@ impl Judge {
         self.fresh_seed
     }
 
-    /// The trusted directory for fresh timing inputs and their references (this judge only).
-    fn fresh_cache(&mut self) -> String {
-        self.fresh_dir.path().display().to_string()
-    }
-
     /// Generates the inputs of (workload, seed) on the trusted side, without a reference, as
     /// raw files in the judge's own directory (one per input, in declared order).
     fn fresh_input_files(
@@ -988,27 +983,22 @@ impl Judge {
         self.judge_outputs(task, w, seed, req, corr)
     }
 
-    /// Judges a timed call's outputs and inputs, read back from its slot (raw files), against
-    /// a reference computed from the inputs the judge wrote there (`given`, raw files).
-    #[allow(clippy::too_many_arguments)]
+    /// Judges a timed call's outputs against a reference the trusted side computes in memory
+    /// from `inputs` (raw files: the call's fresh inputs, which the judge has compared with
+    /// what it wrote; they are never used again, so nothing is cached).
     fn check_timed(
         &mut self,
         task: &Task,
         w: usize,
         seed: u64,
         outputs: &Value,
-        read_back: &Value,
-        given: &Value,
+        inputs: &Value,
         corr: &mut Correctness,
     ) -> Result<Option<Verdict>, Failure> {
-        let cache = self.fresh_cache();
         self.ensure_loaded(task)?;
-        let prep = json!({"cmd": "prepare", "task": task.content_hash, "workload": w, "seed": seed,
-                          "cache_dir": cache, "given_inputs": given});
-        self.trusted_call(task, prep)?;
         let req = json!({
             "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,
-            "outputs": outputs, "input_files": read_back, "cache_dir": cache,
+            "outputs": outputs, "given_inputs": inputs,
         });
         self.judge_outputs(task, w, seed, req, corr)
     }

@@ -5,8 +5,8 @@ use crate::fresh::{self, Refresh};
 use crate::slots::{Dirs, Slot, TensorSpec};
 use crate::timing::{Paired, RoundPlan, NOISY};
 use crate::{
-    axis_values, Elimination, EvalResult, Failure, Flush, Judge, JudgeError, Timing, Verdict,
-    WorkloadPerf,
+    axis_values, Elimination, EvalResult, Failure, Flush, Judge, JudgeError, Status, Timing,
+    Verdict, WorkloadPerf,
 };
 use ksmith_harness::{CallError, HarnessError, Peer};
 use ksmith_task::{DType, Task};
@@ -66,10 +66,11 @@ struct Snapshot {
     call: usize,
     /// Its outputs.
     outputs: Value,
-    /// Its inputs as read back after the call (a kernel may not change them).
-    read_back: Value,
-    /// Its inputs as the judge wrote them (the reference is computed from these).
-    given: Value,
+    /// Its inputs as read back after the call: equal to what the judge wrote (else `mutated`),
+    /// so the reference is computed from them.
+    inputs: Value,
+    /// The first input the call changed, if any.
+    mutated: Option<String>,
 }
 
 /// Fails the call (the runner killed) if a timing buffer was shortened: touching its mapping
@@ -84,7 +85,8 @@ fn intact(runner: &mut Peer, slot: &Slot) -> Result<(), Failure> {
     )))
 }
 
-/// Copies call `slot`'s buffers, and the inputs the judge wrote there, into trusted files.
+/// Copies call `slot`'s buffers into trusted files, and compares its inputs with what the
+/// judge wrote there (drawn again from the call's seed, or the trusted side's files).
 fn snapshot(
     t: &Timer,
     slot: usize,
@@ -93,26 +95,27 @@ fn snapshot(
     outs: &[TensorSpec],
 ) -> std::io::Result<Snapshot> {
     let prefix = format!("check_w{}_r{}", t.w, t.rounds);
-    let (outputs, read_back) = t.slots[slot].dump(dir, &prefix, ins, outs)?;
-    let mut given = serde_json::Map::new();
+    let (outputs, inputs) = t.slots[slot].dump(dir, &prefix, ins, outs)?;
+    let mut mutated = None;
     for (k, spec) in ins.iter().enumerate() {
-        let path = if t.draws {
+        let given = if t.draws {
             let mut bytes = vec![0u8; spec.bytes];
             let seed = fresh::input_seed(t.round_seeds[slot], k);
             fresh::fill(&mut bytes, &t.base_set[k], &t.refresh[k], seed);
-            let p = dir.join(format!("{prefix}.given.{}.bin", spec.name));
-            std::fs::write(&p, &bytes)?;
-            p
+            bytes
         } else {
-            t.round_files[slot][k].clone()
+            std::fs::read(&t.round_files[slot][k])?
         };
-        given.insert(spec.name.clone(), json!(path.display().to_string()));
+        if given != t.slots[slot].input(k) {
+            mutated = Some(spec.name.clone());
+            break;
+        }
     }
     Ok(Snapshot {
         call: slot,
         outputs,
-        read_back,
-        given: Value::Object(given),
+        inputs,
+        mutated,
     })
 }
 
@@ -582,15 +585,14 @@ impl Judge {
         if let Some(snap) = t.snapshot.take() {
             let seed = t.round_seeds[snap.call];
             let mut corr = r.correctness.take().unwrap_or_default();
-            let checked = self.check_timed(
-                task,
-                t.w,
-                seed,
-                &snap.outputs,
-                &snap.read_back,
-                &snap.given,
-                &mut corr,
-            );
+            let checked = match &snap.mutated {
+                Some(name) => Ok(Some(Verdict::new(
+                    Status::IncorrectNumerical,
+                    "input_mutated",
+                    format!("input {name} changed during the call"),
+                ))),
+                None => self.check_timed(task, t.w, seed, &snap.outputs, &snap.inputs, &mut corr),
+            };
             r.correctness = Some(corr);
             verdict = checked?.map(|mut v| {
                 v.detail = format!(
@@ -600,7 +602,7 @@ impl Judge {
                 v
             });
             files.extend(
-                [&snap.outputs, &snap.read_back, &snap.given]
+                [&snap.outputs, &snap.inputs]
                     .into_iter()
                     .filter_map(Value::as_object)
                     .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from)),

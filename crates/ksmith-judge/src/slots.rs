@@ -196,6 +196,11 @@ impl Slot {
         self.ins.iter().chain(&self.outs).for_each(Buffer::evict);
     }
 
+    /// The bytes of input `k` as they are now.
+    pub(crate) fn input(&self, k: usize) -> &[u8] {
+        self.ins[k].bytes()
+    }
+
     /// Writes the slot's outputs and inputs, as they are now, into trusted files for a check:
     /// (outputs by name, inputs by name).
     pub(crate) fn dump(
