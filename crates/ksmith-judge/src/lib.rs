@@ -288,7 +288,11 @@ impl Judge {
                 ksmith_task::content_hash(all.as_bytes())[..16].to_string();
             self.trusted = Some(peer);
         }
-        Ok(self.trusted.as_mut().expect("just started"))
+        let peer = self.trusted.as_mut().expect("just started");
+        // Timing stops it for the candidate's turn; a round that ended early (a candidate
+        // fault) must not leave it stopped for the next request.
+        peer.thaw();
+        Ok(peer)
     }
 
     fn trusted_call(&mut self, task: &Task, req: Value) -> Result<Value, JudgeError> {
