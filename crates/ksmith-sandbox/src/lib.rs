@@ -551,10 +551,10 @@ impl Sandboxed {
         };
         // A private /dev/shm: POSIX shared memory works (LLVM's OpenMP runtime registers
         // itself there and aborts otherwise) without a channel to other sandboxes.
-        let shm = if userns && Path::new("/dev/shm").is_dir() {
+        let shm = if userns && Path::new(SHM).is_dir() {
             let dir = memory_tempdir("ksmith-sbx-shm-")?;
             limits.view.write.push(dir.path().to_path_buf());
-            binds.push((dir.path().to_path_buf(), PathBuf::from("/dev/shm")));
+            binds.push((dir.path().to_path_buf(), PathBuf::from(SHM)));
             Some(dir)
         } else {
             None
