@@ -47,7 +47,7 @@ struct Cli {
     #[arg(long, global = true, env = "KSMITH_PYTHON")]
     python: Option<PathBuf>,
     /// OpenMP threads for candidates (default: all cores).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = parse_threads)]
     threads: Option<usize>,
     /// Judge untrusted code even where an isolation layer is missing (see `ksmith hw`); every
     /// result records it. Without it the judge refuses on such a machine.
@@ -60,8 +60,8 @@ struct Cli {
 /// Options shared by `eval` and `bench`.
 #[derive(clap::Args, Clone)]
 struct JudgeOpts {
-    /// Wall-clock limit per candidate call, in seconds.
-    #[arg(long, default_value_t = 30.0)]
+    /// Wall-clock limit per candidate call, in seconds (0.1 to 86400).
+    #[arg(long, default_value_t = 30.0, value_parser = parse_timeout)]
     timeout: f64,
     /// Seeds per workload in the full check (at least 3).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=100))]
@@ -76,8 +76,25 @@ struct JudgeOpts {
     #[arg(long, value_enum, default_value_t = FlushArg::Auto)]
     flush: FlushArg,
     /// Minimum timed milliseconds per side (candidate, baseline) per workload.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     min_time_ms: u64,
+}
+
+/// `--timeout`: a finite number of seconds, 0.1 to a day (NaN and 0 once became 0.1 s and
+/// stored a correct kernel as TIMEOUT).
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.1..=86_400.0).contains(&v) => Ok(v),
+        _ => Err("expected a number of seconds from 0.1 to 86400".into()),
+    }
+}
+
+/// `--threads`: 1 to 1024.
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err("expected a whole number of threads from 1 to 1024".into()),
+    }
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -275,7 +292,7 @@ impl Ctx {
             .map_err(env_err)?;
         let hw = self.hardware(&compiler, false)?;
         let mut config = JudgeConfig::new(self.store_dir.join("cache"), self.threads);
-        config.call_timeout = Duration::from_secs_f64(opts.timeout.max(0.1));
+        config.call_timeout = Duration::from_secs_f64(opts.timeout);
         config.min_time = Duration::from_millis(opts.min_time_ms);
         config.timing = !opts.no_timing;
         config.unsafe_no_sandbox = self.unsafe_no_sandbox;

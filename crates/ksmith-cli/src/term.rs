@@ -14,30 +14,45 @@ use ksmith_task::escape;
 use std::borrow::Cow;
 use std::fmt;
 
-/// Prints a line on stdout, escaped for the terminal.
-#[allow(clippy::print_stdout)]
-pub(crate) fn out(args: fmt::Arguments) {
-    match args.as_str() {
-        Some(s) => println!("{}", escape::for_terminal(s)),
-        None => println!("{}", escape::for_terminal(&args.to_string())),
+/// Writes one line to stdout. A closed pipe (`ksmith runs | head -1`) ends the process
+/// quietly with the status a shell gives a tool killed by SIGPIPE (141), instead of a panic;
+/// SIGPIPE itself stays ignored, so a sandboxed child that dies never kills ksmith.
+fn write_stdout(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
     }
 }
 
-/// Prints a line on stderr, escaped for the terminal.
-#[allow(clippy::print_stderr)]
-pub(crate) fn err(args: fmt::Arguments) {
+/// Prints a line on stdout, escaped for the terminal.
+pub(crate) fn out(args: fmt::Arguments) {
     match args.as_str() {
-        Some(s) => eprintln!("{}", escape::for_terminal(s)),
-        None => eprintln!("{}", escape::for_terminal(&args.to_string())),
+        Some(s) => write_stdout(&escape::for_terminal(s)),
+        None => write_stdout(&escape::for_terminal(&args.to_string())),
     }
+}
+
+/// Prints a line on stderr, escaped for the terminal (a closed stderr is ignored).
+pub(crate) fn err(args: fmt::Arguments) {
+    use std::io::Write;
+    let _ = match args.as_str() {
+        Some(s) => writeln!(std::io::stderr().lock(), "{}", escape::for_terminal(s)),
+        None => writeln!(
+            std::io::stderr().lock(),
+            "{}",
+            escape::for_terminal(&args.to_string())
+        ),
+    };
 }
 
 /// Prints a serialized JSON document on stdout. serde_json escapes C0 controls in strings;
 /// DEL, C1 controls, bidi controls and U+2028/U+2029 are legal raw in JSON and are escaped
 /// here as `\uXXXX` (the same value for a program, inert on a terminal).
-#[allow(clippy::print_stdout)]
 pub(crate) fn json(v: &impl fmt::Display) {
-    println!("{}", escape::json_text(&v.to_string()));
+    write_stdout(&escape::json_text(&v.to_string()));
 }
 
 /// `println!`, escaped (see the module documentation).

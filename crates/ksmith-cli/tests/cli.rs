@@ -398,6 +398,56 @@ fn hw_reports_a_measured_roofline() {
     assert!(v["cores"].as_u64().unwrap() >= 1);
 }
 
+/// Numeric flags out of range are input errors naming the flag, before any work (a NaN or
+/// zero timeout once became 0.1 s and stored a correct kernel as TIMEOUT).
+#[test]
+fn numeric_flags_out_of_range_are_refused_naming_the_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    for (flag, value) in [
+        ("--timeout", "nan"),
+        ("--timeout", "0"),
+        ("--timeout", "-3"),
+        ("--threads", "0"),
+        ("--min-time-ms", "0"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let out = ksmith(
+            &store,
+            &[
+                "eval",
+                "tasks/starter/vector_add",
+                "tasks/starter/vector_add/solutions/fast",
+                &arg,
+            ],
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+    assert!(!store.join("ksmith.db").exists(), "nothing stored");
+}
+
+/// `ksmith hw | head -1`: the reader goes away before ksmith writes; ksmith ends quietly with
+/// the status a shell shows for SIGPIPE, not a panic and a backtrace.
+#[test]
+fn a_closed_pipe_ends_quietly_not_with_a_panic() {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
+        .arg("--store")
+        .arg(shared_store())
+        .arg("hw")
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn scalar_inputs_pass_by_value_and_a_wrong_signature_is_a_compile_error() {
     let tmp = tempfile::tempdir().unwrap();
