@@ -63,6 +63,31 @@ impl Formula {
         })
     }
 
+    /// Parses a constraint: `parse`, then one trial evaluation with every name at 64, which
+    /// must give a boolean (evalexpr builds a tree for `BM <= <= N` that only fails when
+    /// evaluated). Arithmetic errors of the trial values (a division by zero) are not the
+    /// constraint's fault and pass.
+    pub fn parse_constraint(text: &str, names: &[&str]) -> Result<Formula, FormulaError> {
+        use evalexpr::EvalexprError as E;
+        let f = Formula::parse(text, names)?;
+        let trial: BTreeMap<String, i64> = names.iter().map(|n| (n.to_string(), 64)).collect();
+        match f
+            .tree
+            .eval_boolean_with_context(&Self::context(&trial, false))
+        {
+            Ok(_)
+            | Err(E::DivisionError { .. })
+            | Err(E::ModulationError { .. })
+            | Err(E::AdditionError { .. })
+            | Err(E::SubtractionError { .. })
+            | Err(E::MultiplicationError { .. }) => Ok(f),
+            Err(e) => Err(FormulaError::Parse {
+                text: text.to_string(),
+                message: format!("not a true/false condition ({e})"),
+            }),
+        }
+    }
+
     /// The source text.
     pub fn text(&self) -> &str {
         &self.text

@@ -274,7 +274,7 @@ impl Solution {
             .map_err(|why| one("-", format!("{SOLUTION_FILE} {why}")))?;
         let t: Table = text
             .parse()
-            .map_err(|e: toml::de::Error| one("-", format!("invalid TOML: {}", e.message())))?;
+            .map_err(|e: toml::de::Error| one("-", crate::task::toml_error(&text, &e)))?;
         let mut problems = Vec::new();
         let mut err = |field: &str, msg: String| problems.push(Problem::new(&file, field, msg));
         for k in t.keys() {
@@ -454,7 +454,7 @@ fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> 
         .collect();
     let mut scope: Vec<&str> = task.axes.iter().map(|a| a.name.as_str()).collect();
     scope.extend(names.iter().map(String::as_str));
-    let mut out = Vec::new();
+    let mut out: Vec<Tunable> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let field = format!("tunables[{i}]");
         let Some(tt) = item.as_table() else {
@@ -484,6 +484,13 @@ fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> 
                     name.escape_debug(),
                     name.escape_debug()
                 ),
+            );
+            continue;
+        }
+        if out.iter().any(|t| t.name == name) || task.axes.iter().any(|a| a.name == name) {
+            err(
+                &format!("{field}.name"),
+                format!("`{name}` is already the name of another tunable or of a task axis"),
             );
             continue;
         }
@@ -519,7 +526,7 @@ fn parse_tunables(t: &Table, task: &Task, err: &mut dyn FnMut(&str, String)) -> 
         let mut constraints = Vec::new();
         if let Some(cs) = tt.get("constraints").and_then(Value::as_array) {
             for (j, c) in cs.iter().enumerate() {
-                match c.as_str().map(|s| Formula::parse(s, &scope)) {
+                match c.as_str().map(|s| Formula::parse_constraint(s, &scope)) {
                     Some(Ok(f)) => constraints.push(f),
                     Some(Err(e)) => err(&format!("{field}.constraints[{j}]"), e.to_string()),
                     None => err(
@@ -820,6 +827,22 @@ mod tests {
             ));
             assert!(one_problem(d.path()).contains("tunables[0].name"), "{name}");
         }
+    }
+
+    #[test]
+    fn duplicate_tunables_and_broken_constraints_are_refused() {
+        let d = dir_with(
+            "sources = [\"kernel.c\"]\n[[tunables]]\nname = \"BM\"\nvalues = [1, 2]\n[[tunables]]\nname = \"BM\"\nvalues = [4]\n",
+        );
+        let p = one_problem(d.path());
+        assert!(
+            p.contains("tunables[1].name") && p.contains("already"),
+            "{p}"
+        );
+        let d = dir_with(
+            "sources = [\"kernel.c\"]\n[[tunables]]\nname = \"BM\"\nvalues = [1, 2]\nconstraints = [\"BM <= <= N\"]\n",
+        );
+        assert!(one_problem(d.path()).contains("tunables[0].constraints[0]"));
     }
 
     /// Every solution shipped in tasks/ still loads under the allow-list and file checks.

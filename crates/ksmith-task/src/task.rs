@@ -242,6 +242,22 @@ fn ser_formula<S: serde::Serializer>(f: &Formula, s: S) -> Result<S::Ok, S::Erro
 /// File name of the task definition inside a task directory.
 pub const TASK_FILE: &str = "task.toml";
 
+/// A TOML syntax error as one line with where it is: "invalid TOML at line L, column C: ...".
+pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!(
+                "invalid TOML at line {line}, column {column}: {}",
+                e.message()
+            )
+        }
+        None => format!("invalid TOML: {}", e.message()),
+    }
+}
+
 impl Task {
     /// Loads `dir/task.toml`, collecting every problem found.
     pub fn load(dir: &Path) -> Result<Task, Problems> {
@@ -251,11 +267,7 @@ impl Task {
         let text = std::fs::read_to_string(&file)
             .map_err(|e| Problems(vec![Problem::new(&file, "-", format!("cannot read: {e}"))]))?;
         let table: Table = text.parse().map_err(|e: toml::de::Error| {
-            Problems(vec![Problem::new(
-                &file,
-                "-",
-                format!("invalid TOML: {}", e.message()),
-            )])
+            Problems(vec![Problem::new(&file, "-", toml_error(&text, &e))])
         })?;
         let mut r = Reader {
             file: file.clone(),
@@ -968,6 +980,17 @@ pub(crate) fn is_identifier(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_toml_syntax_error_names_its_line_and_column() {
+        let text = "name = \"x\"\nop_class = \"elementwise\" = = broken\n";
+        let e = text.parse::<Table>().unwrap_err();
+        let msg = toml_error(text, &e);
+        assert!(
+            msg.starts_with("invalid TOML at line 2, column 26: "),
+            "{msg}"
+        );
+    }
 
     const GOOD: &str = r#"
 name = "softmax"
