@@ -429,10 +429,10 @@ impl Judge {
                           "cache_dir": self.ref_cache()});
         let started = Instant::now();
         let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
-        let timed_ns: u64 = samples(&b).sum();
         let base_round: Vec<u64> = samples(&b).collect();
+        let timed_ns: u64 = base_round.iter().sum();
         self.split.baseline_s += (started.elapsed().as_secs_f64() - timed_ns as f64 / 1e9).max(0.0);
-        t.base.extend(samples(&b));
+        t.base.extend(&base_round);
         let sets = t.slots.len() - 1;
         let n = t.plan.reps(&t.cand).clamp(1, sets);
         t.round_seeds.clear();
