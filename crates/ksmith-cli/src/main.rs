@@ -10,6 +10,7 @@
 mod term;
 mod agent;
 mod bench;
+mod deploy;
 mod optimize;
 mod report;
 mod tune;
@@ -27,7 +28,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// Exit code: evaluation ran and the candidate failed.
-const EXIT_FAILED: u8 = 1;
+pub(crate) const EXIT_FAILED: u8 = 1;
 /// Exit code: bad usage or bad input (task, solution, flag).
 pub(crate) const EXIT_INPUT: u8 = 2;
 /// Exit code: the environment failed (no compiler, Python setup, harness crash).
@@ -167,15 +168,28 @@ enum Cmd {
     /// Task authoring.
     #[command(subcommand)]
     Task(TaskCmd),
-    /// Export stored evaluations.
+    /// Export stored evaluations: FlashInfer traces, or the winners as a JAX package.
     Export {
         /// Output format.
         #[arg(long, value_enum)]
         format: ExportFormat,
-        /// Output directory.
-        #[arg(long, default_value = "ksmith-traces")]
-        out: PathBuf,
+        /// Output directory (default: ksmith-traces, or ksmith-kernels for jax).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// jax: the TASK or SUITE directories whose kernels to export.
+        paths: Vec<PathBuf>,
+        /// jax: export this evaluation for its task instead of the fastest (repeatable).
+        #[arg(long = "eval", value_name = "ID", conflicts_with = "best")]
+        evals: Vec<i64>,
+        /// jax: per task, the fastest PASSED evaluation on this machine (the default).
+        #[arg(long)]
+        best: bool,
+        /// jax: the Python package's import name.
+        #[arg(long, default_value = "ksmith_kernels")]
+        name: String,
     },
+    /// Re-check an exported JAX package's kernels on fresh seeds and time them inside jax.jit.
+    VerifyExport(deploy::VerifyArgs),
 }
 
 #[derive(Subcommand)]
@@ -188,17 +202,19 @@ enum TaskCmd {
 enum ExportFormat {
     /// FlashInfer Trace schema (definitions/, solutions/, traces/*.jsonl).
     FlashinferTrace,
+    /// An installable Python package calling the best kernels from JAX (docs/deploy.md).
+    Jax,
 }
 
 /// An error with the exit code it maps to.
 #[derive(Debug)]
-struct Exit(u8, anyhow::Error);
+pub(crate) struct Exit(u8, anyhow::Error);
 
-fn input(e: impl Into<anyhow::Error>) -> Exit {
+pub(crate) fn input(e: impl Into<anyhow::Error>) -> Exit {
     Exit(EXIT_INPUT, e.into())
 }
 
-fn env_err(e: impl Into<anyhow::Error>) -> Exit {
+pub(crate) fn env_err(e: impl Into<anyhow::Error>) -> Exit {
     Exit(EXIT_ENV, e.into())
 }
 
@@ -250,12 +266,33 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         Cmd::Export {
             format: ExportFormat::FlashinferTrace,
             out,
+            paths,
+            evals,
+            ..
         } => {
+            if !paths.is_empty() || !evals.is_empty() {
+                return Err(input(anyhow!(
+                    "export --format flashinfer-trace exports every stored evaluation; it takes no TASK or --eval"
+                )));
+            }
+            let out = out.unwrap_or_else(|| PathBuf::from("ksmith-traces"));
             let store = ctx.store()?;
             let n = ksmith_store::export_flashinfer(&store, &out).map_err(env_err)?;
             say!("wrote {n} traces to {}", out.display());
             Ok(0)
         }
+        Cmd::Export {
+            format: ExportFormat::Jax,
+            out,
+            paths,
+            evals,
+            name,
+            ..
+        } => {
+            let out = out.unwrap_or_else(|| PathBuf::from("ksmith-kernels"));
+            deploy::export_jax(&ctx, &paths, &evals, &out, &name)
+        }
+        Cmd::VerifyExport(args) => deploy::verify_export(&ctx, &args),
     }
 }
 
@@ -379,7 +416,7 @@ fn cmd_eval(
     })
 }
 
-fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {
+pub(crate) fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {
     if path.join(ksmith_task::TASK_FILE_NAME).exists() {
         return Ok(vec![path.to_path_buf()]);
     }
@@ -473,7 +510,7 @@ pub(crate) fn validate_dir(
     Ok(problems)
 }
 
-fn default_opts() -> JudgeOpts {
+pub(crate) fn default_opts() -> JudgeOpts {
     JudgeOpts {
         timeout: 30.0,
         seeds: 3,

@@ -343,6 +343,36 @@ impl Store {
         }
     }
 
+    /// Ids of the PASSED evaluations of `task` whose task hash is one of `task_hashes` (the
+    /// task as it is now, one hash per workload set), optionally on one environment
+    /// fingerprint, oldest first.
+    pub fn passed(
+        &self,
+        task: &str,
+        task_hashes: &[String],
+        fingerprint: Option<&str>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, task_hash FROM evaluations
+                 WHERE task = ?1 AND status = 'PASSED' AND (?2 IS NULL OR env_fingerprint = ?2)
+                 ORDER BY id",
+            )
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map(params![task, fingerprint], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.sql(e))?;
+        Ok(rows
+            .into_iter()
+            .filter(|(_, h)| task_hashes.contains(h))
+            .map(|(id, _)| id)
+            .collect())
+    }
+
     /// Ids of all evaluations, oldest first.
     pub fn ids(&self) -> Result<Vec<i64>, StoreError> {
         let mut stmt = self

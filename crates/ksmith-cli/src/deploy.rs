@@ -1,0 +1,321 @@
+//! `ksmith export --format jax` and `ksmith verify-export`: the winners as a Python package
+//! callable from JAX (`ksmith-deploy` writes it), and the package re-checked and timed through
+//! its own bindings inside `jax.jit`.
+
+use crate::term::one;
+use crate::{default_opts, env_err, input, task_dirs, Ctx, Exit, EXIT_FAILED};
+use anyhow::anyhow;
+use clap::Args;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use ksmith_deploy::{choose_best, choose_eval, write_package};
+use ksmith_harness::PythonEnv;
+use ksmith_task::Task;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// `ksmith verify-export` options.
+#[derive(Args)]
+pub(crate) struct VerifyArgs {
+    /// The exported package directory (the one holding pyproject.toml).
+    dir: PathBuf,
+    /// Only this kernel (repeatable).
+    #[arg(long)]
+    kernel: Vec<String>,
+    /// Fresh seeds per workload.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
+    seeds: u32,
+    /// Timing rounds per workload (kernel and reference alternating).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
+    /// Check only; skip timing.
+    #[arg(long)]
+    no_timing: bool,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Writes the JAX package for the tasks under `paths`: per task the fastest PASSED evaluation
+/// on this machine, or the one named with `--eval`.
+pub(crate) fn export_jax(
+    ctx: &Ctx,
+    paths: &[PathBuf],
+    evals: &[i64],
+    out: &Path,
+    package: &str,
+) -> Result<u8, Exit> {
+    if paths.is_empty() {
+        return Err(input(anyhow!(
+            "export --format jax needs the tasks to export: TASK or SUITE directories"
+        )));
+    }
+    let mut tasks: Vec<Task> = Vec::new();
+    for p in paths {
+        for dir in task_dirs(p)? {
+            tasks.push(crate::load_task(&dir)?);
+        }
+    }
+    let store = ctx.store()?;
+    // Evaluations named with --eval, matched to their task by name.
+    let mut named: Vec<(i64, Option<usize>)> = Vec::new();
+    for &id in evals {
+        let e = store
+            .get(id)
+            .map_err(env_err)?
+            .ok_or_else(|| input(anyhow!("--eval {id}: no such evaluation")))?;
+        let at = tasks.iter().position(|t| t.name == e.result.task);
+        if at.is_none() {
+            return Err(input(anyhow!(
+                "--eval {id}: it is of task `{}`, which is not among the tasks given",
+                e.result.task
+            )));
+        }
+        if named.iter().any(|(_, t)| *t == at) {
+            return Err(input(anyhow!(
+                "--eval {id}: another --eval already names an evaluation of task `{}`",
+                e.result.task
+            )));
+        }
+        named.push((id, at));
+    }
+    let fingerprint = if named.len() < tasks.len() {
+        let mut judge = ctx.judge(&default_opts())?;
+        judge.environment().map_err(env_err)?.fingerprint.clone()
+    } else {
+        String::new()
+    };
+    let mut choices = Vec::new();
+    let mut missing = Vec::new();
+    for (i, task) in tasks.iter().enumerate() {
+        let chosen = match named.iter().find(|(_, t)| *t == Some(i)) {
+            Some((id, _)) => choose_eval(&store, task, *id).map_err(input)?,
+            None => match choose_best(&store, task, &fingerprint) {
+                Ok(c) => c,
+                Err(e @ ksmith_deploy::DeployError::NoPassed { .. }) => {
+                    missing.push(e.to_string());
+                    continue;
+                }
+                Err(e) => return Err(env_err(e)),
+            },
+        };
+        choices.push(chosen);
+    }
+    if !missing.is_empty() {
+        return Err(input(anyhow!("nothing written: {}", missing.join("\n  "))));
+    }
+    let written = write_package(out, package, &choices).map_err(|e| match e {
+        ksmith_deploy::DeployError::Io { .. } => env_err(e),
+        other => input(other),
+    })?;
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "kernel",
+        "solution",
+        "language",
+        "evaluation",
+        "judged speedup",
+    ]);
+    for c in &choices {
+        let r = &c.eval.result;
+        t.add_row(vec![
+            c.task.name.clone(),
+            one(&r.solution).into_owned(),
+            c.language.name().to_string(),
+            c.eval.id.to_string(),
+            r.performance
+                .as_ref()
+                .map(|p| {
+                    format!(
+                        "{:.2}x ({:.2}-{:.2})",
+                        p.speedup, p.speedup_interval.0, p.speedup_interval.1
+                    )
+                })
+                .unwrap_or_else(|| "untimed".into()),
+        ]);
+    }
+    say!("{t}");
+    say!(
+        "wrote package `{}` ({} kernels) to {}",
+        written.package,
+        written.kernels.len(),
+        written.dir.display()
+    );
+    say!(
+        "install: pip install {}   check it here: ksmith verify-export {}",
+        written.dir.display(),
+        written.dir.display()
+    );
+    Ok(0)
+}
+
+/// The import name of the package exported into `dir` (the subdirectory with a manifest).
+fn package_in(dir: &Path) -> Result<String, Exit> {
+    if !dir.join("pyproject.toml").is_file() {
+        return Err(input(anyhow!(
+            "{}: no pyproject.toml; give the directory written by ksmith export --format jax",
+            dir.display()
+        )));
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| input(anyhow!("{}: {e}", dir.display())))?;
+    let mut found = Vec::new();
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.join("manifest.json").is_file() && p.join("__init__.py").is_file() {
+            found.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(input(anyhow!(
+            "{}: no package with a manifest.json inside; give the directory written by ksmith export --format jax",
+            dir.display()
+        ))),
+        _ => Err(input(anyhow!(
+            "{}: several packages ({}); give one export directory",
+            dir.display(),
+            found.join(", ")
+        ))),
+    }
+}
+
+/// Re-checks and times every kernel of an exported package through its own bindings.
+pub(crate) fn verify_export(ctx: &Ctx, args: &VerifyArgs) -> Result<u8, Exit> {
+    let dir = std::path::absolute(&args.dir).unwrap_or_else(|_| args.dir.clone());
+    let package = package_in(&dir)?;
+    let env =
+        PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}")).map_err(env_err)?;
+    let mut cmd = std::process::Command::new(&env.python);
+    cmd.arg("-m")
+        .arg(format!("{package}.verify"))
+        .arg("--json")
+        .arg("--seeds")
+        .arg(args.seeds.to_string())
+        .arg("--rounds")
+        .arg(args.rounds.to_string());
+    if args.no_timing {
+        cmd.arg("--no-timing");
+    }
+    for k in &args.kernel {
+        cmd.arg("--kernel").arg(k);
+    }
+    // The package is imported from the export directory itself, not from an installed copy.
+    let path = match std::env::var_os("PYTHONPATH") {
+        Some(p) if !p.is_empty() => {
+            let mut s = dir.clone().into_os_string();
+            s.push(":");
+            s.push(p);
+            s
+        }
+        _ => dir.clone().into_os_string(),
+    };
+    cmd.env("PYTHONPATH", path)
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    note!("ksmith: checking and timing {package} inside jax.jit...");
+    let output = cmd
+        .output()
+        .map_err(|e| env_err(anyhow!("running {}: {e}", env.python.display())))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .ok_or_else(|| {
+            env_err(anyhow!(
+                "{package}.verify printed no result (exit {}); its errors are above",
+                output.status
+            ))
+        })?;
+    if args.json {
+        crate::term::json(&report);
+    } else {
+        print_report(&report);
+    }
+    let kernels = report["kernels"].as_array().cloned().unwrap_or_default();
+    let ok = !kernels.is_empty() && kernels.iter().all(|k| k["status"] == "ok");
+    Ok(if ok { 0 } else { EXIT_FAILED })
+}
+
+fn print_report(report: &Value) {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "kernel",
+        "workload",
+        "checks",
+        "kernel ms",
+        "XLA ms",
+        "speedup in jax.jit (95%)",
+        "judged",
+    ]);
+    let num = |v: &Value, d: usize| v.as_f64().map(|x| format!("{x:.d$}")).unwrap_or_default();
+    for k in report["kernels"].as_array().into_iter().flatten() {
+        let name = one(k["name"].as_str().unwrap_or("?")).into_owned();
+        if k["status"] == "unavailable" {
+            t.add_row(vec![
+                name,
+                format!("unavailable: {}", one(k["detail"].as_str().unwrap_or(""))),
+            ]);
+            continue;
+        }
+        for w in k["workloads"].as_array().into_iter().flatten() {
+            let axes = w["axes"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(a, v)| format!("{a}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default();
+            let checks = if w["correct"] == true {
+                format!("{} ok", w["checks"])
+            } else {
+                format!(
+                    "FAILED {}",
+                    one(w["detail"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!(
+                            "{} out of tolerance, max abs error {}",
+                            w["fraction_bad"], w["max_abs_error"]
+                        ))
+                        .as_str())
+                )
+            };
+            let speed = match (w["speedup"].as_f64(), w["speedup_interval"].as_array()) {
+                (Some(s), Some(i)) if i.len() == 2 => {
+                    format!("{s:.2}x ({}-{})", num(&i[0], 2), num(&i[1], 2))
+                }
+                _ => String::new(),
+            };
+            t.add_row(vec![
+                name.clone(),
+                axes,
+                checks,
+                num(&w["kernel_ms"], 3),
+                num(&w["reference_ms"], 3),
+                speed,
+                String::new(),
+            ]);
+        }
+        t.add_row(vec![
+            name,
+            "geomean".into(),
+            k["status"].as_str().unwrap_or("").to_string(),
+            String::new(),
+            String::new(),
+            k["speedup"]
+                .as_f64()
+                .map(|s| format!("{s:.2}x"))
+                .unwrap_or_default(),
+            k["judged_speedup"]
+                .as_f64()
+                .map(|s| format!("{s:.2}x"))
+                .unwrap_or_else(|| "untimed".into()),
+        ]);
+    }
+    say!("{t}");
+}
