@@ -132,8 +132,7 @@ class Kernel:
             for axis, v in zip(spec["shape"], shape, strict=True):
                 if axis in values and values[axis] != v:
                     raise ValueError(
-                        f"{self.name}(): input {spec['name']} has {axis}={v}, but {axis}={values[axis]} "
-                        "from the other inputs (or the task's constant)"
+                        f"{self.name}(): input {spec['name']} has {axis}={v}, but {axis}={values[axis]} from the other inputs (or the task's constant)"
                     )
                 values[axis] = int(v)
         missing = [a for a in self.axis_names if a not in values]
@@ -201,9 +200,7 @@ class Kernel:
         """The task's JAX reference (what the kernel was checked against)."""
         if self._reference is None:
             ref = self.spec["reference"]
-            module = _load_module(
-                os.path.join(self.dir, "ref", ref["file"]), f"_ksmith_ref_{self.package}_{self.name}"
-            )
+            module = _load_module(os.path.join(self.dir, "ref", ref["file"]), f"_ksmith_ref_{self.package}_{self.name}")
             self._reference = getattr(module, ref["function"])
         return self._reference(*args)
 
@@ -340,9 +337,7 @@ class Kernel:
                 _registered.add((target, platform))
 
         def call(arrays, axes):
-            out_types = [
-                jax.ShapeDtypeStruct(tuple(axes[a] for a in o["shape"]), dtype_of(o["dtype"])) for o in self.outputs
-            ]
+            out_types = [jax.ShapeDtypeStruct(tuple(axes[a] for a in o["shape"]), dtype_of(o["dtype"])) for o in self.outputs]
             # vmap: one call per batch element; the kernel's C ABI has no batch axis.
             fn = jax.ffi.ffi_call(target, out_types, vmap_method="sequential")
             return fn(*arrays, **{a: np.int64(axes[a]) for a in self.axis_names})
@@ -400,10 +395,8 @@ class _TritonReplay:
         from triton.runtime.jit import KernelInterface
 
         k = self.kernel
-        specs = list(k.inputs) + [o for o in k.outputs]
-        holders = [
-            _Placeholder(i, [axes[a] for a in s["shape"]], dtype_of(s["dtype"])) for i, s in enumerate(specs)
-        ]
+        specs = list(k.inputs) + list(k.outputs)
+        holders = [_Placeholder(i, [axes[a] for a in s["shape"]], dtype_of(s["dtype"])) for i, s in enumerate(specs)]
         launches = []
         original = KernelInterface.__getitem__
 

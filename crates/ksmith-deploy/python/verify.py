@@ -55,9 +55,7 @@ def _inputs(kernel, workload, seed):
 
     dists = dict(workload["inputs"])
     axes = workload["axes"]
-    return [
-        _draw(rng, dists[s["name"]], [axes[a] for a in s["shape"]], s["dtype"], axes, generator) for s in kernel.inputs
-    ]
+    return [_draw(rng, dists[s["name"]], [axes[a] for a in s["shape"]], s["dtype"], axes, generator) for s in kernel.inputs]
 
 
 def _check(kernel, outputs, refs):
@@ -100,7 +98,7 @@ def _interval(ratios):
     n = len(r)
     if n < 6:
         return r[0], r[-1]
-    k = max(0, int(math.floor((n - 1.96 * math.sqrt(n)) / 2)))
+    k = max(0, math.floor((n - 1.96 * math.sqrt(n)) / 2))
     return r[k], r[n - 1 - k]
 
 
@@ -111,7 +109,7 @@ def _time(kernel, args, rounds, min_round_ms):
         jax.block_until_ready(fk(*args))
         jax.block_until_ready(fr(*args))
     one = max(_time_calls(fk, args, 3), _time_calls(fr, args, 3), 1e-3)
-    n = max(3, min(200, int(math.ceil(min_round_ms / one))))
+    n = max(3, min(200, math.ceil(min_round_ms / one)))
     ratios, k_ms, r_ms = [], [], []
     for i in range(rounds):
         if i % 2 == 0:

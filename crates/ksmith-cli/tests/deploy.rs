@@ -1,0 +1,284 @@
+//! `ksmith export --format jax` and `ksmith verify-export` through the real binary: the starter
+//! suite's fast C kernels exported, pip-installed into a fresh virtual environment, called from
+//! `jax.jit` code through XLA's FFI, and re-checked and timed by `verify-export`.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `python` with args; panics with its output when it fails.
+fn python(py: &Path, args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> String {
+    let o = Command::new(py)
+        .args(args)
+        .current_dir(cwd)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
+        .output()
+        .expect("run python");
+    assert!(
+        o.status.success(),
+        "{} {args:?} failed:\n{}",
+        py.display(),
+        text(&o)
+    );
+    stdout(&o)
+}
+
+/// Evaluates `task`'s `solution` into `store`; returns the evaluation JSON.
+fn eval(store: &Path, task: &Path, solution: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "eval",
+        task.to_str().unwrap(),
+        solution.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let o = ksmith(store, &args);
+    json(&o)
+}
+
+#[test]
+fn starter_kernels_are_exported_installed_and_called_from_jax_jit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let starter = root().join("tasks/starter");
+    for t in ["vector_add", "softmax", "rmsnorm", "layernorm", "matmul"] {
+        let dir = starter.join(t);
+        let v = eval(&store, &dir, &dir.join("solutions/fast"), &["--no-timing"]);
+        assert_eq!(v["status"], "PASSED", "{t}: {v}");
+    }
+    let pkg = tmp.path().join("pkg");
+    let o = ksmith(
+        &store,
+        &[
+            "export",
+            "--format",
+            "jax",
+            "--out",
+            pkg.to_str().unwrap(),
+            starter.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stdout(&o).contains("wrote package `ksmith_kernels` (5 kernels)"));
+
+    // A fresh virtual environment with the same interpreter as ksmith's; jax comes from ksmith's
+    // environment through a .pth file (no 300 MB download), the package is pip-installed as a
+    // user would (pip fetches the build backend, setuptools, from the package index).
+    let env = ksmith_harness::PythonEnv::resolve(None, &|_| {}).expect("ksmith's python");
+    let info = python(
+        &env.python,
+        &["-c", "import sys, sysconfig; print(sys._base_executable); print(sysconfig.get_paths()['purelib'])"],
+        tmp.path(),
+        &[],
+    );
+    let mut lines = info.lines();
+    let (base, jax_site) = (lines.next().unwrap(), lines.next().unwrap());
+    let venv = tmp.path().join("venv");
+    python(
+        Path::new(base),
+        &["-m", "venv", venv.to_str().unwrap()],
+        tmp.path(),
+        &[],
+    );
+    let vpy = venv.join("bin/python");
+    let site = python(
+        &vpy,
+        &[
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ],
+        tmp.path(),
+        &[],
+    );
+    std::fs::write(
+        Path::new(site.trim()).join("ksmith_jax.pth"),
+        format!("{jax_site}\n"),
+    )
+    .unwrap();
+    python(
+        &vpy,
+        &[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            pkg.to_str().unwrap(),
+        ],
+        tmp.path(),
+        &[],
+    );
+
+    // Used as a JAX user would, from another directory, with its own build cache.
+    let cache = tmp.path().join("kcache");
+    let script = root().join("crates/ksmith-cli/tests/deploy/use_export.py");
+    let out = python(
+        &vpy,
+        &[script.to_str().unwrap(), site.trim()],
+        tmp.path(),
+        &[("KSMITH_KERNELS_CACHE", &cache)],
+    );
+    assert!(out.contains("apply ok"), "{out}");
+    let status = python(
+        &vpy,
+        &["-m", "ksmith_kernels", "status"],
+        tmp.path(),
+        &[("KSMITH_KERNELS_CACHE", &cache)],
+    );
+    assert_eq!(
+        status.lines().filter(|l| l.ends_with("ready")).count(),
+        5,
+        "{status}"
+    );
+
+    // verify-export: fresh seeds through the FFI path, timed next to XLA inside jax.jit.
+    let o = ksmith_env(
+        &store,
+        &[
+            "verify-export",
+            pkg.to_str().unwrap(),
+            "--json",
+            "--seeds",
+            "1",
+            "--rounds",
+            "3",
+        ],
+        &[("KSMITH_KERNELS_CACHE", cache.to_str().unwrap())],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&o);
+    let kernels = v["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 5);
+    for k in kernels {
+        assert_eq!(k["status"], "ok", "{k}");
+        for w in k["workloads"].as_array().unwrap() {
+            assert_eq!(w["correct"], true, "{k}");
+            assert!(w["speedup"].as_f64().unwrap() > 0.0, "{k}");
+            assert!(w["kernel_ms"].as_f64().unwrap() > 0.0, "{k}");
+        }
+    }
+}
+
+#[test]
+fn export_picks_the_fastest_and_refuses_what_it_cannot_export() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task(
+        "vector_add",
+        tmp.path(),
+        "[[workloads]]\naxes = { N = 200000 }\n[workloads.inputs]\na = { dist = \"normal\", mean = 0.0, std = 1.0 }\nb = { dist = \"normal\", mean = 0.0, std = 1.0 }\n",
+    );
+    let sols = root().join("tasks/starter/vector_add/solutions");
+    let t = task.to_str().unwrap();
+    let out = tmp.path().join("out");
+    let o_ = out.to_str().unwrap();
+
+    // Nothing evaluated yet: refused, nothing written.
+    let o = ksmith(&store, &["export", "--format", "jax", "--out", o_, t]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no PASSED evaluation"), "{}", text(&o));
+    assert!(!out.exists());
+    let o = ksmith(&store, &["export", "--format", "jax", "--out", o_]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).contains("needs the tasks to export"),
+        "{}",
+        text(&o)
+    );
+
+    // Two timed evaluations: the one with the higher speedup is exported, whichever it is.
+    let naive = eval(&store, &task, &sols.join("naive"), &["--min-time-ms", "20"]);
+    let fast = eval(&store, &task, &sols.join("fast"), &["--min-time-ms", "20"]);
+    let speed = |v: &serde_json::Value| v["performance"]["speedup"].as_f64().unwrap();
+    let want = if speed(&naive) > speed(&fast) {
+        &naive
+    } else {
+        &fast
+    };
+    let o = ksmith(&store, &["export", "--format", "jax", "--out", o_, t]);
+    assert!(o.status.success(), "{}", text(&o));
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("ksmith_kernels/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let k = &manifest["kernels"]["vector_add"];
+    assert_eq!(k["provenance"]["evaluation"], want["id"], "{k}");
+    assert_eq!(k["binding"], "cpu_ffi");
+    assert_eq!(k["envelope"]["N"], serde_json::json!([200000, 200000]));
+
+    // --eval names another one; re-exporting over an earlier export replaces it.
+    let other = if want["id"] == naive["id"] {
+        &fast
+    } else {
+        &naive
+    };
+    let id = other["id"].to_string();
+    let o = ksmith(
+        &store,
+        &["export", "--format", "jax", "--out", o_, "--eval", &id, t],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let manifest = std::fs::read_to_string(out.join("ksmith_kernels/manifest.json")).unwrap();
+    assert!(
+        manifest.contains(&format!("\"evaluation\": {id}")),
+        "{manifest}"
+    );
+
+    // A failed evaluation, an unknown one, a bad package name, a foreign directory: refused.
+    let broken = tmp.path().join("broken.c");
+    std::fs::write(
+        &broken,
+        "void vector_add(const float* a, const float* b, float* c, int64_t N) { syntax error }\n",
+    )
+    .unwrap();
+    let bad = eval(&store, &task, &broken, &["--no-timing"]);
+    assert_eq!(bad["status"], "COMPILE_ERROR");
+    let bad_id = bad["id"].to_string();
+    for (args, msg) in [
+        (
+            vec!["--eval", bad_id.as_str()],
+            "only PASSED evaluations are exported",
+        ),
+        (vec!["--eval", "999999"], "no such evaluation"),
+        (vec!["--name", "2kernels"], "not a Python identifier"),
+    ] {
+        let mut a = vec!["export", "--format", "jax", "--out", o_];
+        a.extend(args);
+        a.push(t);
+        let o = ksmith(&store, &a);
+        assert_eq!(o.status.code(), Some(2), "{a:?}: {}", text(&o));
+        assert!(text(&o).contains(msg), "{a:?}: {}", text(&o));
+    }
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
+    let o = ksmith(
+        &store,
+        &[
+            "export",
+            "--format",
+            "jax",
+            "--out",
+            foreign.to_str().unwrap(),
+            t,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("was not written by ksmith export"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 1);
+    let o = ksmith(&store, &["verify-export", foreign.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no pyproject.toml"), "{}", text(&o));
+    // The earlier export is still intact after the refusals.
+    assert!(out.join("ksmith_kernels/manifest.json").is_file());
+}
