@@ -6,7 +6,8 @@
 # On the GPU machine (no package registry, no Rust: carry a binary built elsewhere):
 #   KSMITH=target/release/ksmith KSMITH_PYTHON=python3 bash scripts/gpu-check.sh
 # The interpreter must have jax (CUDA), triton and torch; nvcc must be on PATH (or NVCC=...).
-# Then every adversarial CUDA/Triton case is judged and compared with its expected status.
+# Then every adversarial CUDA/Triton case is judged and compared with its expected status, and
+# the best kernel per task and language is exported as a JAX package and verified in jax.jit.
 # Each solution gets one evaluation: correctness on every gpu workload x 3 seeds, then timing
 # (CUDA events for CUDA/Triton, host clock around block_until_ready for Pallas and XLA; L2
 # flushed between calls). Budget: about 5-8 minutes on an H100/H200.
@@ -70,6 +71,22 @@ for f in crates/ksmith-cli/tests/adversarial/cuda_*.cu crates/ksmith-cli/tests/a
     case "$got" in "$expect"*) ok=yes ;; esac
     [ "$ok" = yes ] || status=1
     echo "| $(basename "$f") | $expect | ${got:-no result} | $ok |" | tee -a "$report"
+done
+
+# Deploy: per starter task the fastest passing kernel in each GPU language, exported as a JAX
+# package and re-checked and timed inside jax.jit through its binding (CUDA: an XLA FFI target on
+# XLA's stream; Pallas: called directly; Triton: replayed through jax-triton, when installed).
+for lang in cuda pallas triton; do
+    out="$STORE/export-$lang"
+    echo | tee -a "$report"
+    echo "### deploy: $lang kernels called from jax.jit (ksmith verify-export)" | tee -a "$report"
+    echo '```' | tee -a "$report"
+    ks export --format jax --language "$lang" --name "ksmith_$lang" --skip-missing --out "$out" tasks/starter 2>&1 \
+        | tee -a "$report"
+    KSMITH_KERNELS_CACHE="$STORE/kernel-cache" ks verify-export "$out" --rounds 10 2>&1 | tee -a "$report"
+    rc=${PIPESTATUS[0]}
+    echo '```' | tee -a "$report"
+    [ "$rc" = 0 ] || status=$rc
 done
 
 echo | tee -a "$report"

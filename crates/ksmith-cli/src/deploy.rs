@@ -9,7 +9,7 @@ use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use ksmith_deploy::{choose_best, choose_eval, write_package};
 use ksmith_harness::PythonEnv;
-use ksmith_task::Task;
+use ksmith_task::{Language, Task};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -35,15 +35,27 @@ pub(crate) struct VerifyArgs {
     json: bool,
 }
 
-/// Writes the JAX package for the tasks under `paths`: per task the fastest PASSED evaluation
-/// on this machine, or the one named with `--eval`.
+/// Which kernels `export --format jax` writes.
+pub(crate) struct ExportWhat<'a> {
+    /// TASK or SUITE directories.
+    pub paths: &'a [PathBuf],
+    /// Evaluations named with `--eval`.
+    pub evals: &'a [i64],
+    /// Only solutions in this language.
+    pub language: Option<Language>,
+    /// Leave out tasks with nothing to export instead of failing.
+    pub skip_missing: bool,
+}
+
+/// Writes the JAX package for the tasks under `what.paths`: per task the fastest PASSED
+/// evaluation on this machine, or the one named with `--eval`.
 pub(crate) fn export_jax(
     ctx: &Ctx,
-    paths: &[PathBuf],
-    evals: &[i64],
+    what: &ExportWhat,
     out: &Path,
     package: &str,
 ) -> Result<u8, Exit> {
+    let (paths, evals, language) = (what.paths, what.evals, what.language);
     if paths.is_empty() {
         return Err(input(anyhow!(
             "export --format jax needs the tasks to export: TASK or SUITE directories"
@@ -89,7 +101,7 @@ pub(crate) fn export_jax(
     for (i, task) in tasks.iter().enumerate() {
         let chosen = match named.iter().find(|(_, t)| *t == Some(i)) {
             Some((id, _)) => choose_eval(&store, task, *id).map_err(input)?,
-            None => match choose_best(&store, task, &fingerprint) {
+            None => match choose_best(&store, task, &fingerprint, language) {
                 Ok(c) => c,
                 Err(e @ ksmith_deploy::DeployError::NoPassed { .. }) => {
                     missing.push(e.to_string());
@@ -100,8 +112,11 @@ pub(crate) fn export_jax(
         };
         choices.push(chosen);
     }
-    if !missing.is_empty() {
+    if !missing.is_empty() && (!what.skip_missing || choices.is_empty()) {
         return Err(input(anyhow!("nothing written: {}", missing.join("\n  "))));
+    }
+    for m in &missing {
+        note!("ksmith: left out: {m}");
     }
     let written = write_package(out, package, &choices).map_err(|e| match e {
         ksmith_deploy::DeployError::Io { .. } => env_err(e),

@@ -90,6 +90,12 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--language`: a solution language name.
+fn parse_language(s: &str) -> Result<ksmith_task::Language, String> {
+    ksmith_task::Language::from_name(s)
+        .ok_or_else(|| "expected one of c, cuda, triton, pallas".to_string())
+}
+
 /// `--threads`: 1 to 1024.
 fn parse_threads(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
@@ -187,6 +193,12 @@ enum Cmd {
         /// jax: the Python package's import name.
         #[arg(long, default_value = "ksmith_kernels")]
         name: String,
+        /// jax: only solutions in this language (c, cuda, triton, pallas).
+        #[arg(long, value_parser = parse_language)]
+        language: Option<ksmith_task::Language>,
+        /// jax: leave out tasks with nothing to export (listed) instead of writing nothing.
+        #[arg(long)]
+        skip_missing: bool,
     },
     /// Re-check an exported JAX package's kernels on fresh seeds and time them inside jax.jit.
     VerifyExport(deploy::VerifyArgs),
@@ -287,10 +299,18 @@ fn run(cli: Cli) -> Result<u8, Exit> {
             paths,
             evals,
             name,
+            language,
+            skip_missing,
             ..
         } => {
             let out = out.unwrap_or_else(|| PathBuf::from("ksmith-kernels"));
-            deploy::export_jax(&ctx, &paths, &evals, &out, &name)
+            let what = deploy::ExportWhat {
+                paths: &paths,
+                evals: &evals,
+                language,
+                skip_missing,
+            };
+            deploy::export_jax(&ctx, &what, &out, &name)
         }
         Cmd::VerifyExport(args) => deploy::verify_export(&ctx, &args),
     }

@@ -243,6 +243,11 @@ fn export_picks_the_fastest_and_refuses_what_it_cannot_export() {
         ),
         (vec!["--eval", "999999"], "no such evaluation"),
         (vec!["--name", "2kernels"], "not a Python identifier"),
+        (vec!["--language", "cuda"], "in language cuda"),
+        (
+            vec!["--language", "fortran"],
+            "expected one of c, cuda, triton, pallas",
+        ),
     ] {
         let mut a = vec!["export", "--format", "jax", "--out", o_];
         a.extend(args);
@@ -281,4 +286,37 @@ fn export_picks_the_fastest_and_refuses_what_it_cannot_export() {
     assert!(text(&o).contains("no pyproject.toml"), "{}", text(&o));
     // The earlier export is still intact after the refusals.
     assert!(out.join("ksmith_kernels/manifest.json").is_file());
+
+    // A suite where one task has nothing to export: refused, or written without it on request.
+    let other_task = small_task(
+        "softmax",
+        tmp.path(),
+        "[[workloads]]\naxes = { M = 64, N = 1000 }\n[workloads.inputs]\nx = { dist = \"normal\", mean = 0.0, std = 1.0 }\n",
+    );
+    let both = [t, other_task.to_str().unwrap()];
+    let o = ksmith(
+        &store,
+        &[&["export", "--format", "jax", "--out", o_][..], &both].concat(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("task `softmax`: no PASSED evaluation"),
+        "{}",
+        text(&o)
+    );
+    let o = ksmith(
+        &store,
+        &[
+            &["export", "--format", "jax", "--skip-missing", "--out", o_][..],
+            &both,
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("left out: task `softmax`"),
+        "{}",
+        text(&o)
+    );
+    assert!(stdout(&o).contains("(1 kernels)"), "{}", text(&o));
 }

@@ -42,14 +42,24 @@ fn score(e: &StoredEval) -> (bool, f64, i64) {
     }
 }
 
-/// The fastest PASSED evaluation of `task` (as it is on disk now) on `fingerprint`.
-pub fn choose_best(store: &Store, task: &Task, fingerprint: &str) -> Result<Choice, DeployError> {
+/// The fastest PASSED evaluation of `task` (as it is on disk now) on `fingerprint`, of
+/// solutions in `language` when one is given.
+pub fn choose_best(
+    store: &Store,
+    task: &Task,
+    fingerprint: &str,
+    language: Option<Language>,
+) -> Result<Choice, DeployError> {
     let sets = set_hashes(task);
     let hashes: Vec<String> = sets.iter().map(|(_, t)| t.content_hash.clone()).collect();
     let ids = store.passed(&task.name, &hashes, Some(fingerprint))?;
     let mut best: Option<StoredEval> = None;
     for id in ids {
         let Some(e) = store.get(id)? else { continue };
+        let lang = e.solution.get("language").and_then(|v| v.as_str());
+        if language.is_some_and(|l| lang != Some(l.name())) {
+            continue;
+        }
         if best.as_ref().is_none_or(|b| score(&e) > score(b)) {
             best = Some(e);
         }
@@ -58,7 +68,9 @@ pub fn choose_best(store: &Store, task: &Task, fingerprint: &str) -> Result<Choi
         Some(e) => complete(store, task, e),
         None => {
             let elsewhere = store.passed(&task.name, &hashes, None)?.len();
-            let hint = if elsewhere > 0 {
+            let hint = if let Some(l) = language {
+                format!(" in language {}", l.name())
+            } else if elsewhere > 0 {
                 format!(
                     "; {elsewhere} passed under another environment (another machine, compiler or ksmith version): re-evaluate here, or name one with --eval ID"
                 )
