@@ -133,6 +133,19 @@ fn starter_kernels_are_exported_installed_and_called_from_jax_jit() {
         "{status}"
     );
 
+    // No C compiler (and nothing built yet): said, and every call goes to the reference.
+    let script = root().join("crates/ksmith-cli/tests/deploy/no_compiler.py");
+    let out = python(
+        &vpy,
+        &[script.to_str().unwrap()],
+        tmp.path(),
+        &[
+            ("KSMITH_KERNELS_CACHE", &tmp.path().join("empty-cache")),
+            ("CC", Path::new("no-such-cc")),
+        ],
+    );
+    assert!(out.contains("fallback ok"), "{out}");
+
     // verify-export: fresh seeds through the FFI path, timed next to XLA inside jax.jit.
     let o = ksmith_env(
         &store,
