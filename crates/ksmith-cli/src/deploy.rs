@@ -266,13 +266,16 @@ fn print_report(report: &Value) {
         "judged",
     ]);
     let num = |v: &Value, d: usize| v.as_f64().map(|x| format!("{x:.d$}")).unwrap_or_default();
+    let mut details = Vec::new();
     for k in report["kernels"].as_array().into_iter().flatten() {
         let name = one(k["name"].as_str().unwrap_or("?")).into_owned();
         if k["status"] == "unavailable" {
-            t.add_row(vec![
-                name,
-                format!("unavailable: {}", one(k["detail"].as_str().unwrap_or(""))),
-            ]);
+            let detail = k["detail"].as_str().unwrap_or("");
+            let first = detail.lines().next().unwrap_or("");
+            t.add_row(vec![name.clone(), one(first).into_owned()]);
+            if detail.lines().nth(1).is_some() {
+                details.push(format!("{name}: {detail}"));
+            }
             continue;
         }
         for w in k["workloads"].as_array().into_iter().flatten() {
@@ -333,4 +336,7 @@ fn print_report(report: &Value) {
         ]);
     }
     say!("{t}");
+    for d in details {
+        say!("{}", crate::term::continued(&d, "  "));
+    }
 }

@@ -333,3 +333,43 @@ fn export_picks_the_fastest_and_refuses_what_it_cannot_export() {
     );
     assert!(stdout(&o).contains("(1 kernels)"), "{}", text(&o));
 }
+
+#[test]
+fn scalar_and_bfloat16_signatures_run_through_the_ffi() {
+    // A scalar input (a 0-d buffer read on the host, passed by value) and bfloat16 tensors
+    // (raw 16-bit words in the C ABI): KSBench seeds, checked through the FFI by verify-export.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let tasks: Vec<_> = ["matmul_swish_scaling", "rmsnorm_llm_bf16"]
+        .iter()
+        .map(|t| root().join("tasks/ksbench").join(t))
+        .collect();
+    for t in &tasks {
+        let v = eval(&store, t, &t.join("solutions/seed"), &["--no-timing"]);
+        assert_eq!(v["status"], "PASSED", "{}: {v}", t.display());
+    }
+    let pkg = tmp.path().join("pkg");
+    let mut args = vec!["export", "--format", "jax", "--out", pkg.to_str().unwrap()];
+    args.extend(tasks.iter().map(|t| t.to_str().unwrap()));
+    let o = ksmith(&store, &args);
+    assert!(o.status.success(), "{}", text(&o));
+    let cache = tmp.path().join("kcache");
+    let o = ksmith_env(
+        &store,
+        &[
+            "verify-export",
+            pkg.to_str().unwrap(),
+            "--json",
+            "--no-timing",
+            "--seeds",
+            "1",
+        ],
+        &[("KSMITH_KERNELS_CACHE", cache.to_str().unwrap())],
+    );
+    let v = json(&o);
+    assert!(o.status.success(), "{v}");
+    for k in v["kernels"].as_array().unwrap() {
+        assert_eq!(k["status"], "ok", "{k}");
+        assert!(!k["workloads"].as_array().unwrap().is_empty(), "{k}");
+    }
+}

@@ -313,8 +313,10 @@ class Kernel:
                     except (OSError, subprocess.TimeoutExpired) as e:
                         raise KernelUnavailable(f"build failed: {' '.join(cmd)}: {e}") from e
                     if out.returncode != 0:
-                        tail = "\n".join((out.stderr or out.stdout).strip().splitlines()[-15:])
-                        raise KernelUnavailable(f"build failed: {' '.join(cmd)}:\n{tail}")
+                        lines = (out.stderr or out.stdout).strip().splitlines()
+                        errors = [ln for ln in lines if "error" in ln.lower()]
+                        shown = "\n".join(errors[:8] if errors else lines[-15:])
+                        raise KernelUnavailable(f"build failed ({os.path.basename(cmd[0])} exited {out.returncode}): {' '.join(cmd)}\n{shown}")
                 try:
                     os.rename(work, final)  # atomic; another process may have won the race
                 except OSError:

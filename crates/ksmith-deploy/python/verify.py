@@ -40,7 +40,7 @@ def _draw(rng, dist, shape, dtype_name, axes, generator):
         a = np.asarray(generator(dist["function"])(rng, tuple(shape), np.dtype(dtype_of(dtype_name)), dict(axes)))
     else:
         raise ValueError(f"unknown distribution {kind!r}")
-    return np.ascontiguousarray(np.asarray(a).astype(dtype_of(dtype_name)))
+    return np.asarray(np.asarray(a).astype(dtype_of(dtype_name)), order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
 
 
 def _inputs(kernel, workload, seed):

@@ -75,8 +75,10 @@ pub fn source(
         let ty = ffi_type(i.dtype);
         let param = format!("in_{}", i.name);
         if i.is_scalar() {
-            impl_params.push(format!("ffi::Buffer<ffi::{ty}, 0> {param}"));
-            binds.push(format!("Arg<ffi::Buffer<ffi::{ty}, 0>>()"));
+            // BufferR0, not Buffer<T, 0>: the binding goes through a macro, where a comma
+            // inside template arguments splits the argument list.
+            impl_params.push(format!("ffi::BufferR0<ffi::{ty}> {param}"));
+            binds.push(format!("Arg<ffi::BufferR0<ffi::{ty}>>()"));
             c_params.push(i.dtype.c_type().to_string());
             let local = format!("s_{}", i.name);
             call_args.push(local.clone());
@@ -218,12 +220,14 @@ s = { dist = "constant", value = 2.0 }
             binds,
             [
                 ".Arg<ffi::Buffer<ffi::BF16>>()",
-                ".Arg<ffi::Buffer<ffi::F32, 0>>()",
+                ".Arg<ffi::BufferR0<ffi::F32>>()",
                 ".Ret<ffi::Buffer<ffi::BF16>>()",
                 ".Attr<int64_t>(\"M\")",
                 ".Attr<int64_t>(\"N\")",
             ]
         );
+        // No comma inside a binding's template arguments (it would split the macro's arguments).
+        assert!(binds.iter().all(|b| !b.contains(',')), "{binds:?}");
         // Both tensors are shape-checked before the call.
         assert!(src.contains("shape_is(in_x.dimensions(), { ax_M, ax_N })"));
         assert!(src.contains("shape_is(out_y->dimensions(), { ax_M, ax_N })"));
