@@ -117,8 +117,10 @@ enum Cmd {
     Eval {
         /// Task directory.
         task: PathBuf,
-        /// Solution directory or source file.
-        solution: PathBuf,
+        /// Solution directory or source file; several are timed side by side (same rounds,
+        /// same baseline calls) and compared with the first.
+        #[arg(required = true, num_args = 1..)]
+        solutions: Vec<PathBuf>,
         /// Print the result object as one JSON document on stdout.
         #[arg(long)]
         json: bool,
@@ -258,10 +260,13 @@ fn run(cli: Cli) -> Result<u8, Exit> {
     match cli.cmd {
         Cmd::Eval {
             task,
-            solution,
+            solutions,
             json,
             opts,
-        } => cmd_eval(&ctx, &task, &solution, json, &opts),
+        } => match solutions.as_slice() {
+            [one] => cmd_eval(&ctx, &task, one, json, &opts),
+            many => cmd_eval_together(&ctx, &task, many, json, &opts),
+        },
         Cmd::Bench(args) => bench::run(&ctx, &args),
         Cmd::Tune(args) => tune::run(&ctx, &args),
         Cmd::Optimize(args) => optimize::run(&ctx, &args),
@@ -434,6 +439,71 @@ fn cmd_eval(
     } else {
         EXIT_FAILED
     })
+}
+
+/// `ksmith eval TASK A B ...`: every solution checked, those that pass timed side by side.
+fn cmd_eval_together(
+    ctx: &Ctx,
+    task_dir: &Path,
+    sols: &[PathBuf],
+    json: bool,
+    opts: &JudgeOpts,
+) -> Result<u8, Exit> {
+    let task = load_task(task_dir)?;
+    let mut solutions = Vec::new();
+    for sol in sols {
+        if !sol.exists() {
+            return Err(input(anyhow!("solution {} does not exist", sol.display())));
+        }
+        solutions.push(
+            Solution::load(sol, &task)
+                .map_err(|p| input(anyhow!("invalid solution {}:\n{p}", sol.display())))?,
+        );
+    }
+    let mut store = ctx.store()?;
+    let mut judge = ctx.judge(opts)?;
+    let (ids, cmp) = compare_recorded(&mut judge, &mut store, &task, &solutions)?;
+    if json {
+        let results: Vec<serde_json::Value> = cmp
+            .results
+            .iter()
+            .zip(&ids)
+            .map(|(r, id)| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["id"] = serde_json::json!(id);
+                v
+            })
+            .collect();
+        term::json(&serde_json::json!({"results": results, "versus": cmp.versus}));
+    } else {
+        for (r, id) in cmp.results.iter().zip(&ids) {
+            report::print_result(r, Some(*id));
+            say!();
+        }
+        report::print_comparison(&cmp, &ids);
+    }
+    Ok(if cmp.results.iter().all(|r| r.status == Status::Passed) {
+        0
+    } else {
+        EXIT_FAILED
+    })
+}
+
+/// Evaluates `solutions` side by side ([`Judge::compare`]) and records every result; the keys
+/// say they were timed together, so a later lookup of one alone does not reuse them.
+pub(crate) fn compare_recorded(
+    judge: &mut Judge,
+    store: &mut Store,
+    task: &Task,
+    solutions: &[Solution],
+) -> Result<(Vec<i64>, ksmith_judge::Comparison), Exit> {
+    let cmp = judge.compare(task, solutions).map_err(env_err)?;
+    let mut ids = Vec::new();
+    for (s, r) in solutions.iter().zip(&cmp.results) {
+        let key = format!("{}|together", judge.eval_key(task, s).map_err(env_err)?);
+        ids.push(store.record(&key, task, s, r).map_err(env_err)?);
+    }
+    Ok((ids, cmp))
 }
 
 pub(crate) fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {

@@ -496,3 +496,50 @@ fn aa_spread(rows: &[Row]) -> Option<(f64, f64, usize)> {
         spreads.len(),
     ))
 }
+
+/// The side-by-side table of `eval TASK A B ...`: each candidate against XLA and against the
+/// first, all from the same rounds.
+pub(crate) fn print_comparison(cmp: &ksmith_judge::Comparison, ids: &[i64]) {
+    let mut t = table(&[
+        "solution",
+        "evaluation",
+        "status",
+        "vs XLA (95%)",
+        "vs the first (95%)",
+    ]);
+    for (i, r) in cmp.results.iter().enumerate() {
+        let vs_xla = r
+            .performance
+            .as_ref()
+            .map(|p| {
+                format!(
+                    "{:.2}x ({:.2}-{:.2})",
+                    p.speedup, p.speedup_interval.0, p.speedup_interval.1
+                )
+            })
+            .unwrap_or_else(|| "-".into());
+        let vs_first = match (i, cmp.versus[i][0]) {
+            (0, _) => "(reference)".to_string(),
+            (_, Some(v)) => format!(
+                "{:.2}x ({:.2}-{:.2}){}",
+                v.speedup,
+                v.interval.0,
+                v.interval.1,
+                if v.noisy { " noisy" } else { "" }
+            ),
+            (_, None) => "-".into(),
+        };
+        t.add_row(vec![
+            one(&r.solution).into_owned(),
+            ids[i].to_string(),
+            status_text(r),
+            vs_xla,
+            vs_first,
+        ]);
+    }
+    say!("timed side by side (the same rounds and baseline calls for every candidate):");
+    say!("{t}");
+    if let Some(best) = cmp.fastest_against(0) {
+        say!("fastest: {}", one(&cmp.results[best].solution));
+    }
+}

@@ -226,6 +226,7 @@ adversarial!(
     hook_marker_fifo,
     hook_truncate_slots,
     include_devzero,
+    crash_while_timed,
 );
 
 /// The runner's log is read through the judge's own descriptor: a link the candidate puts in

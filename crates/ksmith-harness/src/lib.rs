@@ -175,6 +175,11 @@ impl Peer {
         }
     }
 
+    /// Why the process ended, when it has (else None): for waits that see no end-of-file.
+    pub fn ended(&mut self) -> Option<CallError> {
+        self.proc.has_exited().then(|| self.died())
+    }
+
     fn died(&mut self) -> CallError {
         let exit = self.proc.finish(Duration::from_secs(5));
         CallError::Died {

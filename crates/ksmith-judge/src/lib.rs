@@ -9,9 +9,11 @@ mod parallel;
 mod result;
 mod slots;
 mod timing;
+mod together;
 
 pub use result::*;
 pub use timing::Race;
+pub use together::{Comparison, Relative};
 
 use ksmith_backend::c::{self, Compiler};
 use ksmith_backend::cuda::GpuRoofline;
@@ -144,6 +146,12 @@ pub struct Judge {
     fresh_seed: u64,
     /// Trusted scratch for fresh timing inputs and their references.
     fresh_dir: tempfile::TempDir,
+    /// Whether checked candidates are kept for timing together instead of timed at once.
+    parking: bool,
+    /// Set by the checks when parking: the channel's cost and the per-workload call estimates.
+    park: Option<(measure::ChannelCost, Vec<u64>)>,
+    /// The candidate just checked, kept with its runner for timing together.
+    parked: Option<together::Parked>,
 }
 
 /// Where the runner writes each output for a dump `prefix`: the judge names the files itself,
@@ -221,6 +229,9 @@ impl Judge {
             fresh_seed: random_u64() | (1 << 62),
             fresh_dir: ksmith_sandbox::memory_tempdir("ksmith-fresh-")
                 .expect("a temporary directory for fresh timing inputs"),
+            parking: false,
+            park: None,
+            parked: None,
         }
     }
 
@@ -672,12 +683,24 @@ impl Judge {
         load["device_gpu"] = json!(self.on_gpu);
         let outcome = self.run_checks(task, &mut runner, load, r);
         r.log = runner.log();
+        let park = self.park.take();
         let verdict = match outcome {
             Ok(v) => v,
             Err(Failure::Candidate(e)) => Some(classify(e, &runner)),
             Err(Failure::Judge(e)) => return Err(e),
         };
-        runner.shutdown();
+        match (park, &verdict) {
+            (Some((channel, est_ns)), None) => {
+                runner.freeze();
+                self.parked = Some(together::Parked {
+                    runner,
+                    channel,
+                    est_ns,
+                    on_gpu: self.on_gpu,
+                });
+            }
+            _ => runner.shutdown(),
+        }
         Ok(verdict)
     }
 
@@ -916,12 +939,29 @@ impl Judge {
         if !self.config.timing || interpreted {
             return Ok(None);
         }
+        if self.parking {
+            // Timed later, side by side with other candidates (`Judge::compare`).
+            self.park = Some((channel, elapsed_ns));
+            return Ok(None);
+        }
         // 6. Timing, 7. roofline.
         r.stage = Stage::Timing;
-        let (mut perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, channel, r)? {
+        let (perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, channel, r)? {
             Ok(timed) => timed,
             Err(v) => return Ok(Some(v)),
         };
+        Ok(self.performance(task, perf, eliminated, r))
+    }
+
+    /// Step 7: the workloads' figures become the result's performance (the roofline
+    /// re-measured once before speed beyond it is called implausible).
+    fn performance(
+        &mut self,
+        task: &Task,
+        mut perf: Vec<WorkloadPerf>,
+        eliminated: Option<Elimination>,
+        r: &mut EvalResult,
+    ) -> Option<Verdict> {
         if perf
             .iter()
             .any(|p| p.roofline_fraction > self.config.plausibility_margin)
@@ -953,17 +993,16 @@ impl Judge {
             .find(|p| p.roofline_fraction > self.config.plausibility_margin)
             .cloned();
         r.performance = Some(performance);
-        if let Some(p) = implausible {
-            return Ok(Some(Verdict::new(
+        implausible.map(|p| {
+            Verdict::new(
                 Status::PolicyRejected,
                 "implausible_speed",
                 format!(
                     "workload {}: {:.4} ms is {:.1}x faster than the measured roofline floor {:.4} ms",
                     p.workload, p.candidate.median_ms, p.roofline_fraction, p.floor_ms
                 ),
-            )));
-        }
-        Ok(None)
+            )
+        })
     }
 
     /// Judges one correctness call's outputs against the cached reference (prepared before

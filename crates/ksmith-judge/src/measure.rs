@@ -25,8 +25,8 @@ const SLOT_BYTES: usize = 512 << 20;
 
 /// Timing state of one workload: cache policy, slots, the samples so far, and the inputs of
 /// the last round.
-struct Timer {
-    w: usize,
+pub(crate) struct Timer {
+    pub(crate) w: usize,
     /// The baseline's input sets (the first two check seeds; the baseline is trusted).
     base_seeds: [u64; 2],
     /// Fresh-input slots, then one warm-up slot holding the first check seed's inputs.
@@ -46,17 +46,17 @@ struct Timer {
     snapshot: Option<Snapshot>,
     flush: bool,
     flush_bytes: u64,
-    plan: RoundPlan,
-    cand: Vec<u64>,
-    base: Vec<u64>,
+    pub(crate) plan: RoundPlan,
+    pub(crate) cand: Vec<u64>,
+    pub(crate) base: Vec<u64>,
     /// Per round: the baseline's median / the candidate's median.
-    ratios: Vec<f64>,
-    rounds: usize,
+    pub(crate) ratios: Vec<f64>,
+    pub(crate) rounds: usize,
 }
 
 impl Timer {
     /// The paired speedup so far.
-    fn paired(&self) -> Option<Paired> {
+    pub(crate) fn paired(&self) -> Option<Paired> {
         Paired::from_ratios(&self.ratios)
     }
 }
@@ -138,7 +138,8 @@ fn expect(runner: &mut Peer, want: u8, timeout: Duration) -> Result<SystemTime, 
         .ok_or_else(|| CallError::Protocol("the runner has no timing channel".into()))?;
     match chan.recv(timeout) {
         Some(m) if m.byte == want => Ok(m.at),
-        None => Err(CallError::Timeout(timeout)),
+        // The channel says nothing when the runner dies mid-call: its exit does.
+        None => Err(runner.ended().unwrap_or(CallError::Timeout(timeout))),
         Some(m) => Err(CallError::Protocol(format!(
             "unexpected byte {:#04x} on the timing channel (the judge's clock is not the candidate's to drive)",
             m.byte
@@ -340,7 +341,7 @@ impl Judge {
         (ins, outs)
     }
 
-    fn timer(
+    pub(crate) fn timer(
         &mut self,
         task: &Task,
         runner: &Peer,
@@ -421,10 +422,15 @@ impl Judge {
         t: &mut Timer,
         channel: ChannelCost,
     ) -> Result<(), Failure> {
+        let base_round = self.baseline_turn(task, t)?;
+        self.candidate_turn(task, runner, t, channel, &base_round)
+    }
+
+    /// The baseline's calls of one round of `t`'s workload (every sandbox stopped); their
+    /// times, not yet added to any timer.
+    pub(crate) fn baseline_turn(&mut self, task: &Task, t: &Timer) -> Result<Vec<u64>, Failure> {
         let warmup = if t.rounds == 0 { 2 } else { 0 };
-        let w = t.w;
-        let axes = &task.workloads[w].axes;
-        let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": w, "seeds": t.base_seeds,
+        let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": t.w, "seeds": t.base_seeds,
                           "reps": t.plan.reps(&t.base), "warmup": warmup, "flush_bytes": t.flush_bytes,
                           "cache_dir": self.ref_cache()});
         let started = Instant::now();
@@ -432,7 +438,23 @@ impl Judge {
         let base_round: Vec<u64> = samples(&b).collect();
         let timed_ns: u64 = base_round.iter().sum();
         self.split.baseline_s += (started.elapsed().as_secs_f64() - timed_ns as f64 / 1e9).max(0.0);
-        t.base.extend(&base_round);
+        Ok(base_round)
+    }
+
+    /// The candidate's calls of one round, paired with the baseline's `base_round` (timed just
+    /// before, in the same window): each call on a fresh input set, timed by the judge's clock.
+    pub(crate) fn candidate_turn(
+        &mut self,
+        task: &Task,
+        runner: &mut Peer,
+        t: &mut Timer,
+        channel: ChannelCost,
+        base_round: &[u64],
+    ) -> Result<(), Failure> {
+        let warmup = if t.rounds == 0 { 2 } else { 0 };
+        let w = t.w;
+        let axes = &task.workloads[w].axes;
+        t.base.extend(base_round);
         let sets = t.slots.len() - 1;
         let n = t.plan.reps(&t.cand).clamp(1, sets);
         t.round_seeds.clear();
@@ -551,7 +573,7 @@ impl Judge {
                 reply["inproc_ns"]
             );
         }
-        if let (Some(b), Some(c)) = (RoundPlan::median(&base_round), RoundPlan::median(&calls)) {
+        if let (Some(b), Some(c)) = (RoundPlan::median(base_round), RoundPlan::median(&calls)) {
             t.ratios.push(b / c.max(1.0));
         }
         t.cand.extend(calls);
@@ -560,7 +582,7 @@ impl Judge {
     }
 
     /// [`Judge::recheck`], its time counted.
-    fn timed_recheck(
+    pub(crate) fn timed_recheck(
         &mut self,
         task: &Task,
         t: &mut Timer,
@@ -629,7 +651,7 @@ impl Judge {
         }
     }
 
-    fn summarize(&self, task: &Task, t: &Timer, r: &mut EvalResult) -> WorkloadPerf {
+    pub(crate) fn summarize(&self, task: &Task, t: &Timer, r: &mut EvalResult) -> WorkloadPerf {
         r.time_split.kernel_s += t.cand.iter().sum::<u64>() as f64 / 1e9;
         r.time_split.baseline_s += t.base.iter().sum::<u64>() as f64 / 1e9;
         let (flops, bytes) = (task.flops_of(t.w), task.bytes_of(t.w));

@@ -271,6 +271,16 @@ fn plan_for(
     })
 }
 
+/// A pidfd for `pid` (Linux 5.3 on), readable once the process has exited; None where the
+/// kernel has none (the channel then waits for its timeout, as before).
+fn pidfd(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative result is a descriptor this process now owns.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
 /// A path as the C string `mount` takes.
 fn c_path(p: &Path) -> Result<std::ffi::CString, String> {
     use std::os::unix::ffi::OsStrExt;
@@ -284,6 +294,9 @@ pub struct TimingChannel {
     /// A datagram socket stamped by the kernel on arrival: when the child wrote each byte, not
     /// when the judge woke up to read it (which on a VM can be milliseconds later).
     done: std::os::fd::OwnedFd,
+    /// The child's pidfd, readable once it has exited: a datagram socket gives no end-of-file,
+    /// so without it a child that died mid-call would be waited for until the timeout.
+    exited: Option<std::os::fd::OwnedFd>,
 }
 
 /// One byte from the child and when the kernel received it.
@@ -302,13 +315,19 @@ impl TimingChannel {
     }
 
     /// Waits up to `timeout` for one byte from the child (fd 4 there); `None` on timeout or
-    /// when the child is gone.
+    /// as soon as the child is gone.
     pub fn recv(&mut self, timeout: Duration) -> Option<ChannelByte> {
         use std::os::fd::{AsFd, AsRawFd};
-        let mut fds = [nix::poll::PollFd::new(
+        let mut fds = vec![nix::poll::PollFd::new(
             self.done.as_fd(),
             nix::poll::PollFlags::POLLIN,
         )];
+        if let Some(p) = &self.exited {
+            fds.push(nix::poll::PollFd::new(
+                p.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            ));
+        }
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -317,7 +336,14 @@ impl TimingChannel {
                 &mut fds,
                 nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::NONE),
             ) {
-                Ok(n) if n > 0 => break,
+                Ok(n) if n > 0 => {
+                    let ready = |f: &nix::poll::PollFd| f.revents().is_some_and(|r| !r.is_empty());
+                    // A byte sent just before exiting is still read.
+                    if ready(&fds[0]) {
+                        break;
+                    }
+                    return None;
+                }
                 Err(nix::errno::Errno::EINTR) if !left.is_zero() => continue,
                 _ => return None,
             }
@@ -614,6 +640,7 @@ impl Sandboxed {
             channel = Some(TimingChannel {
                 go: go_w.into(),
                 done: done_r,
+                exited: None,
             });
             child_ends = vec![go_r, done_w];
         }
@@ -671,6 +698,9 @@ impl Sandboxed {
             source: e,
         })?;
         drop(child_ends);
+        if let Some(ch) = channel.as_mut() {
+            ch.exited = pidfd(child.id());
+        }
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, rx) = mpsc::channel();
@@ -706,6 +736,11 @@ impl Sandboxed {
             exit: None,
             channel,
         })
+    }
+
+    /// Whether the child has ended (without waiting).
+    pub fn has_exited(&mut self) -> bool {
+        self.exit.is_some() || matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// The timing channel, when the child was given one.
