@@ -24,8 +24,9 @@ pub(crate) struct VerifyArgs {
     /// Fresh seeds per workload.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
     seeds: u32,
-    /// Timing rounds per workload (kernel and reference alternating).
-    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    /// Timing rounds per workload (kernel and reference alternating; at least 6, so that the
+    /// interval means something).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(6..=1000))]
     rounds: u32,
     /// Check only; skip timing.
     #[arg(long)]
@@ -62,11 +63,16 @@ pub(crate) fn export_jax(
         )));
     }
     let mut tasks: Vec<Task> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for p in paths {
         for dir in task_dirs(p)? {
-            tasks.push(crate::load_task(&dir)?);
+            // The same task named twice (or through two paths) is exported once.
+            if seen.insert(std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone())) {
+                tasks.push(crate::load_task(&dir)?);
+            }
         }
     }
+    check_package_name(ctx, package)?;
     let store = ctx.store()?;
     // Evaluations named with --eval, matched to their task by name.
     let mut named: Vec<(i64, Option<usize>)> = Vec::new();
@@ -150,6 +156,36 @@ pub(crate) fn export_jax(
         ]);
     }
     say!("{t}");
+    for c in &choices {
+        match c.eval.result.performance.as_ref() {
+            None => note!(
+                "ksmith: warning: {} was never timed (evaluation {} ran with --no-timing): whether it beats XLA is unknown; verify-export measures it",
+                c.task.name,
+                c.eval.id
+            ),
+            Some(p) if p.speedup_interval.1 < 1.0 => note!(
+                "ksmith: warning: {} is slower than XLA on this machine ({:.2}x, interval {:.2}-{:.2}): substituting it makes a graph slower",
+                c.task.name,
+                p.speedup,
+                p.speedup_interval.0,
+                p.speedup_interval.1
+            ),
+            Some(_) => {}
+        }
+    }
+    if let Some(before) = &written.replaced {
+        let dropped: Vec<&str> = before
+            .iter()
+            .filter(|k| !written.kernels.contains(k))
+            .map(String::as_str)
+            .collect();
+        if !dropped.is_empty() {
+            note!(
+                "ksmith: replaced the earlier export; it also held {}, not exported this time",
+                dropped.join(", ")
+            );
+        }
+    }
     say!(
         "wrote package `{}` ({} kernels) to {}",
         written.package,
@@ -162,6 +198,32 @@ pub(crate) fn export_jax(
         written.dir.display()
     );
     Ok(0)
+}
+
+/// Refuses a package name that is already importable in ksmith's Python environment (the
+/// standard library, jax, numpy...): installing it would shadow that module.
+fn check_package_name(ctx: &Ctx, package: &str) -> Result<(), Exit> {
+    ksmith_deploy::python_identifier("package name", package).map_err(input)?;
+    let env =
+        PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}")).map_err(env_err)?;
+    let probe = format!(
+        "import importlib.util, sys\nspec = importlib.util.find_spec({package:?})\nprint(spec.origin if spec and spec.origin else (list(spec.submodule_search_locations)[0] if spec else ''))"
+    );
+    let out = std::process::Command::new(&env.python)
+        .args(["-I", "-c", &probe])
+        .output()
+        .map_err(|e| env_err(anyhow!("running {}: {e}", env.python.display())))?;
+    let origin = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    // An earlier ksmith export of the same name (installed) is what a new export replaces.
+    let earlier_export = Path::new(&origin)
+        .parent()
+        .is_some_and(|d| d.join("manifest.json").is_file() && d.join("_runtime.py").is_file());
+    if out.status.success() && !origin.is_empty() && !earlier_export {
+        return Err(input(anyhow!(
+            "--name {package}: a module of that name already exists ({origin}); installing the export would shadow it: choose another name"
+        )));
+    }
+    Ok(())
 }
 
 /// The import name of the package exported into `dir` (the subdirectory with a manifest).
@@ -194,15 +256,41 @@ fn package_in(dir: &Path) -> Result<String, Exit> {
     }
 }
 
+/// The kernel names in `dir/package/manifest.json`, or an input error naming what is wrong.
+fn manifest_kernels(dir: &Path, package: &str) -> Result<Vec<String>, Exit> {
+    let path = dir.join(package).join("manifest.json");
+    let bad = |m: String| input(anyhow!("{}: {m}; re-export it", path.display()));
+    let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
+    let kernels = v["kernels"]
+        .as_object()
+        .ok_or_else(|| bad("no `kernels` table".into()))?;
+    if kernels.is_empty() {
+        return Err(bad("`kernels` is empty".into()));
+    }
+    Ok(kernels.keys().cloned().collect())
+}
+
 /// Re-checks and times every kernel of an exported package through its own bindings.
 pub(crate) fn verify_export(ctx: &Ctx, args: &VerifyArgs) -> Result<u8, Exit> {
     let dir = std::path::absolute(&args.dir).unwrap_or_else(|_| args.dir.clone());
     let package = package_in(&dir)?;
+    let names = manifest_kernels(&dir, &package)?;
+    if let Some(k) = args.kernel.iter().find(|k| !names.contains(k)) {
+        return Err(input(anyhow!(
+            "--kernel {k}: the export has no such kernel (it has {})",
+            names.join(", ")
+        )));
+    }
     let env =
         PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}")).map_err(env_err)?;
+    // Imported inside a guard: a damaged export fails at import, and says so in one line.
+    let guard = format!(
+        "import json, sys\ntry:\n    import {package}.verify as v\nexcept ImportError as e:\n    print(json.dumps({{'error': str(e)}}))\n    sys.exit(2)\nsys.exit(v.main(sys.argv[1:]))"
+    );
     let mut cmd = std::process::Command::new(&env.python);
-    cmd.arg("-m")
-        .arg(format!("{package}.verify"))
+    cmd.arg("-c")
+        .arg(guard)
         .arg("--json")
         .arg("--seeds")
         .arg(args.seeds.to_string())
@@ -228,7 +316,14 @@ pub(crate) fn verify_export(ctx: &Ctx, args: &VerifyArgs) -> Result<u8, Exit> {
         .current_dir(&dir)
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit());
-    note!("ksmith: checking and timing {package} inside jax.jit...");
+    note!(
+        "ksmith: {} {package} inside jax.jit...",
+        if args.no_timing {
+            "checking"
+        } else {
+            "checking and timing"
+        }
+    );
     let output = cmd
         .output()
         .map_err(|e| env_err(anyhow!("running {}: {e}", env.python.display())))?;
@@ -239,10 +334,14 @@ pub(crate) fn verify_export(ctx: &Ctx, args: &VerifyArgs) -> Result<u8, Exit> {
         .find_map(|l| serde_json::from_str(l).ok())
         .ok_or_else(|| {
             env_err(anyhow!(
-                "{package}.verify printed no result (exit {}); its errors are above",
+                "{package}.verify printed no result ({}); its errors are above",
                 output.status
             ))
         })?;
+    if let Some(e) = report["error"].as_str() {
+        // The package could not be imported as an export (a damaged manifest, a bad file).
+        return Err(input(anyhow!("{}: {e}", dir.display())));
+    }
     if args.json {
         crate::term::json(&report);
     } else {

@@ -144,7 +144,10 @@ fn starter_kernels_are_exported_installed_and_called_from_jax_jit() {
             ("CC", Path::new("no-such-cc")),
         ],
     );
-    assert!(out.contains("fallback ok"), "{out}");
+    assert!(
+        out.contains("fallback ok") && out.contains("edited ok"),
+        "{out}"
+    );
 
     // verify-export: fresh seeds through the FFI path, timed next to XLA inside jax.jit.
     let o = ksmith_env(
@@ -156,7 +159,7 @@ fn starter_kernels_are_exported_installed_and_called_from_jax_jit() {
             "--seeds",
             "1",
             "--rounds",
-            "3",
+            "6",
         ],
         &[("KSMITH_KERNELS_CACHE", cache.to_str().unwrap())],
     );
@@ -300,6 +303,64 @@ fn export_picks_the_fastest_and_refuses_what_it_cannot_export() {
     // The earlier export is still intact after the refusals.
     assert!(out.join("ksmith_kernels/manifest.json").is_file());
 
+    // A name that would shadow an installed module, a file the export did not write: refused.
+    let o = ksmith(
+        &store,
+        &[
+            "export", "--format", "jax", "--out", o_, "--name", "numpy", t,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("a module of that name already exists"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(out.join("NOTES.md"), "mine").unwrap();
+    let o = ksmith(&store, &["export", "--format", "jax", "--out", o_, t]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("NOTES.md"), "{}", text(&o));
+    assert!(out.join("NOTES.md").is_file());
+    std::fs::remove_file(out.join("NOTES.md")).unwrap();
+
+    // A damaged export: verify-export says what is wrong, in one line, exit 2.
+    let damaged = tmp.path().join("damaged");
+    std::fs::create_dir(&damaged).unwrap();
+    for f in ["pyproject.toml", ".ksmith-export"] {
+        std::fs::copy(out.join(f), damaged.join(f)).unwrap();
+    }
+    let pkg_dir = damaged.join("ksmith_kernels");
+    std::fs::create_dir(&pkg_dir).unwrap();
+    for e in std::fs::read_dir(out.join("ksmith_kernels")).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), pkg_dir.join(e.file_name())).unwrap();
+        }
+    }
+    let manifest = pkg_dir.join("manifest.json");
+    let good = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, &good[..good.len() / 2]).unwrap();
+    let d = damaged.to_str().unwrap();
+    let o = ksmith(&store, &["verify-export", d, "--no-timing"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("manifest.json: not valid JSON"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&manifest, good.replacen("\"float32\"", "\"float33\"", 1)).unwrap();
+    let o = ksmith(&store, &["verify-export", d, "--no-timing"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("dtype: expected one of"), "{}", text(&o));
+    std::fs::write(&manifest, &good).unwrap();
+    let o = ksmith(&store, &["verify-export", d, "--kernel", "nope"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--kernel nope: the export has no such kernel (it has vector_add)"),
+        "{}",
+        text(&o)
+    );
+
     // A suite where one task has nothing to export: refused, or written without it on request.
     let other_task = small_task(
         "softmax",
@@ -340,10 +401,14 @@ fn scalar_and_bfloat16_signatures_run_through_the_ffi() {
     // (raw 16-bit words in the C ABI): KSBench seeds, checked through the FFI by verify-export.
     let tmp = tempfile::tempdir().unwrap();
     let store = fresh_store(tmp.path());
-    let tasks: Vec<_> = ["matmul_swish_scaling", "rmsnorm_llm_bf16"]
-        .iter()
-        .map(|t| root().join("tasks/ksbench").join(t))
-        .collect();
+    let tasks: Vec<_> = [
+        "matmul_swish_scaling",
+        "rmsnorm_llm_bf16",
+        "conv2d_scaling_min",
+    ]
+    .iter()
+    .map(|t| root().join("tasks/ksbench").join(t))
+    .collect();
     for t in &tasks {
         let v = eval(&store, t, &t.join("solutions/seed"), &["--no-timing"]);
         assert_eq!(v["status"], "PASSED", "{}: {v}", t.display());
@@ -372,4 +437,14 @@ fn scalar_and_bfloat16_signatures_run_through_the_ffi() {
         assert_eq!(k["status"], "ok", "{k}");
         assert!(!k["workloads"].as_array().unwrap().is_empty(), "{k}");
     }
+    // Output sizes that appear in no input's shape come from the reference.
+    let env = ksmith_harness::PythonEnv::resolve(None, &|_| {}).expect("ksmith's python");
+    let script = root().join("crates/ksmith-cli/tests/deploy/derived_axes.py");
+    let out = python(
+        &env.python,
+        &[script.to_str().unwrap()],
+        tmp.path(),
+        &[("KSMITH_KERNELS_CACHE", &cache), ("PYTHONPATH", &pkg)],
+    );
+    assert!(out.contains("derived axes ok"), "{out}");
 }

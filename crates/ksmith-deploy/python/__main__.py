@@ -12,7 +12,11 @@ def main(argv=None):
     parser.add_argument("command", nargs="?", default="status", choices=["status", "build", "list"])
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
-    pkg = importlib.import_module(package_name)
+    try:
+        pkg = importlib.import_module(package_name)
+    except ImportError as e:  # a damaged export: said in one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.command == "list":
         rows = {
             n: {
@@ -28,6 +32,11 @@ def main(argv=None):
         rows = pkg.build()
     if args.json:
         print(json.dumps(rows, indent=2))
+    elif args.command == "list":
+        for name, r in rows.items():
+            judged = "untimed" if r["judged_speedup"] is None else f"{r['judged_speedup']:.2f}x"
+            shapes = " ".join(f"{a}={lo}..{hi}" for a, (lo, hi) in r["envelope"].items())
+            print(f"{name:24} {r['binding']:9} evaluation {r['evaluation']} ({r['solution']}), judged {judged}, validated {shapes}")
     else:
         for name, value in rows.items():
             print(f"{name:24} {value}")

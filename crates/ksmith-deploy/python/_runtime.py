@@ -45,6 +45,71 @@ class KernelUnavailable(RuntimeError):
     """The kernel cannot run here (no compiler or device, a failed build); the message says why."""
 
 
+class ExportError(ImportError):
+    """The export itself is damaged (its manifest); the message names the file and field."""
+
+
+_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool")
+_BINDINGS = ("cpu_ffi", "cuda_ffi", "pallas", "triton")
+
+
+def _check_spec(where, spec):
+    """Raises ExportError naming the first field of a kernel's manifest entry that is not as written."""
+
+    def need(cond, field, what):
+        if not cond:
+            raise ExportError(f"{where}.{field}: expected {what}; the manifest was changed after export, re-export it")
+
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    need(isinstance(spec, dict), "", "a table")
+    for key in ("dir", "language", "entry_point", "symbol", "target", "description", "workload_set"):
+        need(isinstance(spec.get(key), str), key, "a string")
+    need(spec.get("binding") in _BINDINGS, "binding", f"one of {', '.join(_BINDINGS)}")
+    need(spec.get("handler") is None or isinstance(spec.get("handler"), str), "handler", "a string or null")
+    for key in ("sources", "flags"):
+        need(isinstance(spec.get(key), list) and all(isinstance(x, str) for x in spec[key]), key, "a list of strings")
+    need(bool(spec["sources"]), "sources", "at least one file")
+    axes = spec.get("axes")
+    need(isinstance(axes, list) and axes, "axes", "a list of axes")
+    for i, a in enumerate(axes):
+        need(isinstance(a, dict) and isinstance(a.get("name"), str), f"axes[{i}].name", "a string")
+        need(a.get("kind") in ("var", "const"), f"axes[{i}].kind", "var or const")
+        need(a["kind"] == "var" or is_int(a.get("value")), f"axes[{i}].value", "an integer")
+    names = {a["name"] for a in axes}
+    for group in ("inputs", "outputs"):
+        tensors = spec.get(group)
+        need(isinstance(tensors, list) and (tensors or group == "inputs"), group, "a list of tensors")
+        for i, t in enumerate(tensors):
+            need(isinstance(t, dict) and isinstance(t.get("name"), str), f"{group}[{i}].name", "a string")
+            need(isinstance(t.get("shape"), list) and all(x in names for x in t["shape"]), f"{group}[{i}].shape", "a list of axis names")
+            need(t.get("dtype") in _DTYPES, f"{group}[{i}].dtype", f"one of {', '.join(_DTYPES)}")
+            if group == "outputs":
+                for tol in ("atol", "rtol"):
+                    need(isinstance(t.get(tol), (int, float)) and t[tol] >= 0, f"{group}[{i}].{tol}", "a number >= 0")
+    ref = spec.get("reference")
+    need(isinstance(ref, dict) and isinstance(ref.get("file"), str) and isinstance(ref.get("function"), str), "reference", "{file, function}")
+    env = spec.get("envelope")
+    need(isinstance(env, dict), "envelope", "a table")
+    for k, v in env.items():
+        need(
+            k in names and isinstance(v, list) and len(v) == 2 and all(is_int(x) for x in v) and v[0] <= v[1],
+            f"envelope.{k}",
+            "[low, high] integers of an axis",
+        )
+    workloads = spec.get("workloads")
+    need(isinstance(workloads, list) and workloads, "workloads", "a list of workloads")
+    for i, w in enumerate(workloads):
+        need(isinstance(w, dict) and isinstance(w.get("axes"), dict), f"workloads[{i}].axes", "a table")
+        for k, v in w["axes"].items():
+            need(k in names and is_int(v) and v > 0, f"workloads[{i}].axes.{k}", "a positive integer for an axis")
+        need(isinstance(w.get("inputs"), list), f"workloads[{i}].inputs", "a list")
+    files = spec.get("files")
+    need(isinstance(files, dict) and all(isinstance(v, str) for v in files.values()), "files", "a table of sha256 hashes")
+    need(isinstance(spec.get("provenance"), dict), "provenance", "a table")
+
+
 def disabled():
     """Whether ``KSMITH_KERNELS_DISABLE`` turns every substitution off."""
     return os.environ.get(DISABLE_ENV, "").strip() not in ("", "0")
@@ -100,6 +165,7 @@ class Kernel:
         self._fn = None
         self._unavailable = None
         self._reference = None
+        self._shapes = {}
         self._noted = set()
         sig = ", ".join(i["name"] for i in self.inputs)
         self.__doc__ = (
@@ -135,10 +201,33 @@ class Kernel:
                         f"{self.name}(): input {spec['name']} has {axis}={v}, but {axis}={values[axis]} from the other inputs (or the task's constant)"
                     )
                 values[axis] = int(v)
+        # The reference defines the outputs' shapes: axes found only there (an output size
+        # derived from the inputs) come from it, and must agree with everything else.
+        for spec, shape in zip(self.outputs, self._reference_shapes(args), strict=True):
+            if len(shape) != len(spec["shape"]):
+                raise ValueError(f"{self.name}(): the reference's output {spec['name']} has shape {shape}; the kernel's is [{', '.join(spec['shape'])}]")
+            for axis, v in zip(spec["shape"], shape, strict=True):
+                if axis in values and values[axis] != v:
+                    raise ValueError(f"{self.name}(): {axis}={values[axis]}, but for these inputs the reference's output {spec['name']} has {axis}={v}")
+                values[axis] = int(v)
         missing = [a for a in self.axis_names if a not in values]
         if missing:
-            raise TypeError(f"{self.name}(): axis {', '.join(missing)} is in no input's shape; pass it as a keyword")
+            raise TypeError(f"{self.name}(): axis {', '.join(missing)} is in no input's or output's shape; pass it as a keyword")
         return values
+
+    def _reference_shapes(self, args):
+        """The reference's output shapes for arguments of these shapes (abstract evaluation, cached)."""
+        shapes = tuple(tuple(a.shape) if hasattr(a, "shape") else tuple(np.shape(a)) for a in args)
+        if shapes not in self._shapes:
+            specs = [jax.ShapeDtypeStruct(sh, dtype_of(s["dtype"])) for sh, s in zip(shapes, self.inputs, strict=True)]
+            try:
+                out = _as_list(jax.eval_shape(self._reference_fn(), *specs))
+            except Exception as e:  # the reference rejects these shapes: so does the kernel
+                raise ValueError(f"{self.name}(): the reference does not accept inputs of shapes {list(shapes)}: {e}") from e
+            if len(out) != len(self.outputs):
+                raise ValueError(f"{self.name}(): the reference returns {len(out)} outputs, the kernel {len(self.outputs)}")
+            self._shapes[shapes] = [tuple(o.shape) for o in out]
+        return self._shapes[shapes]
 
     def dtype_problem(self, args):
         """Why these arguments' dtypes are not the kernel's, or None."""
@@ -198,16 +287,39 @@ class Kernel:
 
     def reference(self, *args):
         """The task's JAX reference (what the kernel was checked against)."""
+        return self._reference_fn()(*args)
+
+    def _reference_fn(self):
         if self._reference is None:
             ref = self.spec["reference"]
             module = _load_module(os.path.join(self.dir, "ref", ref["file"]), f"_ksmith_ref_{self.package}_{self.name}")
             self._reference = getattr(module, ref["function"])
-        return self._reference(*args)
+        return self._reference
 
-    def _invoke(self, args, axes):
+    def _invoke(self, args, axes, backward=None):
+        """Runs the kernel; derivatives come from `backward` (default: the reference), since a
+        kernel has no derivative rule of its own."""
         arrays = [jnp.asarray(a, dtype_of(s["dtype"])) for a, s in zip(args, self.inputs, strict=True)]
-        out = self._fn(arrays, axes)
-        return out[0] if len(self.outputs) == 1 else tuple(out)
+        single = len(self.outputs) == 1
+        back = backward or self._reference_fn()
+
+        def shaped(out):
+            out = _as_list(out)
+            return out[0] if single else tuple(out)
+
+        @jax.custom_vjp
+        def run(*xs):
+            return shaped(self._fn(list(xs), axes))
+
+        def forward(*xs):
+            return run(*xs), xs
+
+        def backward_pass(xs, g):
+            _, vjp = jax.vjp(lambda *ys: shaped(back(*ys)), *xs)
+            return vjp(g)
+
+        run.defvjp(forward, backward_pass)
+        return run(*arrays)
 
     def _note(self, message):
         if message not in self._noted:
@@ -228,12 +340,25 @@ class Kernel:
         with self._lock:
             if self._fn is None and self._unavailable is None:
                 try:
+                    self._verify_files()
                     self._fn = self._load()
-                except KernelUnavailable as e:
+                except (KernelUnavailable, OSError) as e:
                     self._unavailable = str(e)
                     warnings.warn(f"{self.package}.{self.name}: kernel unavailable, using the fallback: {e}", stacklevel=3)
             if self._unavailable is not None:
                 raise KernelUnavailable(self._unavailable)
+
+    def _verify_files(self):
+        """Nothing changed since the export: every file of the kernel has the hash the export wrote."""
+        for rel, want in sorted(self.spec["files"].items()):
+            path = os.path.join(self.dir, rel)
+            try:
+                with open(path, "rb") as f:
+                    have = hashlib.sha256(f.read()).hexdigest()
+            except OSError as e:
+                raise KernelUnavailable(f"{self.spec['dir']}/{rel} is missing from the export ({e.strerror}); re-export") from e
+            if have != want:
+                raise KernelUnavailable(f"{self.spec['dir']}/{rel} was changed after the export (its sha256 differs); re-export to use it")
 
     def _load(self):
         want = {"cpu_ffi": "cpu", "cuda_ffi": "gpu", "pallas": "gpu", "triton": "gpu"}[self.binding]
@@ -301,8 +426,12 @@ class Kernel:
         final = os.path.join(cache, f"{self.name}-{digest.hexdigest()[:24]}")
         lib = os.path.join(final, "lib.so")
         if not os.path.exists(lib):
-            os.makedirs(cache, exist_ok=True)
-            work = tempfile.mkdtemp(prefix=f".{self.name}-", dir=cache)
+            try:
+                os.makedirs(cache, exist_ok=True)
+                work = tempfile.mkdtemp(prefix=f".{self.name}-", dir=cache)
+                os.chmod(work, 0o755)  # a shared cache: other users load what is built here
+            except OSError as e:
+                raise KernelUnavailable(f"cannot use the build cache {cache} ({e.strerror}); set {CACHE_ENV}") from e
             try:
                 for f in files:
                     shutil.copy(os.path.join(src, f), work)
@@ -464,10 +593,22 @@ class Package:
     def __init__(self, name, init_file):
         self.name = name
         self.root = os.path.dirname(os.path.abspath(init_file))
-        with open(os.path.join(self.root, "manifest.json"), encoding="utf-8") as f:
-            manifest = json.load(f)
-        if manifest.get("format") != FORMAT:
-            raise ImportError(f"{name}: manifest format {manifest.get('format')} (this runtime reads {FORMAT}); re-export with this ksmith")
+        path = os.path.join(self.root, "manifest.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                manifest = json.load(f)
+        except OSError as e:
+            raise ExportError(f"{path}: {e.strerror}; re-export") from e
+        except ValueError as e:
+            raise ExportError(f"{path}: not valid JSON ({e}); re-export") from e
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            got = manifest.get("format") if isinstance(manifest, dict) else None
+            raise ExportError(f"{path}: format {got!r}, this runtime reads {FORMAT}; re-export with this ksmith")
+        kernels = manifest.get("kernels")
+        if not isinstance(kernels, dict) or not kernels:
+            raise ExportError(f"{path}: kernels: expected a non-empty table; re-export")
+        for n, spec in kernels.items():
+            _check_spec(f"{path}: kernels.{n}", spec)
         self.manifest = manifest
         self.kernels = {n: Kernel(name, n, spec, self.root) for n, spec in manifest["kernels"].items()}
 
@@ -501,7 +642,8 @@ class Package:
                 if why is not None:
                     k._note(f"{name}: calling {getattr(fn, '__qualname__', fn)}: {why}")
                     return fn(*args)
-                return k._invoke(args, k.bind(args))
+                # Derivatives through the decorated function, as if it had run.
+                return k._invoke(args, k.bind(args), backward=fn)
 
             wrapper.ksmith_kernel = k
             wrapper.why_not = functools.partial(k.why_not, any_shape=any_shape)

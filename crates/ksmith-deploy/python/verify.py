@@ -182,14 +182,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog=f"python -m {package_name}.verify", description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", action="append", help="only this kernel (repeatable)")
     parser.add_argument("--seeds", type=int, default=2, help="fresh seeds per workload (default 2)")
-    parser.add_argument("--rounds", type=int, default=12, help="timing rounds per workload (default 12)")
+    parser.add_argument("--rounds", type=int, default=12, help="timing rounds per workload (default 12, at least 6)")
     parser.add_argument("--min-round-ms", type=float, default=20.0, help="minimum time per round and side (default 20)")
     parser.add_argument("--no-timing", action="store_true", help="check only")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.rounds < 1 or not args.min_round_ms > 0:
-        parser.error("--seeds and --rounds must be at least 1 and --min-round-ms positive")
-    pkg = importlib.import_module(package_name)
+    if args.seeds < 1 or (args.rounds < 6 and not args.no_timing) or not args.min_round_ms > 0:
+        parser.error("--seeds must be at least 1, --rounds at least 6 (fewer rounds give no interval), --min-round-ms positive")
+    try:
+        pkg = importlib.import_module(package_name)
+    except ImportError as e:  # a damaged export: one line, for ksmith verify-export to show
+        print(json.dumps({"error": str(e)}) if args.json else f"error: {e}", file=sys.stdout if args.json else sys.stderr)
+        return 2
     names = args.kernel or sorted(pkg.kernels)
     unknown = [n for n in names if n not in pkg.kernels]
     if unknown:
@@ -201,7 +205,8 @@ def main(argv=None):
         if not args.json:
             line = f"{n:24} {r['status']:12}"
             if "speedup" in r:
-                line += f" {r['speedup']:.2f}x in jax.jit (judged {r['judged_speedup'] or 0:.2f}x)"
+                judged = "untimed" if r["judged_speedup"] is None else f"{r['judged_speedup']:.2f}x"
+                line += f" {r['speedup']:.2f}x in jax.jit (judged {judged})"
             print(line + (f"  {r['detail']}" if "detail" in r else ""), flush=True)
     if args.json:
         print(json.dumps({"package": package_name, "backend": jax.default_backend(), "kernels": results}))

@@ -99,6 +99,16 @@ impl Binding {
         }
     }
 
+    /// The name in the manifest.
+    pub fn name(self) -> &'static str {
+        match self {
+            Binding::CpuFfi => "cpu_ffi",
+            Binding::CudaFfi => "cuda_ffi",
+            Binding::Pallas => "pallas",
+            Binding::Triton => "triton",
+        }
+    }
+
     /// The JAX backend (`jax.default_backend()`) the kernel runs on.
     pub fn backend(self) -> &'static str {
         match self {
@@ -153,9 +163,16 @@ mod tests {
         assert_eq!(Binding::of(Language::C), Binding::CpuFfi);
         assert_eq!(Binding::of(Language::Cuda).backend(), "gpu");
         assert_eq!(Binding::CpuFfi.backend(), "cpu");
-        assert_eq!(
-            serde_json::to_value(Binding::CudaFfi).unwrap(),
-            serde_json::json!("cuda_ffi")
-        );
+        for b in [
+            Binding::CpuFfi,
+            Binding::CudaFfi,
+            Binding::Pallas,
+            Binding::Triton,
+        ] {
+            assert_eq!(
+                serde_json::to_value(b).unwrap(),
+                serde_json::json!(b.name())
+            );
+        }
     }
 }

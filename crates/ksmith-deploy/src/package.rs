@@ -29,6 +29,8 @@ pub struct Written {
     pub package: String,
     /// Kernel names, in order.
     pub kernels: Vec<String>,
+    /// The kernels of the earlier export this one replaced, if there was one.
+    pub replaced: Option<Vec<String>>,
 }
 
 #[derive(Serialize)]
@@ -64,6 +66,9 @@ struct Entry<'a> {
     workloads: &'a [Workload],
     /// Per var axis, the smallest and largest value validated; const axes are fixed.
     envelope: BTreeMap<&'a str, [i64; 2]>,
+    /// sha256 of every file of the kernel (paths relative to `dir`): the runtime builds and
+    /// runs nothing that was changed after the export.
+    files: BTreeMap<String, String>,
     provenance: Provenance<'a>,
 }
 
@@ -103,25 +108,91 @@ fn write(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), DeployError> {
     std::fs::write(path, bytes).map_err(io(path))
 }
 
-/// Refuses an `out` that exists and is neither empty nor an earlier export.
-fn check_out(out: &Path) -> Result<(), DeployError> {
-    let refuse = |m: &str| DeployError::Out {
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Files Python and pip add to a package directory (caches, build trees): not the user's.
+fn generated_by_tools(rel: &Path) -> bool {
+    rel.components().any(|c| {
+        let c = c.as_os_str().to_string_lossy();
+        c == "__pycache__" || c == "build" || c.ends_with(".egg-info") || c.ends_with(".pyc")
+    })
+}
+
+/// Every file under `root`, relative to it (no links followed).
+fn files_under(root: &Path) -> Result<Vec<PathBuf>, DeployError> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).map_err(io(&dir))? {
+            let e = e.map_err(io(&dir))?;
+            let p = e.path();
+            if e.file_type().map_err(io(&p))?.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(root) {
+                out.push(rel.to_path_buf());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What an earlier export in `out` wrote: its file list and kernels (from its marker).
+#[derive(serde::Deserialize)]
+struct Marker {
+    #[serde(default)]
+    files: Vec<PathBuf>,
+    #[serde(default)]
+    kernels: Vec<String>,
+}
+
+/// Refuses an `out` that exists and is neither empty nor an earlier export holding only what
+/// the export wrote (and what Python and pip add); returns the earlier export's marker.
+fn check_out(out: &Path) -> Result<Option<Marker>, DeployError> {
+    let refuse = |m: String| DeployError::Out {
         path: out.to_path_buf(),
-        message: m.to_string(),
+        message: m,
     };
     match std::fs::symlink_metadata(out) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io(out)(e)),
-        Ok(m) if !m.is_dir() => Err(refuse("exists and is not a directory")),
+        Ok(m) if !m.is_dir() => Err(refuse("exists and is not a directory".into())),
         Ok(_) => {
             let mut entries = std::fs::read_dir(out).map_err(io(out))?;
-            if entries.next().is_none() || out.join(MARKER).is_file() {
-                Ok(())
-            } else {
-                Err(refuse(
-                    "exists, is not empty and was not written by ksmith export; choose another --out or remove it",
-                ))
+            if entries.next().is_none() {
+                return Ok(None);
             }
+            let marker = std::fs::read_to_string(out.join(MARKER))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Marker>(&t).ok())
+                .ok_or_else(|| {
+                    refuse("exists, is not empty and was not written by ksmith export; choose another --out or remove it".into())
+                })?;
+            let mut foreign: Vec<String> = files_under(out)?
+                .into_iter()
+                .filter(|f| {
+                    f.as_path() != Path::new(MARKER)
+                        && !marker.files.contains(f)
+                        && !generated_by_tools(f)
+                })
+                .map(|f| f.display().to_string())
+                .collect();
+            if !foreign.is_empty() {
+                foreign.sort();
+                let n = foreign.len();
+                foreign.truncate(5);
+                return Err(refuse(format!(
+                    "holds {n} file(s) ksmith export did not write ({}{}); replacing the export would delete them: move them away or choose another --out",
+                    foreign.join(", "),
+                    if n > 5 { ", ..." } else { "" }
+                )));
+            }
+            Ok(Some(marker))
         }
     }
 }
@@ -147,16 +218,24 @@ pub fn write_package(
             ),
         });
     }
-    check_out(out)?;
+    let earlier = check_out(out)?;
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+    let unwritable = |e: std::io::Error| DeployError::Out {
+        path: out.to_path_buf(),
+        message: format!(
+            "cannot write in {} ({}); choose another --out",
+            parent.display(),
+            e.kind()
+        ),
+    };
+    std::fs::create_dir_all(&parent).map_err(unwritable)?;
     let staging = tempfile::Builder::new()
         .prefix(".ksmith-export-")
         .tempdir_in(&parent)
-        .map_err(io(&parent))?;
+        .map_err(unwritable)?;
     let root = staging.path();
     let pkg = root.join(package);
 
@@ -197,6 +276,11 @@ pub fn write_package(
             );
             write(&kdir.join("src").join("ksmith_abi.h"), header)?;
         }
+        let mut files = BTreeMap::new();
+        for rel in files_under(&kdir)? {
+            let bytes = std::fs::read(kdir.join(&rel)).map_err(io(&kdir.join(&rel)))?;
+            files.insert(rel.display().to_string(), sha256(&bytes));
+        }
         let mut envelope = BTreeMap::new();
         for a in &c.task.axes {
             let values = c.task.workloads.iter().filter_map(|w| w.axes.get(&a.name));
@@ -230,6 +314,7 @@ pub fn write_package(
                 workload_set: c.set.name(),
                 workloads: &c.task.workloads,
                 envelope,
+                files,
                 provenance: Provenance {
                     evaluation: c.eval.id,
                     created_at: &c.eval.created_at,
@@ -273,10 +358,14 @@ pub fn write_package(
         &root.join("pyproject.toml"),
         pyproject(package, &version, &names)?,
     )?;
-    write(
-        &root.join(MARKER),
-        format!("{{\"package\": \"{package}\", \"format\": {FORMAT}}}\n"),
-    )?;
+    let written: Vec<String> = files_under(root)?
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    let marker = serde_json::json!({
+        "package": package, "format": FORMAT, "kernels": names, "files": written,
+    });
+    write(&root.join(MARKER), format!("{marker:#}\n"))?;
 
     // Move into place: the earlier export (if any) aside first, removed only once the new
     // one is there.
@@ -300,6 +389,7 @@ pub fn write_package(
         dir: out.to_path_buf(),
         package: package.to_string(),
         kernels: names.iter().map(|s| s.to_string()).collect(),
+        replaced: earlier.map(|m| m.kernels),
     })
 }
 
@@ -323,7 +413,7 @@ fn init_py(package: &str, names: &[&str]) -> String {
 
 fn readme(package: &str, choices: &[Choice]) -> String {
     let mut s = format!(
-        "# {package}\n\nKernels exported by `ksmith export --format jax`. Each one is the solution that\nthe KernelSmith judge passed (and timed fastest) for its task on the machine named below.\n\n```python\nimport {package}\ny = {package}.{first}(x)                 # the kernel inside the validated shapes, else the reference\n\n@{package}.apply(\"{first}\")              # your own function, swapped for the kernel when it fits\ndef my_fn(x): ...\n```\n\n`KSMITH_KERNELS_DISABLE=1` turns every substitution off. `python -m {package} status` says\nwhich kernels are built; `python -m {package}.verify` re-checks and times them inside `jax.jit`.\n\n| kernel | binding | solution | evaluation | judged speedup | validated shapes |\n| --- | --- | --- | --- | --- | --- |\n",
+        "# {package}\n\nKernels exported by `ksmith export --format jax`. Each one is a solution that the\nKernelSmith judge passed for its task (the fastest judged, unless named), with its figures below.\n\n```python\nimport {package}\ny = {package}.{first}(x)                 # the kernel inside the validated shapes, else the reference\n\n@{package}.apply(\"{first}\")              # your own function, swapped for the kernel when it fits\ndef my_fn(x): ...\n```\n\n`KSMITH_KERNELS_DISABLE=1` turns every substitution off. `python -m {package} status` says\nwhich kernels are built; `python -m {package}.verify` re-checks and times them inside `jax.jit`.\n\n| kernel | binding | solution | evaluation | judged speedup | validated shapes |\n| --- | --- | --- | --- | --- | --- |\n",
         first = choices.first().map(|c| c.task.name.as_str()).unwrap_or("kernel")
     );
     for c in choices {
@@ -346,9 +436,9 @@ fn readme(package: &str, choices: &[Choice]) -> String {
             })
             .collect();
         s.push_str(&format!(
-            "| {} | {:?} | {} | {} ({}) | {} | {} |\n",
+            "| {} | {} | {} | {} ({}) | {} | {} |\n",
             c.task.name,
-            Binding::of(c.language),
+            Binding::of(c.language).name(),
             r.solution,
             c.eval.id,
             c.eval.created_at,

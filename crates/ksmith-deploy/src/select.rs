@@ -68,8 +68,13 @@ pub fn choose_best(
         Some(e) => complete(store, task, e),
         None => {
             let elsewhere = store.passed(&task.name, &hashes, None)?.len();
+            let other_versions = store.passed_count(&task.name)? - elsewhere;
             let hint = if let Some(l) = language {
                 format!(" in language {}", l.name())
+            } else if other_versions > 0 {
+                format!(
+                    "; {other_versions} passed on an earlier version of the task (its task.toml or reference has changed since, comments included): re-evaluate"
+                )
             } else if elsewhere > 0 {
                 format!(
                     "; {elsewhere} passed under another environment (another machine, compiler or ksmith version): re-evaluate here, or name one with --eval ID"

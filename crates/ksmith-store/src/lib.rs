@@ -373,6 +373,18 @@ impl Store {
             .collect())
     }
 
+    /// How many PASSED evaluations `task` has, of any version of the task and on any machine.
+    pub fn passed_count(&self, task: &str) -> Result<usize, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM evaluations WHERE task = ?1 AND status = 'PASSED'",
+                params![task],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as usize)
+            .map_err(|e| self.sql(e))
+    }
+
     /// Ids of all evaluations, oldest first.
     pub fn ids(&self) -> Result<Vec<i64>, StoreError> {
         let mut stmt = self

@@ -24,3 +24,13 @@ try:
 except RuntimeError as e:
     assert "no compiler" in str(e), e
 print("fallback ok")
+
+# A kernel file changed after the export is never built: said, and the reference is used.
+src = kk.vector_add.dir + "/src/kernel.c"
+with open(src, "a") as f:
+    f.write("\n/* edited */\n")
+status = kk.vector_add.status()
+assert "src/kernel.c was changed after the export" in status, status
+a = jnp.ones((3_000_000,), jnp.float32)
+assert float(kk.vector_add(a, a)[0]) == 2.0
+print("edited ok")
