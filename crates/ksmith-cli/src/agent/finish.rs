@@ -1,13 +1,43 @@
-//! The end of a run: roll back to the fastest correct snapshot, re-validate it on fresh seeds,
-//! write the kernel, its solution.toml and the report.
+//! The end of a run: the finalists (the fastest correct snapshots and the start) are checked
+//! again on fresh seeds and re-timed together, side by side in the same rounds; the one fastest
+//! against the start wins, and is written with its solution.toml and the report.
 
 use super::iterate::State;
 use super::session::Session;
 use crate::{env_err, Exit};
-use ksmith_judge::Status;
+use ksmith_store::SnapshotRow;
 use ksmith_task::escape::{markdown_cell, markdown_code};
+use ksmith_task::Solution;
 
-/// Rolls back to the fastest correct snapshot, re-validates it on fresh seeds, writes it out.
+/// Snapshots re-timed at the end besides the start: the fastest few by their own figures.
+const FINALISTS: usize = 3;
+
+/// A snapshot's code and flags as a solution (the language and entry point of the best).
+fn snapshot_solution(
+    s: &Session,
+    st: &State,
+    base: &Solution,
+    sn: &SnapshotRow,
+) -> Option<Solution> {
+    let stored: serde_json::Value = serde_json::from_str(&sn.sources).ok()?;
+    let hash = stored["files"][&st.file].as_str()?;
+    let source = String::from_utf8(s.store.artifact(hash).ok()?).ok()?;
+    let flags = stored["flags"]
+        .as_array()?
+        .iter()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect();
+    Some(Solution::from_source(
+        &format!("{}-{}", st.task.name, sn.iteration),
+        base.language,
+        &base.entry_point,
+        &st.file,
+        source,
+        flags,
+    ))
+}
+
+/// Re-times the finalists together on fresh seeds, writes the winner and the report.
 pub(super) fn finalize(
     s: &mut Session,
     st: State,
@@ -15,7 +45,7 @@ pub(super) fn finalize(
     why: String,
 ) -> Result<(String, Option<String>, u8), Exit> {
     let snaps = s.store.snapshots(&s.run.id).map_err(env_err)?;
-    let Some((bi, best)) = st.best else {
+    let Some((bi, best)) = st.best.as_ref() else {
         say!(
             "run {}: no correct kernel in {} snapshots; nothing written ({})",
             s.run.id,
@@ -28,12 +58,41 @@ pub(super) fn finalize(
             1,
         ));
     };
+    let bi = *bi;
+    // Finalists: the start (when it passed), then the fastest correct snapshots by the figure
+    // each got alone; the same code only once.
+    let passed = |sn: &&SnapshotRow| sn.status == "PASSED" && sn.speedup.is_some();
+    let mut ranked: Vec<&SnapshotRow> = snaps.iter().filter(passed).collect();
+    ranked.sort_by(|a, b| {
+        b.speedup
+            .unwrap_or(0.0)
+            .total_cmp(&a.speedup.unwrap_or(0.0))
+    });
+    let mut finalists: Vec<(&SnapshotRow, Solution)> = Vec::new();
+    let start = snaps.iter().find(|sn| sn.iteration == 0).filter(passed);
+    for sn in start.into_iter().chain(ranked.into_iter().take(FINALISTS)) {
+        let Some(sol) = (if sn.iteration == bi {
+            Some(best.solution.clone())
+        } else {
+            snapshot_solution(s, &st, &best.solution, sn)
+        }) else {
+            continue;
+        };
+        if !finalists
+            .iter()
+            .any(|(_, f)| f.content_hash == sol.content_hash)
+        {
+            finalists.push((sn, sol));
+        }
+    }
     let mut fresh = s.opts.judge.opts();
     fresh.fresh_seeds = true;
-    fresh.no_timing = true;
     let mut judge = st.ctx.judge(&fresh)?;
-    let (check_id, check) =
-        crate::evaluate_recorded(&mut judge, &mut s.store, &st.task, &best.solution)?;
+    let solutions: Vec<Solution> = finalists.iter().map(|(_, f)| f.clone()).collect();
+    let (ids, cmp) = crate::compare_recorded(&mut judge, &mut s.store, &st.task, &solutions)?;
+    // The reference for "faster": the start when it is a finalist, else the run's best.
+    let reference = 0;
+    let winner = cmp.fastest_against(reference);
     let calls = s.store.calls(&s.run.id).map_err(env_err)?;
     // Names, the reason and the snapshots' summaries (a model's words) are untrusted: escaped
     // for the markdown table and for the terminal it is also printed on.
@@ -45,11 +104,16 @@ pub(super) fn finalize(
         s.run.mode,
         markdown_cell(&why)
     );
+    let won_iteration = winner.map(|w| finalists[w].0.iteration);
     for sn in &snaps {
         md.push_str(&format!(
             "| {}{} | {} | {} | {} | {} |\n",
             sn.iteration,
-            if sn.iteration == bi { " (best)" } else { "" },
+            if Some(sn.iteration) == won_iteration {
+                " (winner)"
+            } else {
+                ""
+            },
             markdown_cell(&sn.status),
             sn.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
             sn.latency_ms
@@ -58,31 +122,98 @@ pub(super) fn finalize(
             markdown_cell(&sn.summary)
         ));
     }
+    let ref_name = if finalists[reference].0.iteration == 0 {
+        "the start".to_string()
+    } else {
+        format!("iteration {}", finalists[reference].0.iteration)
+    };
+    md.push_str(&format!(
+        "\n## Finalists, re-checked on fresh seeds and re-timed together\n\nEvery finalist's rounds share the same windows and the same XLA baseline calls, so they are compared with each other directly.\n\n| iteration | evaluation | status | alone: vs XLA | together: vs XLA (95%) | together: vs {ref_name} (95%) |\n| --- | --- | --- | --- | --- | --- |\n"
+    ));
+    for (i, ((sn, _), r)) in finalists.iter().zip(&cmp.results).enumerate() {
+        let together = r
+            .performance
+            .as_ref()
+            .map(|p| {
+                format!(
+                    "{:.2}x ({:.2}-{:.2})",
+                    p.speedup, p.speedup_interval.0, p.speedup_interval.1
+                )
+            })
+            .unwrap_or("-".into());
+        let vs = if i == reference {
+            "1.00x".to_string()
+        } else {
+            cmp.versus[i][reference]
+                .map(|v| {
+                    format!(
+                        "{:.2}x ({:.2}-{:.2})",
+                        v.speedup, v.interval.0, v.interval.1
+                    )
+                })
+                .unwrap_or("-".into())
+        };
+        md.push_str(&format!(
+            "| {}{} | {} | {} | {} | {together} | {vs} |\n",
+            sn.iteration,
+            if Some(i) == winner { " (winner)" } else { "" },
+            ids[i],
+            markdown_cell(&crate::report::status_text(r)),
+            sn.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
+        ));
+    }
     let (tin, tout, cost): (u64, u64, f64) = calls.iter().fold((0, 0, 0.0), |a, c| {
         (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost)
     });
     md.push_str(&format!(
-        "\nLLM calls: {} ({} tokens in, {} out, ${cost:.4}). Best: iteration {bi}, evaluation {}; fresh-seed re-validation: {} (evaluation {check_id}).\n",
-        calls.len(), tin, tout, best.eval_id, check.status
+        "\nLLM calls: {} ({} tokens in, {} out, ${cost:.4}).\n",
+        calls.len(),
+        tin,
+        tout
     ));
-    if check.status != Status::Passed {
-        say!(
-            "{md}\nthe best snapshot failed on fresh seeds ({}); nothing written",
-            check.status
-        );
+    let Some(w) = winner else {
+        say!("{md}\nno finalist passed on fresh seeds; nothing written");
         return Ok((
             status.to_string(),
-            Some(format!("{why}; best failed fresh-seed re-validation")),
+            Some(format!(
+                "{why}; no finalist passed fresh-seed re-validation"
+            )),
             1,
         ));
-    }
+    };
+    let won = &cmp.results[w];
+    md.push_str(&format!(
+        "Winner: iteration {} (evaluation {}), {} against {ref_name} in the same rounds.\n",
+        finalists[w].0.iteration,
+        ids[w],
+        if w == reference {
+            "itself: no finalist was faster".to_string()
+        } else {
+            cmp.versus[w][reference]
+                .map(|v| {
+                    format!(
+                        "{:.2}x ({:.2}-{:.2}){}",
+                        v.speedup,
+                        v.interval.0,
+                        v.interval.1,
+                        if v.interval.0 <= 1.0 {
+                            ", not clearly faster"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .unwrap_or_default()
+        }
+    ));
     let out = s.opts.out.clone();
-    crate::tune::write_solution(&best.solution, &out, "", "").map_err(env_err)?;
+    crate::tune::write_solution(&finalists[w].1, &out, "", "").map_err(env_err)?;
     std::fs::write(out.join("report.md"), &md).map_err(env_err)?;
     say!("{md}");
     say!(
-        "best kernel (iteration {bi}, {:.2}x vs XLA) and report written to {}",
-        best.speedup().unwrap_or(0.0),
+        "winner (iteration {}, {:.2}x vs XLA re-timed together) and report written to {}",
+        finalists[w].0.iteration,
+        won.performance.as_ref().map(|p| p.speedup).unwrap_or(0.0),
         out.display()
     );
     s.run.out_dir = Some(out.display().to_string());
