@@ -87,17 +87,21 @@ pub(crate) struct Row {
     pub elapsed_s: f64,
 }
 
-/// A configuration timed twice (search + confirmation); `config` None is the untuned solution.
+/// A leader timed twice: in the search, then again side by side with the other leaders and the
+/// untuned solution (`config` None); the second figure decides.
 pub(crate) struct Confirmed {
     pub config: Option<Config>,
     pub first: EvalResult,
     pub second: EvalResult,
+    /// Against the untuned solution in the same rounds, when both were re-timed.
+    pub vs_untuned: Option<ksmith_judge::Relative>,
 }
 
 impl Confirmed {
-    /// Geometric mean of both measurements' costs; None unless both passed.
+    /// The cost re-timed together (all leaders against the same baseline calls); None unless
+    /// it passed again.
     pub fn cost(&self) -> Option<f64> {
-        Some((cost(&self.first)? * cost(&self.second)?).sqrt())
+        cost(&self.second)
     }
 }
 
@@ -251,13 +255,10 @@ pub(crate) fn search(
             .filter(|t| Some(&t.config) != default_config.as_ref())
             .collect();
         leaders.sort_by(|a, b| a.cost.total_cmp_opt(&b.cost));
+        // The untuned solution first (the reference), then the leaders: timed side by side.
+        let mut finalists: Vec<(Option<Config>, EvalResult, Solution)> = Vec::new();
         if default_result.status == Status::Passed {
-            let (second, _) = evaluate(solution, None, ":confirm")?;
-            confirmed.push(Confirmed {
-                config: None,
-                first: default_result.clone(),
-                second,
-            });
+            finalists.push((None, default_result.clone(), solution.clone()));
         }
         for t in leaders.into_iter().take(args.confirm) {
             let first = rows
@@ -265,12 +266,25 @@ pub(crate) fn search(
                 .find(|r| r.config == t.config)
                 .map(|r| r.result.clone())
                 .unwrap_or_else(|| default_result.clone());
-            let (second, _) = evaluate(&tuned_variant(solution, &t.config), None, ":confirm")?;
-            confirmed.push(Confirmed {
-                config: Some(t.config.clone()),
-                first,
-                second,
-            });
+            let variant = tuned_variant(solution, &t.config);
+            finalists.push((Some(t.config.clone()), first, variant));
+        }
+        if !finalists.is_empty() {
+            note!("ksmith: re-timing {} leaders side by side", finalists.len());
+            let sols: Vec<Solution> = finalists.iter().map(|f| f.2.clone()).collect();
+            let (_, cmp) = crate::compare_recorded(&mut judge, &mut store, task, &sols)?;
+            let untuned_first = finalists[0].0.is_none();
+            for (i, ((config, first, _), second)) in
+                finalists.into_iter().zip(cmp.results).enumerate()
+            {
+                let vs_untuned = (untuned_first && i > 0).then(|| cmp.versus[i][0]).flatten();
+                confirmed.push(Confirmed {
+                    config,
+                    first,
+                    second,
+                    vs_untuned,
+                });
+            }
         }
         confirmed.sort_by(|a, b| a.cost().total_cmp_opt(&b.cost()));
     }
@@ -417,7 +431,7 @@ fn outcome_json(
     let confirmed: Vec<_> = o
         .confirmed
         .iter()
-        .map(|c| json!({"config": c.config, "cost": c.cost(), "costs": [cost(&c.first), cost(&c.second)]}))
+        .map(|c| json!({"config": c.config, "cost": c.cost(), "costs": [cost(&c.first), cost(&c.second)], "vs_untuned": c.vs_untuned}))
         .collect();
     json!({
         "task": task.name,
