@@ -702,7 +702,7 @@ fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_term
     assert_eq!(v["status"], "finished", "{v}");
     assert_eq!(v["llm"]["calls"], 4, "no call repeated");
     let kernels: Vec<String> = db(&store)
-        .prepare("SELECT payload FROM run_events WHERE run = ?1 ORDER BY seq")
+        .prepare("SELECT payload FROM run_events WHERE run = ?1 AND kind = 'review' ORDER BY seq")
         .unwrap()
         .query_map([&id], |r| r.get(0))
         .unwrap()

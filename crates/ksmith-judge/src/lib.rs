@@ -152,6 +152,8 @@ pub struct Judge {
     park: Option<(measure::ChannelCost, Vec<u64>)>,
     /// The candidate just checked, kept with its runner for timing together.
     parked: Option<together::Parked>,
+    /// One check seed per workload instead of all ([`Judge::compare_checked`]).
+    light_checks: bool,
 }
 
 /// Where the runner writes each output for a dump `prefix`: the judge names the files itself,
@@ -232,6 +234,7 @@ impl Judge {
             parking: false,
             park: None,
             parked: None,
+            light_checks: false,
         }
     }
 
@@ -872,11 +875,17 @@ impl Judge {
         let mut order = vec![smallest];
         order.extend((0..task.workloads.len()).filter(|&w| w != smallest));
         let mut elapsed_ns = vec![0u64; task.workloads.len()];
-        let quick = [(smallest, seeds[0])];
+        // Candidates already checked in full under these settings, brought back only to be
+        // timed together, get one seed per workload (which also sizes their timing rounds).
+        let (quick, check_seeds): (&[(usize, u64)], &[u64]) = if self.light_checks {
+            (&[], &seeds[..1])
+        } else {
+            (&[(smallest, seeds[0])], &seeds)
+        };
         let full = order
             .iter()
-            .flat_map(|&w| seeds.iter().map(move |&s| (w, s)));
-        for (i, (w, seed)) in quick.into_iter().chain(full).enumerate() {
+            .flat_map(|&w| check_seeds.iter().map(move |&s| (w, s)));
+        for (i, (w, seed)) in quick.iter().copied().chain(full).enumerate() {
             if i == 1 {
                 r.stage = Stage::FullCheck;
             }

@@ -120,6 +120,20 @@ impl Judge {
         Ok(Comparison { results, versus })
     }
 
+    /// [`Judge::compare`] for candidates already checked in full under this judge's settings
+    /// (an agent run's best and its newest candidate): one check seed per workload before the
+    /// shared rounds instead of all, so a head-to-head costs little more than its timing.
+    pub fn compare_checked(
+        &mut self,
+        task: &Task,
+        solutions: &[Solution],
+    ) -> Result<Comparison, JudgeError> {
+        self.light_checks = true;
+        let r = self.compare(task, solutions);
+        self.light_checks = false;
+        r
+    }
+
     /// The rounds of [`Judge::compare`]; returns the pairwise figures.
     // Workload by workload, across every candidate's timers: an index reads plainest.
     #[allow(clippy::needless_range_loop)]

@@ -134,13 +134,46 @@ pub(super) fn autotune(
         let o = tune::search(st.ctx, &st.task, &sol, &args, &s.opts.judge.opts())
             .map_err(Halt::from)?;
         let config = o.best.and_then(|(c, _)| c);
-        let note = match &config {
+        let mut note = match &config {
             Some(c) => format!("tuned {}", ksmith_tune::label(c)),
             None => "the defaults stayed best".into(),
         };
+        // Configurations that failed are data for the next plan, not noise to drop.
+        let failed: Vec<String> = o
+            .rows
+            .iter()
+            .filter(|r| r.result.status != ksmith_judge::Status::Passed)
+            .map(|r| {
+                let why = r
+                    .result
+                    .detail
+                    .as_deref()
+                    .and_then(|d| d.lines().next())
+                    .unwrap_or("");
+                format!(
+                    "{}: {}{}",
+                    ksmith_tune::label(&r.config),
+                    crate::report::status_text(&r.result),
+                    if why.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", why.chars().take(160).collect::<String>())
+                    }
+                )
+            })
+            .collect();
+        if !failed.is_empty() {
+            note.push_str(&format!(
+                "; {} of {} configurations failed: {}",
+                failed.len(),
+                o.rows.len(),
+                failed.join("; ")
+            ));
+        }
         Ok(TuneOutcome { config, note })
     })?;
     note!("ksmith:   autotune: {}", crate::term::one(&tuned.note));
+    st.tune_note = Some(tuned.note.clone());
     let Some(config) = tuned.config else {
         return Ok(cand);
     };

@@ -62,7 +62,7 @@ pub(super) fn task_brief(st: &State) -> Value {
 }
 
 pub(super) fn roofline_text(st: &State) -> String {
-    let hw = st.judge.hardware();
+    let hw = &st.hw;
     format!(
         "{} ({} cores, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32, memory bandwidth {:.1} GB/s (cache-resident {:.1} GB/s). Flags: -O3 -march=native -fopenmp.",
         hw.cpu,

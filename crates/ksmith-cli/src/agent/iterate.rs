@@ -61,6 +61,11 @@ pub(super) struct State<'a> {
     pub(super) history: Vec<String>,
     pub(super) last: Option<Last>,
     pub(super) guidance: Option<String>,
+    /// What this iteration's autotuning found (failed configurations included).
+    pub(super) tune_note: Option<String>,
+    /// The machine's figures as measured when the run started: every prompt of the run uses
+    /// them, so floors do not move between iterations when the judge re-measures.
+    pub(super) hw: ksmith_backend::hw::Hardware,
 }
 
 /// Runs (or resumes) a session to its end and records how it ended.
@@ -140,6 +145,19 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
         )));
     }
     let judge = ctx.judge(&s.opts.judge.opts())?;
+    // The machine's figures are fixed for the run (journaled, so a resumed run keeps them).
+    let hw: ksmith_backend::hw::Hardware = s.event("machine", |_| Ok(judge.hardware().clone()))?;
+    if let Some(load) = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+    {
+        if load > hw.cores as f64 {
+            note!(
+                "ksmith: warning: the machine is loaded (load average {load:.1} on {} cores): timings of this run will be noisy, and a winner is only trusted once re-timed",
+                hw.cores
+            );
+        }
+    }
     let mut st = State {
         file: start.sources[0].0.clone(),
         entry: start.entry_point.clone(),
@@ -151,6 +169,8 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
         history: Vec::new(),
         last: None,
         guidance: None,
+        tune_note: None,
+        hw: hw.clone(),
     };
     note!(
         "ksmith: [iteration 0] judging the starting solution {}",
@@ -421,6 +441,28 @@ fn no_candidate(s: &mut Session, it: u32, why: &str) -> Result<(), Halt> {
         .map_err(|e| Halt::Failed(e.into()))
 }
 
+/// A candidate against the best so far, timed together (journaled: a resumed run replays it).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct HeadToHead {
+    /// The candidate's speedup over the best and its 95% interval; None when not both timed.
+    versus: Option<(f64, f64, f64)>,
+}
+
+fn head_to_head(
+    judge: &mut Judge,
+    task: &Task,
+    best: &Solution,
+    cand: &Solution,
+) -> Result<HeadToHead, Halt> {
+    note!("ksmith:   timing it against the best so far, side by side");
+    let cmp = judge
+        .compare_checked(task, &[best.clone(), cand.clone()])
+        .map_err(|e| Halt::Failed(e.into()))?;
+    Ok(HeadToHead {
+        versus: cmp.versus[1][0].map(|v| (v.speedup, v.interval.0, v.interval.1)),
+    })
+}
+
 /// A candidate derived from `base`: new source, same language, entry point and compiler flags.
 pub(super) fn variant(st: &State, base: &Solution, it: u32, tag: &str, source: String) -> Solution {
     Solution::from_source(
@@ -592,17 +634,40 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     };
     let summary = plan.headline();
     snapshot(s, it, &cand, &summary)?;
-    let improved = match (&st.best, cand.speedup()) {
-        (_, None) => false,
-        (None, Some(_)) => true,
-        (Some((_, b)), Some(x)) => x > b.speedup().unwrap_or(0.0),
+    // Against the best so far: both timed again side by side, in the same rounds, so the
+    // decision does not rest on two speedups measured in different windows.
+    let (improved, versus) = match (&st.best, cand.speedup()) {
+        (_, None) => (false, None),
+        (None, Some(_)) => (true, None),
+        (Some((bi, b)), Some(x)) => {
+            let bi = *bi;
+            let h: HeadToHead = s.event("head_to_head", |_| {
+                head_to_head(&mut st.judge, &st.task, &b.solution, &cand.solution)
+            })?;
+            match h.versus {
+                Some(v) => (v.0 > 1.0, Some((bi, v))),
+                // Not timed together (one failed its re-check): the figures each got alone.
+                None => (x > b.speedup().unwrap_or(0.0), None),
+            }
+        }
     };
+    let tuning = st
+        .tune_note
+        .take()
+        .map(|n| format!("; autotune: {n}"))
+        .unwrap_or_default();
     st.history.push(format!(
-        "iteration {it}: {summary} (expected {}) -> {}{}",
+        "iteration {it}: {summary} (expected {}) -> {}{}{tuning}{}",
         plan.expected_speedup
             .map(|x| format!("{x:.2}x"))
             .unwrap_or("?".into()),
         outcome(&cand),
+        versus
+            .map(|(bi, v)| format!(
+                "; {:.2}x ({:.2}-{:.2}) against iteration {bi} in the same rounds",
+                v.0, v.1, v.2
+            ))
+            .unwrap_or_default(),
         if improved { ", new best" } else { "" }
     ));
     // A failed iteration tells the next plan why (diagnostics, mismatch), not just the status.
