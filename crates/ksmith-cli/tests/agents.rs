@@ -243,6 +243,12 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
         "{first}"
     );
     assert!(prompt_of(&store, &id, 1).contains("## Plan to implement"));
+    // The revision's planner hears how iteration 1 did against the start in the same rounds.
+    let revision = prompt_of(&store, &id, 3);
+    assert!(
+        revision.contains("against iteration 0 in the same rounds, new best"),
+        "{revision}"
+    );
     let calls = ksmith(&store, &["calls", &id]);
     assert!(text(&calls).contains("autotune"), "{}", text(&calls));
     let runs = ksmith(&store, &["runs"]);
