@@ -15,7 +15,7 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/store"
 [ -f .ksmith/hw.json ] && cp .ksmith/hw.json "$WORK/store/"
 cp -r "$TASK/solutions/fast" "$WORK/copy"
-sed -i 's/^name = "\(.*\)"/name = "\1_copy"/' "$WORK/copy/solution.toml"
+sed -i "0,/^name = \"\(.*\)\"/s//name = \"\1_copy\"/" "$WORK/copy/solution.toml"
 FAST="$TASK/solutions/fast"
 NAIVE="$TASK/solutions/naive"
 echo "# $(date -u +%F) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); task $TASK"
