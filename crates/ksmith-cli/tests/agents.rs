@@ -255,6 +255,59 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
     assert!(text(&runs).contains(&id));
 }
 
+/// A kernel that is right only on the task's own shapes (zeros elsewhere) and fast there: it
+/// passes every check the run makes, but the held-out shapes at the end catch it, and it cannot
+/// win: the start is written instead.
+#[test]
+fn a_kernel_specialized_to_the_shown_shapes_fails_the_held_out_ones_and_cannot_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let specialized = SOFTMAX_OMP.replace(
+        "void softmax(const float* x, float* y, int64_t M, int64_t N) {\n",
+        "void softmax(const float* x, float* y, int64_t M, int64_t N) {\n    int shown = (M == 2000 && N == 600) || (M == 64 && N == 32000) || (M == 1536 && N == 2000) || (M == 4096 && N == 777);\n    if (!shown) { for (int64_t i = 0; i < M * N; i++) y[i] = 0.0f; return; }\n",
+    );
+    assert_ne!(specialized, SOFTMAX_OMP);
+    let model = write_scenario(
+        dir.path(),
+        &[
+            reply("planner", &[], &plan("Parallelize the rows.", "1.8x")),
+            reply("implementer", &[], &full_file(&specialized)),
+        ],
+    );
+    let out_dir = dir.path().join("out");
+    let o = optimize(
+        &store,
+        "tasks/starter/softmax",
+        &model,
+        &[
+            "--iterations",
+            "1",
+            "--no-profile",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = show(&store, &run_id(&o));
+    assert_eq!(v["snapshots"][1]["status"], "PASSED", "{v}");
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    let row = |it: &str| {
+        report
+            .lines()
+            .skip_while(|l| !l.starts_with("## Finalists"))
+            .find(|l| l.starts_with(&format!("| {it}")))
+            .unwrap_or_else(|| panic!("no finalist row {it}: {report}"))
+            .to_string()
+    };
+    assert!(row("1").contains("INCORRECT_NUMERICAL"), "{report}");
+    assert!(row("0 (winner)").contains("| PASSED | PASSED"), "{report}");
+    let written = std::fs::read_to_string(out_dir.join("kernel.c")).unwrap();
+    let start =
+        std::fs::read_to_string(root().join("tasks/starter/softmax/solutions/naive/kernel.c"))
+            .unwrap();
+    assert_eq!(written, start);
+}
+
 #[test]
 fn a_compile_error_goes_to_the_fixer_with_the_real_compiler_diagnostics() {
     let dir = tempfile::tempdir().unwrap();

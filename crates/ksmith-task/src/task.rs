@@ -300,6 +300,85 @@ impl Task {
         Some(t)
     }
 
+    /// Workloads the task does not declare, to check that a kernel generalizes beyond the shapes
+    /// it was shown: declared workloads (of the set in use) with every var axis moved to an
+    /// awkward nearby value: just above, just below, and about two thirds (odd). Deterministic
+    /// in `seed`; never a declared shape; the caller checks that the reference accepts them.
+    pub fn held_out_workloads(&self, seed: u64) -> Vec<Workload> {
+        let var: Vec<&str> = self
+            .axes
+            .iter()
+            .filter(|a| a.kind == AxisKind::Var)
+            .map(|a| a.name.as_str())
+            .collect();
+        if var.is_empty() || self.workloads.is_empty() {
+            return Vec::new();
+        }
+        // splitmix64: a small, good stream from the seed.
+        let mut state = seed;
+        let mut next = move || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let mut out: Vec<Workload> = Vec::new();
+        for variant in 0..3 {
+            let base = &self.workloads[(next() % self.workloads.len() as u64) as usize];
+            let mut axes = base.axes.clone();
+            for a in &var {
+                let Some(&v) = axes.get(*a) else { continue };
+                let step = 1 + (next() % 3) as i64;
+                let moved = match variant {
+                    0 => v + step,
+                    1 => (v - step).max(1),
+                    _ => {
+                        let t = (v * 2 / 3).max(1);
+                        if t % 2 == 0 {
+                            t + 1
+                        } else {
+                            t
+                        }
+                    }
+                };
+                axes.insert(a.to_string(), moved);
+            }
+            let known = self
+                .workloads
+                .iter()
+                .chain(&self.other_workloads)
+                .chain(&out)
+                .any(|w| w.axes == axes);
+            if !known {
+                out.push(Workload {
+                    set: base.set,
+                    axes,
+                    inputs: base.inputs.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// This task with other workloads (held-out shapes): its own content hash, so references
+    /// and stored results never mix with the task's.
+    pub fn with_workloads(&self, workloads: Vec<Workload>, tag: &str) -> Task {
+        let mut t = self.clone();
+        let shapes: Vec<&BTreeMap<String, i64>> = workloads.iter().map(|w| &w.axes).collect();
+        t.content_hash = content_hash(
+            format!(
+                "{}|{tag}|{}",
+                self.content_hash,
+                serde_json::to_string(&shapes).unwrap_or_default()
+            )
+            .as_bytes(),
+        );
+        t.workloads = workloads;
+        t.other_workloads = Vec::new();
+        t
+    }
+
     /// Every workload set the task declares, CPU first.
     pub fn sets(&self) -> Vec<WorkloadSet> {
         let mut v: Vec<WorkloadSet> = self
@@ -1056,6 +1135,33 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
         assert!(errs.iter().all(|p| p.file.ends_with("task.toml")));
         let shown = errs[0].to_string();
         assert!(shown.contains("task.toml: "), "{shown}");
+    }
+
+    #[test]
+    fn held_out_workloads_are_new_nearby_shapes_and_deterministic() {
+        let d = write(GOOD);
+        let t = Task::load(d.path()).unwrap();
+        let a = t.held_out_workloads(7);
+        assert_eq!(a, t.held_out_workloads(7), "deterministic in the seed");
+        assert!(!a.is_empty());
+        for w in &a {
+            assert!(
+                !t.workloads.iter().any(|d| d.axes == w.axes),
+                "{:?} is declared",
+                w.axes
+            );
+            assert!(w.axes.values().all(|&v| v >= 1));
+            let near = t.workloads.iter().any(|d| {
+                d.axes.iter().all(|(k, &v)| {
+                    let h = w.axes[k];
+                    (h - v).abs() <= 3 || (h - v * 2 / 3).abs() <= 1
+                })
+            });
+            assert!(near, "{:?} is not near a declared shape", w.axes);
+        }
+        let h = t.with_workloads(a.clone(), "held-out");
+        assert_ne!(h.content_hash, t.content_hash);
+        assert_eq!(h.workloads, a);
     }
 
     #[test]

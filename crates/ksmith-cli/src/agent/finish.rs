@@ -5,9 +5,10 @@
 use super::iterate::State;
 use super::session::Session;
 use crate::{env_err, Exit};
+use ksmith_judge::{EvalResult, Status};
 use ksmith_store::SnapshotRow;
 use ksmith_task::escape::{markdown_cell, markdown_code};
-use ksmith_task::Solution;
+use ksmith_task::{Solution, Workload};
 
 /// Snapshots re-timed at the end besides the start: the fastest few by their own figures.
 const FINALISTS: usize = 3;
@@ -35,6 +36,52 @@ fn snapshot_solution(
         source,
         flags,
     ))
+}
+
+/// The finalists checked (not timed) on held-out shapes: workloads near the task's own but
+/// never shown to the agents nor timed in the run, kept where the reference accepts them. Per
+/// finalist that passed the re-check: its held-out evaluation (stored).
+#[allow(clippy::type_complexity)]
+fn held_out(
+    s: &mut Session,
+    st: &State,
+    finalists: &[Solution],
+    cmp: &ksmith_judge::Comparison,
+) -> Result<(Vec<Workload>, Vec<Option<(i64, EvalResult)>>), Exit> {
+    let seed =
+        u64::from_str_radix(&ksmith_task::content_hash(s.run.id.as_bytes())[..16], 16).unwrap_or(7);
+    let mut opts = s.opts.judge.opts();
+    opts.fresh_seeds = true;
+    opts.no_timing = true;
+    let mut judge = st.ctx.judge(&opts)?;
+    let mut kept = Vec::new();
+    for w in st.task.held_out_workloads(seed) {
+        let one = st.task.with_workloads(vec![w.clone()], "held-out");
+        // A shape the reference rejects (or that makes its output degenerate) is not valid for
+        // the task: left out, not held against a kernel.
+        if judge.validate_task(&one).is_ok_and(|p| p.is_empty()) {
+            kept.push(w);
+        }
+    }
+    let mut per = vec![None; finalists.len()];
+    if kept.is_empty() {
+        return Ok((kept, per));
+    }
+    let task = st.task.with_workloads(kept.clone(), "held-out");
+    note!(
+        "ksmith: checking the finalists on {} held-out shapes",
+        kept.len()
+    );
+    for (i, sol) in finalists.iter().enumerate() {
+        if cmp.results[i].status != Status::Passed {
+            continue;
+        }
+        let key = format!("{}|held-out", judge.eval_key(&task, sol).map_err(env_err)?);
+        let (id, r) =
+            crate::evaluate_recorded_as(&mut judge, &mut s.store, &task, sol, None, &key)?;
+        per[i] = Some((id, r));
+    }
+    Ok((kept, per))
 }
 
 /// Re-times the finalists together on fresh seeds, writes the winner and the report.
@@ -90,9 +137,36 @@ pub(super) fn finalize(
     let mut judge = st.ctx.judge(&fresh)?;
     let solutions: Vec<Solution> = finalists.iter().map(|(_, f)| f.clone()).collect();
     let (ids, cmp) = crate::compare_recorded(&mut judge, &mut s.store, &st.task, &solutions)?;
+    drop(judge);
+    let (held_shapes, held) = held_out(s, &st, &solutions, &cmp)?;
     // The reference for "faster": the start when it is a finalist, else the run's best.
     let reference = 0;
-    let winner = cmp.fastest_against(reference);
+    let passed_all = |i: usize| {
+        cmp.results[i].status == Status::Passed
+            && cmp.results[i].performance.is_some()
+            && held[i]
+                .as_ref()
+                .is_none_or(|(_, r)| r.status == Status::Passed)
+    };
+    // Against the reference in the same rounds when it was timed, else against XLA (the same
+    // baseline calls for every finalist).
+    let score = |i: usize| -> f64 {
+        if cmp.results[reference].performance.is_some() {
+            if i == reference {
+                1.0
+            } else {
+                cmp.versus[i][reference].map_or(0.0, |v| v.speedup)
+            }
+        } else {
+            cmp.results[i]
+                .performance
+                .as_ref()
+                .map_or(0.0, |p| p.speedup)
+        }
+    };
+    let winner = (0..cmp.results.len())
+        .filter(|&i| passed_all(i))
+        .max_by(|&a, &b| score(a).total_cmp(&score(b)));
     let calls = s.store.calls(&s.run.id).map_err(env_err)?;
     // Names, the reason and the snapshots' summaries (a model's words) are untrusted: escaped
     // for the markdown table and for the terminal it is also printed on.
@@ -127,8 +201,23 @@ pub(super) fn finalize(
     } else {
         format!("iteration {}", finalists[reference].0.iteration)
     };
+    let shapes: Vec<String> = held_shapes
+        .iter()
+        .map(|w| {
+            w.axes
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
     md.push_str(&format!(
-        "\n## Finalists, re-checked on fresh seeds and re-timed together\n\nEvery finalist's rounds share the same windows and the same XLA baseline calls, so they are compared with each other directly.\n\n| iteration | evaluation | status | alone: vs XLA | together: vs XLA (95%) | together: vs {ref_name} (95%) |\n| --- | --- | --- | --- | --- | --- |\n"
+        "\n## Finalists, re-checked on fresh seeds and re-timed together\n\nEvery finalist's rounds share the same windows and the same XLA baseline calls, so they are compared with each other directly. Held-out shapes (never shown to the agents nor timed; a finalist failing them cannot win): {}.\n\n| iteration | evaluation | status | held-out | alone: vs XLA | together: vs XLA (95%) | together: vs {ref_name} (95%) |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+        if shapes.is_empty() {
+            "none the reference accepts".to_string()
+        } else {
+            shapes.join("; ")
+        }
     ));
     for (i, ((sn, _), r)) in finalists.iter().zip(&cmp.results).enumerate() {
         let together = r
@@ -153,12 +242,17 @@ pub(super) fn finalize(
                 })
                 .unwrap_or("-".into())
         };
+        let held_text = match &held[i] {
+            Some((id, h)) => format!("{} (evaluation {id})", crate::report::status_text(h)),
+            None => "-".into(),
+        };
         md.push_str(&format!(
-            "| {}{} | {} | {} | {} | {together} | {vs} |\n",
+            "| {}{} | {} | {} | {} | {} | {together} | {vs} |\n",
             sn.iteration,
             if Some(i) == winner { " (winner)" } else { "" },
             ids[i],
             markdown_cell(&crate::report::status_text(r)),
+            markdown_cell(&held_text),
             sn.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
         ));
     }
@@ -172,11 +266,11 @@ pub(super) fn finalize(
         tout
     ));
     let Some(w) = winner else {
-        say!("{md}\nno finalist passed on fresh seeds; nothing written");
+        say!("{md}\nno finalist passed on fresh seeds and the held-out shapes; nothing written");
         return Ok((
             status.to_string(),
             Some(format!(
-                "{why}; no finalist passed fresh-seed re-validation"
+                "{why}; no finalist passed fresh-seed re-validation and the held-out shapes"
             )),
             1,
         ));
