@@ -211,6 +211,31 @@ mod tests {
     }
 
     #[test]
+    fn no_sentence_is_glued_to_the_next_by_a_template_tag() {
+        // `{% endif %}` at the end of a line ate its newline: "...version.Answer with".
+        let p = Prompts::load(None).unwrap();
+        for role in Role::ALL {
+            for mode in ["new", "revision"] {
+                let r = p
+                    .render(
+                        role,
+                        &json!({"task": task(), "mode": mode, "file": "kernel.c"}),
+                    )
+                    .unwrap();
+                let c: Vec<char> = r.user.chars().collect();
+                let glued = c.windows(3).position(|w| {
+                    w[0].is_ascii_lowercase() && w[1] == '.' && w[2].is_ascii_uppercase()
+                });
+                if let Some(at) = glued {
+                    let from = at.saturating_sub(40);
+                    let text: String = c[from..(at + 20).min(c.len())].iter().collect();
+                    panic!("{role:?} ({mode}): {text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn planner_revision_shows_last_iteration_and_knowledge() {
         let p = Prompts::load(None).unwrap();
         let r = p

@@ -498,10 +498,12 @@ fn print_table(outcome: &Outcome) {
 
 /// Writes the solution with the chosen values fixed as `-D` flags.
 pub(crate) fn write_tuned(solution: &Solution, config: &Config, out: &Path) -> std::io::Result<()> {
-    let tuned = solution.variant(
+    let mut tuned = solution.variant(
         &format!("{}_tuned", solution.name),
         &ksmith_tune::defines(config),
     );
+    // Values fixed by the flags are no longer free to tune.
+    tuned.tunables.retain(|t| !config.contains_key(&t.name));
     // A comment line in solution.toml: a newline in the name must not end it.
     let header = format!(
         "Written by `ksmith tune`: {} with {}.",
@@ -535,6 +537,26 @@ pub(crate) fn write_solution(
     let sources: Vec<String> = sol.sources.iter().map(|(n, _)| n.clone()).collect();
     t.insert("sources".into(), sources.into());
     t.insert("flags".into(), sol.flags.clone().into());
+    // The solution's own tunables, unless the caller declares others in `extra`.
+    if extra.trim().is_empty() && !sol.tunables.is_empty() {
+        let tunables: Vec<toml::Value> = sol
+            .tunables
+            .iter()
+            .map(|tu| {
+                let mut e = toml::Table::new();
+                e.insert("name".into(), tu.name.clone().into());
+                e.insert("values".into(), tu.values.clone().into());
+                let constraints: Vec<String> = tu
+                    .constraints
+                    .iter()
+                    .map(|c| c.text().to_string())
+                    .collect();
+                e.insert("constraints".into(), constraints.into());
+                toml::Value::Table(e)
+            })
+            .collect();
+        t.insert("tunables".into(), tunables.into());
+    }
     let header = if header.is_empty() {
         String::new()
     } else {
@@ -578,5 +600,29 @@ mod tests {
         assert_eq!(back.flags, sol.flags);
         assert_eq!(back.sources, sol.sources);
         assert_eq!(back.tunables.len(), 1);
+    }
+
+    #[test]
+    fn a_solutions_own_tunables_are_written_with_their_constraints() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/softmax");
+        let task = ksmith_task::Task::load(&root).unwrap();
+        let fast = Solution::load(&root.join("solutions/fast"), &task).unwrap();
+        assert!(!fast.tunables.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        write_solution(&fast, dir.path(), "", "").unwrap();
+        let back = Solution::load(dir.path(), &task).unwrap();
+        assert_eq!(back.tunables.len(), fast.tunables.len());
+        for (a, b) in back.tunables.iter().zip(&fast.tunables) {
+            assert_eq!(a.name, b.name);
+            assert_eq!(a.values, b.values);
+            let texts = |t: &ksmith_task::Tunable| {
+                t.constraints
+                    .iter()
+                    .map(|c| c.text().to_string())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(texts(a), texts(b));
+        }
     }
 }

@@ -181,7 +181,12 @@ pub(super) fn autotune(
     let baked = bake_defines(cand.source(), &config);
     let sol = variant(st, &cand.solution, it, "-tuned", baked);
     let j = evaluate(s, st, &sol)?;
-    report_line(it, &format!("tuned [{}]", ksmith_tune::label(&config)), &j);
+    report_line(
+        &st.task,
+        it,
+        &format!("tuned [{}]", ksmith_tune::label(&config)),
+        &j,
+    );
     Ok(
         if j.speedup().unwrap_or(0.0) > cand.speedup().unwrap_or(0.0) {
             j

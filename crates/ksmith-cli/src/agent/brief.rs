@@ -3,7 +3,7 @@
 
 use super::iterate::{Judged, State};
 use ksmith_judge::{EvalResult, Status};
-use ksmith_task::Language;
+use ksmith_task::{Language, Task};
 use serde_json::{json, Value};
 
 pub(super) fn task_brief(st: &State) -> Value {
@@ -75,14 +75,21 @@ pub(super) fn roofline_text(st: &State) -> String {
     )
 }
 
-pub(super) fn timing_text(r: &EvalResult) -> String {
+/// Per workload: latency against XLA, throughput and roofline; axes in the task's declaration
+/// order (as the profile and the task brief list them).
+pub(super) fn timing_text(task: &Task, r: &EvalResult) -> String {
     let Some(p) = &r.performance else {
         return String::new();
     };
     p.workloads
         .iter()
         .map(|w| {
-            let axes = w.axes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+            let axes = task
+                .axes
+                .iter()
+                .filter_map(|a| w.axes.get(&a.name).map(|v| format!("{}={v}", a.name)))
+                .collect::<Vec<_>>()
+                .join(" ");
             format!(
                 "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x), {:.1} GFLOP/s, {:.1} GB/s, {:.0}% of roofline (floor {:.3} ms)",
                 w.candidate.median_ms,

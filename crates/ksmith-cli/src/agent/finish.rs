@@ -301,7 +301,21 @@ pub(super) fn finalize(
         }
     ));
     let out = s.opts.out.clone();
-    crate::tune::write_solution(&finalists[w].1, &out, "", "").map_err(env_err)?;
+    // The start's tunables stay declared where the winner still has their `#define`s, so the
+    // written solution can be tuned again.
+    let mut written = finalists[w].1.clone();
+    if let Ok(start) = Solution::load(&s.opts.from, &st.task) {
+        let defines: Vec<String> = ksmith_tune::source_defines(&written.sources[0].1)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        written.tunables = start
+            .tunables
+            .into_iter()
+            .filter(|t| defines.contains(&t.name))
+            .collect();
+    }
+    crate::tune::write_solution(&written, &out, "", "").map_err(env_err)?;
     std::fs::write(out.join("report.md"), &md).map_err(env_err)?;
     say!("{md}");
     say!(

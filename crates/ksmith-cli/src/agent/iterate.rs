@@ -184,7 +184,7 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
             first.result.timing_unavailable.clone().unwrap_or_default()
         )));
     }
-    report_line(0, "starting solution", &first);
+    report_line(&st.task, 0, "starting solution", &first);
     snapshot(s, 0, &first, "starting solution")?;
     st.history.push(format!(
         "iteration 0 (starting solution): {}",
@@ -196,7 +196,7 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     st.last = Some(Last {
         iteration: 0,
         outcome: outcome(&first),
-        timing: timing_text(&first.result),
+        timing: timing_text(&st.task, &first.result),
         profile: String::new(),
     });
     loop {
@@ -264,7 +264,7 @@ pub(super) fn outcome(j: &Judged) -> String {
     }
 }
 
-pub(super) fn report_line(it: u32, what: &str, j: &Judged) {
+pub(super) fn report_line(task: &Task, it: u32, what: &str, j: &Judged) {
     note!(
         "ksmith: [iteration {it}] {}: {} (evaluation {})",
         crate::term::one(what),
@@ -272,7 +272,7 @@ pub(super) fn report_line(it: u32, what: &str, j: &Judged) {
         j.eval_id
     );
     if j.passed() {
-        for line in super::brief::timing_text(&j.result).lines() {
+        for line in super::brief::timing_text(task, &j.result).lines() {
             note!("ksmith:     {line}");
         }
     }
@@ -574,7 +574,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         }
     };
     let mut cand = evaluate(s, st, &variant(st, &base, it, "", source))?;
-    report_line(it, "candidate", &cand);
+    report_line(&st.task, it, "candidate", &cand);
     // Fix loops: build-stage and test-stage failures each get their own attempts.
     let (mut build_fixes, mut test_fixes) = (0u32, 0u32);
     let mut tried: Vec<String> = Vec::new();
@@ -614,7 +614,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
                         fixed,
                     ),
                 )?;
-                report_line(it, &format!("after fix {n} ({kind})"), &cand);
+                report_line(&st.task, it, &format!("after fix {n} ({kind})"), &cand);
             }
             Err(e) => {
                 tried.push(format!(
@@ -679,7 +679,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     st.last = Some(Last {
         iteration: it,
         outcome: last_outcome,
-        timing: timing_text(&cand.result),
+        timing: timing_text(&st.task, &cand.result),
         profile,
     });
     if improved {

@@ -39,7 +39,7 @@ pub(super) fn profile(
         })
     })?;
     let vars = json!({"task": task_brief(st), "file": st.file, "source": cand.source(),
-        "timing": timing_text(&cand.result), "profile": raw});
+        "timing": timing_text(&st.task, &cand.result), "profile": raw});
     let step = format!("iteration {it} profile");
     let got = ask(s, st, Role::ProfileAnalyst, &step, vars, 0, |r| {
         if r.trim().is_empty() {

@@ -66,10 +66,16 @@ pub(crate) fn cmd_task_new(ctx: &Ctx, args: &TaskNewArgs) -> Result<u8, Exit> {
         out: out.clone(),
     };
     let hash = ksmith_task::content_hash(reference.as_bytes());
+    // The run is listed under the task it drafts (its directory), not the reference file's name
+    // (`reference.py` made every such run "reference").
+    let name = std::path::absolute(&out)
+        .ok()
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .unwrap_or(stem);
     let mut s = Session::create(
         ctx,
         &args.reference,
-        &stem,
+        &name,
         &hash,
         &args.model,
         "task_new",
