@@ -36,8 +36,7 @@ fn start_solution(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> 
     }
     ["seed", "fast"]
         .iter()
-        .map(|n| task.dir.join("solutions").join(n))
-        .find(|p| p.join(ksmith_task::SOLUTION_FILE).exists())
+        .find_map(|n| Solution::find(&task.dir, n))
         .ok_or_else(|| {
             input(anyhow!(
                 "{}: no solutions/seed or solutions/fast to start from; pass --from SOLUTION",
@@ -53,8 +52,7 @@ fn agent_start(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> {
     }
     ["seed", "naive", "fast"]
         .iter()
-        .map(|n| task.dir.join("solutions").join(n))
-        .find(|p| p.join(ksmith_task::SOLUTION_FILE).exists())
+        .find_map(|n| Solution::find(&task.dir, n))
         .ok_or_else(|| {
             input(anyhow!(
                 "{}: no solutions/seed, naive or fast to start from; pass --from SOLUTION",

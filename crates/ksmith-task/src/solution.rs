@@ -198,14 +198,59 @@ fn read_solution_file(path: &Path, root: Option<&Path>) -> Result<String, String
     String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".into())
 }
 
+/// Kernel sources directly in `dir` (not links): `.c`, `.cu`, `.py`.
+fn bare_sources(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| ["c", "cu", "py"].contains(&x))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 impl Solution {
-    /// Loads a solution from a directory (with `solution.toml`) or a bare source file.
+    /// Loads a solution from a directory (with `solution.toml`, or holding exactly one kernel
+    /// source) or a bare source file.
     pub fn load(path: &Path, task: &Task) -> Result<Solution, Problems> {
-        if path.is_dir() {
-            Self::load_dir(path, task)
-        } else {
-            Self::load_file(path, task)
+        if !path.is_dir() {
+            return Self::load_file(path, task);
         }
+        if path.join(SOLUTION_FILE).exists() {
+            return Self::load_dir(path, task);
+        }
+        match bare_sources(path).as_slice() {
+            [one] => Self::load_file(one, task),
+            found => Err(Problems(vec![Problem::new(
+                path,
+                "-",
+                format!(
+                    "no {SOLUTION_FILE}, and {} kernel sources (.c, .cu, .py): a directory without {SOLUTION_FILE} must hold exactly one",
+                    found.len()
+                ),
+            )])),
+        }
+    }
+
+    /// Where a task's solution named `name` is: `solutions/NAME/` (with `solution.toml` or one
+    /// kernel source) or `solutions/NAME.c|.cu|.py`.
+    pub fn find(task_dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+        let dir = task_dir.join("solutions").join(name);
+        if dir.join(SOLUTION_FILE).is_file() || bare_sources(&dir).len() == 1 {
+            return Some(dir);
+        }
+        ["c", "cu", "py"]
+            .iter()
+            .map(|ext| task_dir.join("solutions").join(format!("{name}.{ext}")))
+            .find(|p| p.is_file())
     }
 
     /// Builds a solution from in-memory source (used by proposers and tests).
@@ -570,6 +615,28 @@ mod tests {
         )
         .unwrap();
         d
+    }
+
+    #[test]
+    fn bare_solution_directories_and_files_are_found_and_loaded() {
+        let t = task();
+        let root = tempfile::tempdir().unwrap();
+        let sols = root.path().join("solutions");
+        std::fs::create_dir_all(sols.join("naive")).unwrap();
+        std::fs::write(sols.join("naive/kernel.c"), KERNEL).unwrap();
+        std::fs::write(sols.join("fast.c"), KERNEL).unwrap();
+        std::fs::create_dir_all(sols.join("two")).unwrap();
+        std::fs::write(sols.join("two/a.c"), KERNEL).unwrap();
+        std::fs::write(sols.join("two/b.c"), KERNEL).unwrap();
+        let naive = Solution::find(root.path(), "naive").unwrap();
+        assert_eq!(naive, sols.join("naive"));
+        let s = Solution::load(&naive, &t).unwrap();
+        assert_eq!(s.entry_point, "vector_add");
+        assert_eq!(Solution::find(root.path(), "fast").unwrap(), sols.join("fast.c"));
+        assert!(Solution::find(root.path(), "seed").is_none());
+        assert!(Solution::find(root.path(), "two").is_none());
+        let e = Solution::load(&sols.join("two"), &t).unwrap_err().to_string();
+        assert!(e.contains("must hold exactly one") && e.contains("2 kernel sources"), "{e}");
     }
 
     fn with_flags(flags: &[&str]) -> tempfile::TempDir {
