@@ -211,6 +211,24 @@ mod tests {
     }
 
     #[test]
+    fn a_planner_with_nothing_passing_asks_for_a_first_correct_kernel() {
+        let p = Prompts::load(None).unwrap();
+        let r = p
+            .render(
+                Role::Planner,
+                &json!({"task": task(), "mode": "new", "not_passing": true,
+                        "best": {"iteration": 0, "file": "kernel.c", "source": "void f() {}", "speedup": "not passing", "latency": "-"}}),
+            )
+            .unwrap();
+        assert!(r.user.contains("plan a first correct kernel"), "{}", r.user);
+        assert!(
+            !r.user.contains("Plan the first optimized version"),
+            "{}",
+            r.user
+        );
+    }
+
+    #[test]
     fn no_sentence_is_glued_to_the_next_by_a_template_tag() {
         // `{% endif %}` at the end of a line ate its newline: "...version.Answer with".
         let p = Prompts::load(None).unwrap();

@@ -45,20 +45,45 @@ fn start_solution(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> 
         })
 }
 
-/// An agent run starts from `--from`, else the seed, else the naive solution, else the fast one.
-fn agent_start(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> {
+/// An agent run starts from `--from`, else the seed, else the naive solution, else the fast one,
+/// else from nothing: a skeleton with the task's C ABI and no body, which the agents replace
+/// with a first kernel written from the task and its reference.
+fn agent_start(ctx: &Ctx, task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> {
     if let Some(p) = from {
         return Ok(p.clone());
     }
-    ["seed", "naive", "fast"]
+    if let Some(p) = ["seed", "naive", "fast"]
         .iter()
         .find_map(|n| Solution::find(&task.dir, n))
-        .ok_or_else(|| {
-            input(anyhow!(
-                "{}: no solutions/seed, naive or fast to start from; pass --from SOLUTION",
-                task.dir.display()
-            ))
-        })
+    {
+        return Ok(p);
+    }
+    let source = skeleton(task);
+    let dir = ctx.store_dir.join("skeletons").join(format!(
+        "{}-{}",
+        task.name,
+        &ksmith_task::content_hash(source.as_bytes())[..12]
+    ));
+    std::fs::create_dir_all(&dir).map_err(env_err)?;
+    let path = dir.join("kernel.c");
+    std::fs::write(&path, source).map_err(env_err)?;
+    note!(
+        "ksmith: {} has no solution to start from (solutions/seed, naive or fast); the agents write the first kernel, starting from a skeleton with its C signature ({})",
+        task.dir.display(),
+        path.display()
+    );
+    Ok(path)
+}
+
+/// A C kernel with the task's signature and an empty body (it fails its checks: nothing is
+/// written), the start of a run from nothing.
+pub(crate) fn skeleton(task: &Task) -> String {
+    let proto = ksmith_backend::c::prototype(task, &task.name);
+    format!(
+        "/* No solution existed for task `{}`: this skeleton only has the kernel's signature\n * (the judge's C ABI). Write the kernel; every output element must be written. */\n#include <math.h>\n#include <stdint.h>\n\n{} {{\n    /* not written yet */\n}}\n",
+        task.name,
+        proto.trim_end_matches(';')
+    )
 }
 
 struct Line {
@@ -119,7 +144,7 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
             )));
         }
         let task = load_task(&args.task)?;
-        let from = agent_start(&task, args.from.as_ref())?;
+        let from = agent_start(ctx, &task, args.from.as_ref())?;
         return crate::agent::start(
             ctx,
             &args.task,

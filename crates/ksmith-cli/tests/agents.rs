@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fresh_store, kill_9_when, ksmith, root, text};
+use common::{fresh_store, kill_9_when, ksmith, root, small_task, text};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
@@ -253,6 +253,63 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
     assert!(text(&calls).contains("autotune"), "{}", text(&calls));
     let runs = ksmith(&store, &["runs"]);
     assert!(text(&runs).contains(&id));
+}
+
+/// A task with no solution at all (as `ksmith task new` writes one): the run starts from a
+/// skeleton with the task's C signature, the planner is asked for a first correct kernel, and
+/// the agents' kernel is the winner.
+#[test]
+fn a_task_with_no_solution_is_started_from_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let task = small_task(
+        "vector_add",
+        dir.path(),
+        "[[workloads]]\naxes = { N = 300000 }\n[workloads.inputs]\na = { dist = \"normal\", mean = 0.0, std = 1.0 }\nb = { dist = \"normal\", mean = 0.0, std = 1.0 }\n",
+    );
+    assert!(!task.join("solutions").exists());
+    let model = write_scenario(
+        dir.path(),
+        &[
+            reply(
+                "planner",
+                &[
+                    "plan a first correct kernel",
+                    "void vector_add(const float* a, const float* b, float* c, int64_t N)",
+                ],
+                &plan("Add the vectors with an OpenMP parallel for.", "1x"),
+            ),
+            reply("implementer", &[], &full_file(VECTOR_ADD_OMP)),
+        ],
+    );
+    let out_dir = dir.path().join("out");
+    let o = optimize(
+        &store,
+        task.to_str().unwrap(),
+        &model,
+        &[
+            "--iterations",
+            "1",
+            "--no-profile",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("the agents write the first kernel"),
+        "{}",
+        text(&o)
+    );
+    let v = show(&store, &run_id(&o));
+    let snaps = v["snapshots"].as_array().unwrap();
+    assert_ne!(
+        snaps[0]["status"], "PASSED",
+        "the skeleton writes nothing: {v}"
+    );
+    assert_eq!(snaps[1]["status"], "PASSED", "{v}");
+    let written = std::fs::read_to_string(out_dir.join("kernel.c")).unwrap();
+    assert_eq!(written, VECTOR_ADD_OMP);
 }
 
 /// A kernel that is right only on the task's own shapes (zeros elsewhere) and fast there: it

@@ -632,11 +632,19 @@ mod tests {
         assert_eq!(naive, sols.join("naive"));
         let s = Solution::load(&naive, &t).unwrap();
         assert_eq!(s.entry_point, "vector_add");
-        assert_eq!(Solution::find(root.path(), "fast").unwrap(), sols.join("fast.c"));
+        assert_eq!(
+            Solution::find(root.path(), "fast").unwrap(),
+            sols.join("fast.c")
+        );
         assert!(Solution::find(root.path(), "seed").is_none());
         assert!(Solution::find(root.path(), "two").is_none());
-        let e = Solution::load(&sols.join("two"), &t).unwrap_err().to_string();
-        assert!(e.contains("must hold exactly one") && e.contains("2 kernel sources"), "{e}");
+        let e = Solution::load(&sols.join("two"), &t)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("must hold exactly one") && e.contains("2 kernel sources"),
+            "{e}"
+        );
     }
 
     fn with_flags(flags: &[&str]) -> tempfile::TempDir {

@@ -499,6 +499,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
             "latency": format!("{:.3} ms", crate::tune::latency_ms(&b.result).unwrap_or(0.0))});
     } else {
         vars["best"] = json!({"iteration": 0, "file": st.file, "source": base_src, "speedup": "not passing", "latency": "-"});
+        vars["not_passing"] = json!(true);
     }
     if let Some(l) = &st.last {
         vars["last"] = json!({"iteration": l.iteration, "outcome": l.outcome, "timing": l.timing, "profile": l.profile});
