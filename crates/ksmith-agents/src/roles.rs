@@ -229,6 +229,41 @@ mod tests {
     }
 
     #[test]
+    fn the_planner_sees_the_bests_timing_and_a_warning_far_above_xla_and_the_implementer_the_machine(
+    ) {
+        let p = Prompts::load(None).unwrap();
+        let best = json!({"iteration": 2, "file": "kernel.c", "source": "void f() {}", "speedup": "48.00x",
+                          "latency": "2.700 ms summed over workloads", "timing": "- M=64 N=1000: 0.9 ms (XLA 43 ms, 48x)",
+                          "far_ahead": true});
+        let r = p
+            .render(
+                Role::Planner,
+                &json!({"task": task(), "mode": "revision", "best": best}),
+            )
+            .unwrap();
+        for needle in [
+            "Timing per workload of the current best",
+            "- M=64 N=1000: 0.9 ms",
+            "compare latencies in ms, not speedups",
+            "the roofline floor uses the measured DRAM bandwidth",
+        ] {
+            assert!(r.user.contains(needle), "missing {needle}:\n{}", r.user);
+        }
+        let r = p
+            .render(
+                Role::Implementer,
+                &json!({"task": task(), "file": "kernel.c", "source": "", "plan": "p", "machine": "AMD EPYC (2 cores, 256-bit SIMD)"}),
+            )
+            .unwrap();
+        assert!(
+            r.user
+                .contains("## Machine\nAMD EPYC (2 cores, 256-bit SIMD)"),
+            "{}",
+            r.user
+        );
+    }
+
+    #[test]
     fn no_sentence_is_glued_to_the_next_by_a_template_tag() {
         // `{% endif %}` at the end of a line ate its newline: "...version.Answer with".
         let p = Prompts::load(None).unwrap();

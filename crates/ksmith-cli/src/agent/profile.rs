@@ -16,9 +16,42 @@ pub(super) fn profile(
     cand: &Judged,
 ) -> Result<String, Halt> {
     let raw: String = s.event("profile", |s| {
-        let w = (0..st.task.workloads.len())
-            .max_by(|a, b| st.task.flops_of(*a).total_cmp(&st.task.flops_of(*b)))
-            .unwrap_or(0);
+        // The workload furthest below its roofline floor is where a change pays most (the
+        // largest one was profiled before, and the weak ones never were); the largest when
+        // there are no figures.
+        let weakest = cand.result.performance.as_ref().and_then(|p| {
+            p.workloads
+                .iter()
+                .min_by(|a, b| a.roofline_fraction.total_cmp(&b.roofline_fraction))
+                .map(|w| (w.workload, w.roofline_fraction, w.speedup))
+        });
+        let (w, why) = match weakest {
+            Some((w, frac, speedup)) => (
+                w,
+                format!(
+                    "the furthest below its roofline floor ({:.0}% of it, {speedup:.2}x vs XLA)",
+                    frac * 100.0
+                ),
+            ),
+            None => (
+                (0..st.task.workloads.len())
+                    .max_by(|a, b| st.task.flops_of(*a).total_cmp(&st.task.flops_of(*b)))
+                    .unwrap_or(0),
+                "the largest".to_string(),
+            ),
+        };
+        let axes = st
+            .task
+            .axes
+            .iter()
+            .filter_map(|a| {
+                st.task.workloads[w]
+                    .axes
+                    .get(&a.name)
+                    .map(|v| format!("{}={v}", a.name))
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
         let dir = s.store.root().join("cache").join("profile");
         std::fs::create_dir_all(&dir).map_err(|e| Halt::Failed(e.into()))?;
         let budget = std::time::Duration::from_millis(500);
@@ -33,9 +66,10 @@ pub(super) fn profile(
             budget,
             inputs.as_deref(),
         );
+        let header = format!("Profiled workload {w} ({axes}): {why}.\n");
         Ok(match profiled {
-            Ok(p) => p.summary(),
-            Err(e) => format!("profiling failed: {e}"),
+            Ok(p) => format!("{header}{}", p.summary()),
+            Err(e) => format!("{header}profiling failed: {e}"),
         })
     })?;
     let vars = json!({"task": task_brief(st), "file": st.file, "source": cand.source(),
