@@ -396,9 +396,13 @@ fn a_compile_error_goes_to_the_fixer_with_the_real_compiler_diagnostics() {
         &["--iterations", "1", "--no-profile"],
     );
     assert!(o.status.success(), "{}", text(&o));
-    let v = show(&store, &run_id(&o));
+    let id = run_id(&o);
+    let v = show(&store, &id);
     let snaps = v["snapshots"].as_array().unwrap();
     assert_eq!(snaps[1]["status"], "PASSED", "{v}");
+    // Each diagnostic once (the detail is the first diagnostic: not repeated above the list).
+    let fixer = prompt_of(&store, &id, 2);
+    assert_eq!(fixer.matches("expected ';'").count(), 1, "{fixer}");
     let statuses: Vec<String> = db(&store)
         .prepare("SELECT status FROM evaluations ORDER BY id")
         .unwrap()

@@ -117,7 +117,16 @@ pub(super) fn failure(j: &Judged) -> (&'static str, String) {
     if let Some(reason) = &r.reason {
         d.push_str(&format!(" ({reason})"));
     }
-    if let Some(detail) = &r.detail {
+    // A compile error's detail is its first diagnostic, listed below with the others.
+    let diagnosed = r
+        .build
+        .as_ref()
+        .is_some_and(|b| b.diagnostics.iter().any(|x| x.severity.contains("error")));
+    if let Some(detail) = r
+        .detail
+        .as_ref()
+        .filter(|_| !(diagnosed && r.status == Status::CompileError))
+    {
         d.push_str(&format!(": {detail}"));
     }
     d.push('\n');
@@ -134,13 +143,22 @@ pub(super) fn failure(j: &Judged) -> (&'static str, String) {
         ));
     }
     if let Some(b) = &r.build {
-        let errors: Vec<String> = b
-            .diagnostics
-            .iter()
-            .filter(|x| x.severity.contains("error"))
-            .take(20)
-            .map(|x| x.to_string())
-            .collect();
+        // Errors, each with the notes the compiler put after it ("declared here", "in
+        // expansion of macro"...): the context a fix often needs.
+        let mut errors: Vec<String> = Vec::new();
+        let mut after_error = false;
+        for x in &b.diagnostics {
+            let keep = if x.severity.contains("error") {
+                after_error = true;
+                true
+            } else {
+                after_error &= x.severity.contains("note");
+                after_error
+            };
+            if keep && errors.len() < 30 {
+                errors.push(x.to_string());
+            }
+        }
         if errors.is_empty() && r.status == Status::CompileError {
             d.push_str(&tail(&b.log, 3000));
         }
