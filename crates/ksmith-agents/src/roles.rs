@@ -264,6 +264,25 @@ mod tests {
     }
 
     #[test]
+    fn the_implementer_sees_the_code_of_iterations_the_plan_names() {
+        let p = Prompts::load(None).unwrap();
+        let r = p
+            .render(
+                Role::Implementer,
+                &json!({"task": task(), "file": "kernel.c", "source": "int best;", "plan": "take the iteration 1 kernel",
+                        "snapshots": [{"iteration": 1, "status": "PASSED", "source": "int one;"}]}),
+            )
+            .unwrap();
+        assert!(
+            r.user.contains(
+                "## `kernel.c` of iteration 1 (named in the plan; PASSED)\n```c\nint one;\n```"
+            ),
+            "{}",
+            r.user
+        );
+    }
+
+    #[test]
     fn no_sentence_is_glued_to_the_next_by_a_template_tag() {
         // `{% endif %}` at the end of a line ate its newline: "...version.Answer with".
         let p = Prompts::load(None).unwrap();

@@ -441,6 +441,34 @@ fn no_candidate(s: &mut Session, it: u32, why: &str) -> Result<(), Halt> {
         .map_err(|e| Halt::Failed(e.into()))
 }
 
+/// Earlier iterations a plan refers to ("iteration 2"), other than the current best (whose code
+/// the implementer already sees): their code, from the snapshots.
+fn named_snapshots(s: &Session, plan: &str, it: u32, best: Option<u32>, file: &str) -> Vec<Value> {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re =
+        RE.get_or_init(|| regex::Regex::new(r"(?i)\biteration[ -]?(\d+)").expect("static regex"));
+    let mut wanted: Vec<u32> = re
+        .captures_iter(plan)
+        .filter_map(|c| c[1].parse().ok())
+        .filter(|n| *n < it && Some(*n) != best)
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let Ok(snaps) = s.store.snapshots(&s.run.id) else {
+        return Vec::new();
+    };
+    wanted
+        .into_iter()
+        .filter_map(|n| {
+            let sn = snaps.iter().find(|sn| sn.iteration == n)?;
+            let stored: Value = serde_json::from_str(&sn.sources).ok()?;
+            let hash = stored["files"][file].as_str()?;
+            let source = String::from_utf8(s.store.artifact(hash).ok()?).ok()?;
+            Some(json!({"iteration": n, "status": sn.status, "source": source}))
+        })
+        .collect()
+}
+
 /// A candidate against the best so far, timed together (journaled: a resumed run replays it).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct HeadToHead {
@@ -552,10 +580,18 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         crate::term::one(&plan.headline()),
         crate::term::one(plan.expected_effect.lines().next().unwrap_or(""))
     );
-    // Implement.
+    // Implement: with the code of any earlier iteration the plan names ("take the iteration 2
+    // kernel"), which the implementer could not see otherwise.
+    let named = named_snapshots(
+        s,
+        &plan.markdown(),
+        it,
+        st.best.as_ref().map(|(i, _)| *i),
+        &st.file,
+    );
     let impl_vars = json!({
         "task": task_brief(st), "plan": plan.markdown(), "file": st.file, "source": base_src,
-        "machine": roofline_text(st),
+        "machine": roofline_text(st), "snapshots": named,
         "knowledge": s.knowledge_for(&format!("{} {}", st.task.name.replace('_', " "), plan.strategy)),
     });
     let source = match code_step(
