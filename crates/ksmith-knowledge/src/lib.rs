@@ -83,6 +83,29 @@ pub struct Passage {
     pub text: String,
     /// BM25 score (0 for passages not produced by a search).
     pub score: f32,
+    /// The kernel languages the file applies to (its `<!-- applies-to: c, cuda -->` line);
+    /// empty: every language.
+    pub applies_to: Vec<String>,
+}
+
+/// The languages a file declares with a `<!-- applies-to: a, b -->` line (empty: all).
+fn applies_to(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("<!--")?
+                .strip_suffix("-->")?
+                .trim()
+                .strip_prefix("applies-to:")
+                .map(str::to_string)
+        })
+        .flat_map(|v| {
+            v.split(',')
+                .map(|x| x.trim().to_lowercase())
+                .filter(|x| !x.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 impl fmt::Display for Passage {
@@ -221,9 +244,31 @@ impl Knowledge {
         limit: usize,
         max_chars: usize,
     ) -> Result<Vec<Passage>, KnowledgeError> {
+        self.retrieve_for(query, None, limit, max_chars)
+    }
+
+    /// [`retrieve`](Self::retrieve) among the passages that apply to `language` (those of files
+    /// declaring it, or no language at all): CUDA tiling notes have no place in a C prompt.
+    pub fn retrieve_for(
+        &self,
+        query: &str,
+        language: Option<&str>,
+        limit: usize,
+        max_chars: usize,
+    ) -> Result<Vec<Passage>, KnowledgeError> {
+        let fits = |p: &Passage| {
+            language.is_none_or(|l| p.applies_to.is_empty() || p.applies_to.iter().any(|a| a == l))
+        };
+        // Look further than `limit`, since some hits may be filtered out.
+        let hits: Vec<Passage> = self
+            .search(query, limit.saturating_mul(4))?
+            .into_iter()
+            .filter(|p| fits(p))
+            .take(limit)
+            .collect();
         let mut left = max_chars;
         let mut out = Vec::new();
-        for mut passage in self.search(query, limit)? {
+        for mut passage in hits {
             let n = passage.text.chars().count();
             if n <= left {
                 left -= n;
@@ -499,6 +544,7 @@ fn is_fence(line: &str) -> bool {
 /// Cuts one file into passages at its `##` / `###` headings.
 fn chunk(name: &str, text: &str) -> Vec<Passage> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let scope = applies_to(text);
     // The file's title: its first `#` heading, else its name without extension.
     let mut doc_title: Option<String> = None;
     // (h2, h3, body lines) of the section being collected.
@@ -513,6 +559,9 @@ fn chunk(name: &str, text: &str) -> Vec<Passage> {
             in_fence = !in_fence;
             body.push(line);
             continue;
+        }
+        if !in_fence && !applies_to(line).is_empty() {
+            continue; // the scope line is for retrieval, not for prompts
         }
         let head = if in_fence { None } else { heading(line) };
         match head {
@@ -579,6 +628,7 @@ fn chunk(name: &str, text: &str) -> Vec<Passage> {
                 title: title.clone(),
                 text: format!("{heading_line}\n\n{part}"),
                 score: 0.0,
+                applies_to: scope.clone(),
             });
         }
     }
@@ -713,6 +763,36 @@ mod tests {
         assert_eq!(heading("### Using C#"), Some((3, "Using C#")));
         assert_eq!(heading("##"), None);
         assert_eq!(heading("## ##"), None);
+    }
+
+    #[test]
+    fn passages_are_retrieved_only_for_the_languages_their_file_applies_to() {
+        let k = Knowledge::open(&[]).unwrap();
+        let query = "shared memory tiles coalescing warps occupancy";
+        let any = k.retrieve_for(query, None, 5, 100_000).unwrap();
+        assert!(
+            any.iter().any(|p| p.source.starts_with("cuda.md")),
+            "{any:?}"
+        );
+        let c = k.retrieve_for(query, Some("c"), 5, 100_000).unwrap();
+        assert!(!c.is_empty());
+        for p in &c {
+            assert!(
+                p.applies_to.is_empty() || p.applies_to.contains(&"c".to_string()),
+                "{} applies to {:?}",
+                p.source,
+                p.applies_to
+            );
+            assert!(!p.text.contains("applies-to"), "{}", p.text);
+        }
+        assert!(!c
+            .iter()
+            .any(|p| p.source.starts_with("cuda.md") || p.source.starts_with("triton.md")));
+        assert_eq!(
+            applies_to("# T\n<!-- applies-to: c, CUDA -->\ntext"),
+            ["c", "cuda"]
+        );
+        assert!(applies_to("# T\ntext").is_empty());
     }
 
     #[test]

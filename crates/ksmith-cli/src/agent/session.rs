@@ -328,9 +328,9 @@ impl Session {
     }
 
     /// Knowledge passages for a query, as template values.
-    pub fn knowledge_for(&self, query: &str) -> Vec<serde_json::Value> {
+    pub fn knowledge_for(&self, query: &str, language: &str) -> Vec<serde_json::Value> {
         self.knowledge
-            .retrieve(query, 3, 3000)
+            .retrieve_for(query, Some(language), 3, 3000)
             .unwrap_or_default()
             .into_iter()
             .map(|p| serde_json::json!({"source": p.source, "text": p.text}))
