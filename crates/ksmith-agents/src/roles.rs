@@ -283,6 +283,25 @@ mod tests {
     }
 
     #[test]
+    fn the_autotune_planner_hears_what_earlier_tuning_found() {
+        let p = Prompts::load(None).unwrap();
+        let r = p
+            .render(
+                Role::AutotunePlanner,
+                &json!({"task": task(), "file": "kernel.c", "source": "#define BM 64", "defines": "BM=64",
+                        "earlier": ["iteration 1: block rows -> passed; autotune: the defaults stayed best; 1 of 3 configurations failed: BM=128: COMPILE_ERROR"]}),
+            )
+            .unwrap();
+        assert!(
+            r.user
+                .contains("## Tuning in earlier iterations of this run\n- iteration 1"),
+            "{}",
+            r.user
+        );
+        assert!(r.user.contains("BM=128: COMPILE_ERROR"), "{}", r.user);
+    }
+
+    #[test]
     fn no_sentence_is_glued_to_the_next_by_a_template_tag() {
         // `{% endif %}` at the end of a line ate its newline: "...version.Answer with".
         let p = Prompts::load(None).unwrap();

@@ -50,8 +50,14 @@ pub(super) fn autotune(
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let vars =
-        json!({"task": task_brief(st), "file": st.file, "source": cand.source(), "defines": list});
+    // What tuning found in earlier iterations (failed configurations included).
+    let earlier: Vec<&String> = st
+        .history
+        .iter()
+        .filter(|h| h.contains("; autotune: "))
+        .collect();
+    let vars = json!({"task": task_brief(st), "file": st.file, "source": cand.source(),
+                      "defines": list, "earlier": earlier});
     let step = format!("iteration {it} autotune");
     let names: Vec<String> = defs.iter().map(|(k, _)| k.clone()).collect();
     let check = |r: &str| -> Result<TuneDecision, String> {
