@@ -224,6 +224,13 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
     assert_eq!(rows.len(), 3, "{report}");
     assert!(rows.iter().all(|r| r.contains("PASSED")), "{report}");
     assert!(report.contains("Winner: iteration 2"), "{report}");
+    // Per workload, with the roofline: one row per CPU workload of the task.
+    let per_workload = report
+        .lines()
+        .skip_while(|l| !l.starts_with("## The winner per workload"))
+        .filter(|l| l.starts_with("| M="))
+        .count();
+    assert_eq!(per_workload, 4, "{report}");
     assert!(report.contains("LLM calls: 6"), "{report}");
     // The tuner really ran on the declared tunable (evaluations with -DCHUNK=16).
     let tuned: i64 = db(&store)

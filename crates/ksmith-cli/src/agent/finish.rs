@@ -300,6 +300,32 @@ pub(super) fn finalize(
                 .unwrap_or_default()
         }
     ));
+    // The winner per workload, from the rounds it was re-timed in.
+    if let Some(p) = &won.performance {
+        md.push_str("\n## The winner per workload (re-timed together)\n\n| workload | kernel ms | XLA ms | speedup (95%) | GFLOP/s | GB/s | roofline floor ms | % of roofline | caches evicted |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+        for wp in &p.workloads {
+            let axes = st
+                .task
+                .axes
+                .iter()
+                .filter_map(|a| wp.axes.get(&a.name).map(|v| format!("{}={v}", a.name)))
+                .collect::<Vec<_>>()
+                .join(" ");
+            md.push_str(&format!(
+                "| {axes} | {:.3} | {:.3} | {:.2}x ({:.2}-{:.2}) | {:.1} | {:.1} | {:.3} | {:.0}% | {} |\n",
+                wp.candidate.median_ms,
+                wp.baseline.median_ms,
+                wp.speedup,
+                wp.speedup_interval.0,
+                wp.speedup_interval.1,
+                wp.gflops,
+                wp.gbps,
+                wp.floor_ms,
+                wp.roofline_fraction * 100.0,
+                if wp.cache_flushed { "yes" } else { "no" }
+            ));
+        }
+    }
     let out = s.opts.out.clone();
     // The start's tunables stay declared where the winner still has their `#define`s, so the
     // written solution can be tuned again.
