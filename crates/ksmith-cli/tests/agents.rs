@@ -219,6 +219,7 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
     let rows: Vec<&str> = report
         .lines()
         .skip_while(|l| !l.starts_with("## Finalists"))
+        .take_while(|l| !l.starts_with("## The winner per workload"))
         .filter(|l| l.starts_with("| ") && !l.starts_with("| iteration") && !l.starts_with("| ---"))
         .collect();
     assert_eq!(rows.len(), 3, "{report}");
