@@ -54,12 +54,21 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("cuda.md", include_str!("../../../docs/knowledge/cuda.md")),
     (
+        "gather-scatter-sort.md",
+        include_str!("../../../docs/knowledge/gather-scatter-sort.md"),
+    ),
+    (
         "openmp.md",
         include_str!("../../../docs/knowledge/openmp.md"),
     ),
     (
         "pallas.md",
         include_str!("../../../docs/knowledge/pallas.md"),
+    ),
+    ("scans.md", include_str!("../../../docs/knowledge/scans.md")),
+    (
+        "small-problems.md",
+        include_str!("../../../docs/knowledge/small-problems.md"),
     ),
     (
         "stable-reductions.md",

@@ -110,6 +110,99 @@ fn more_topics_find_their_files() {
 }
 
 #[test]
+fn scans_gathers_and_small_problems_find_their_files() {
+    assert_top("prefix sum cumulative scan parallel", "scans.md");
+    assert_top("cumsum float32 error tolerance", "scans.md");
+    assert_top("exclusive scan inclusive", "scans.md");
+    assert_top("decoupled look-back single-pass scan", "scans.md");
+    assert_top("tl.cumsum associative_scan", "scans.md");
+    assert_top("segmented scan offsets", "scans.md");
+    assert_top(
+        "scatter-add conflicts atomics duplicate indices",
+        "gather-scatter-sort.md",
+    );
+    assert_top("histogram privatization bins", "gather-scatter-sort.md");
+    assert_top(
+        "gather prefetch index array latency",
+        "gather-scatter-sort.md",
+    );
+    assert_top("embedding bag lookup", "gather-scatter-sort.md");
+    assert_top("top-k nth_element heap", "gather-scatter-sort.md");
+    assert_top(
+        "radix sort float keys argsort stable",
+        "gather-scatter-sort.md",
+    );
+    assert_top(
+        "small rows threading overhead threshold",
+        "small-problems.md",
+    );
+    assert_top(
+        "vectorize across rows shorter than SIMD width",
+        "small-problems.md",
+    );
+    assert_top("overhead-bound time flat across sizes", "small-problems.md");
+    assert_top(
+        "omp parallel if clause threshold num_threads",
+        "small-problems.md",
+    );
+}
+
+#[test]
+fn new_files_respect_language_scope() {
+    let k = builtin();
+    // small-problems.md is C only: found for C, never for CUDA or Triton.
+    let query = "small rows threading overhead threshold";
+    let c = k.retrieve_for(query, Some("c"), 3, 100_000).unwrap();
+    assert!(
+        c.first()
+            .is_some_and(|p| p.source.starts_with("small-problems.md#")),
+        "{:#?}",
+        c.iter().map(|p| &p.source).collect::<Vec<_>>()
+    );
+    for lang in ["cuda", "triton", "pallas"] {
+        let hits = k.retrieve_for(query, Some(lang), 5, 100_000).unwrap();
+        assert!(
+            !hits
+                .iter()
+                .any(|p| p.source.starts_with("small-problems.md")),
+            "{lang}: {:#?}",
+            hits.iter().map(|p| &p.source).collect::<Vec<_>>()
+        );
+    }
+    // scans.md and gather-scatter-sort.md apply to every language.
+    for lang in ["c", "cuda", "triton", "pallas"] {
+        let hits = k
+            .retrieve_for("prefix sum cumsum scan", Some(lang), 3, 100_000)
+            .unwrap();
+        assert!(
+            hits.first()
+                .is_some_and(|p| p.source.starts_with("scans.md#")),
+            "{lang}"
+        );
+        let hits = k
+            .retrieve_for("scatter-add histogram atomics", Some(lang), 3, 100_000)
+            .unwrap();
+        assert!(
+            hits.first()
+                .is_some_and(|p| p.source.starts_with("gather-scatter-sort.md#")),
+            "{lang}"
+        );
+    }
+    // A plain C query still finds the C-scoped OpenMP notes.
+    let hits = k
+        .retrieve_for(
+            "false sharing per-thread accumulators",
+            Some("c"),
+            3,
+            100_000,
+        )
+        .unwrap();
+    assert!(hits
+        .first()
+        .is_some_and(|p| p.source.starts_with("openmp.md#")));
+}
+
+#[test]
 fn results_are_ranked_and_limited() {
     let hits = builtin().search("shared memory tiling", 3).unwrap();
     assert_eq!(hits.len(), 3);
