@@ -209,10 +209,32 @@ fn validate_rejects_tasks_that_cannot_catch_wrong_kernels() {
         .collect::<Vec<_>>()
         .join("\n");
     std::fs::write(tight.join("task.toml"), t).unwrap();
+    // A scan whose tolerance XLA's tree-shaped float32 sum meets (2.7e-7 relative here) but a
+    // plain running sum in float32 does not (1e-5): every simple, correct kernel would fail.
+    let scan_task = |name: &str, rtol: &str| {
+        let dir = small_task(
+            "vector_add",
+            &tmp.path().join(name),
+            "[[workloads]]\naxes = { N = 200000 }\n[workloads.inputs]\na = { dist = \"uniform\", low = 0.0, high = 1.0 }\nb = { dist = \"uniform\", low = 0.0, high = 1.0 }\n",
+        );
+        std::fs::write(
+            dir.join("reference.py"),
+            "import jax.numpy as jnp\n\ndef reference(a, b):\n    return jnp.cumsum(a + b)\n",
+        )
+        .unwrap();
+        let t = std::fs::read_to_string(dir.join("task.toml")).unwrap();
+        std::fs::write(dir.join("task.toml"), t.replace("rtol = 1e-6", rtol)).unwrap();
+        dir
+    };
+    let scan = scan_task("scan", "rtol = 1e-6");
+    let scan_ok = scan_task("scan_ok", "rtol = 1e-4");
+    let out = ksmith(&shared_store(), &["validate", scan_ok.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     for (dir, needle) in [
         (&loose, "vacuous tolerance"),
         (&constant, "near-constant"),
         (&tight, "tolerance too tight"),
+        (&scan, "tolerance too tight for a plain sequential kernel"),
     ] {
         let out = ksmith(&shared_store(), &["validate", dir.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));

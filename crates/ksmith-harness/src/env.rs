@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
-const FILES: [(&str, &str); 11] = [
+const FILES: [(&str, &str); 12] = [
     (
         "ksmith_harness/__init__.py",
         include_str!("../../../harness/ksmith_harness/__init__.py"),
@@ -37,6 +37,10 @@ const FILES: [(&str, &str); 11] = [
     (
         "ksmith_harness/policy.py",
         include_str!("../../../harness/ksmith_harness/policy.py"),
+    ),
+    (
+        "ksmith_harness/sequential.py",
+        include_str!("../../../harness/ksmith_harness/sequential.py"),
     ),
     (
         "requirements-triton.txt",
@@ -416,4 +420,26 @@ fn managed_venv(
         .map_err(|e| setup_err(format!("{}: {e}", stamp.display())))?;
     progress("Python environment ready.");
     Ok(python)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FILES;
+
+    /// A module added to the harness but not embedded is missing from every installed harness
+    /// (the trusted server then dies at import).
+    #[test]
+    fn every_harness_module_is_embedded() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../harness/ksmith_harness");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if name.ends_with(".py") || name.ends_with(".c") {
+                let path = format!("ksmith_harness/{name}");
+                assert!(
+                    FILES.iter().any(|(p, _)| *p == path),
+                    "{path} is not in FILES"
+                );
+            }
+        }
+    }
 }

@@ -26,6 +26,28 @@ pub(crate) struct TaskNewArgs {
 
 const FORMAT: &str = include_str!("../../../../docs/task-format.md");
 
+/// The task part of the format document (the solution and language parts do not concern the
+/// designer, and were 40% of its prompt).
+fn task_format() -> &'static str {
+    FORMAT
+        .find("\n## Solution")
+        .map_or(FORMAT, |end| &FORMAT[..end])
+}
+
+/// How large a workload should be so that a call takes about 1-50 ms on this machine.
+fn target_size(hw: &ksmith_backend::hw::Hardware) -> String {
+    let (bw, peak) = (hw.dram_bandwidth, hw.peak_fp32_flops);
+    format!(
+        "about {:.0}-{:.0} MB of input and output for a memory-bound operation (at {:.1} GB/s), or {:.1}-{:.0} GFLOP for a compute-bound one (at the measured peak of {:.0} GFLOP/s; real kernels reach a fraction of it, so stay near the low end)",
+        bw * 1e-3 / 1e6,
+        bw * 50e-3 / 1e6,
+        bw / 1e9,
+        peak * 1e-3 / 1e9,
+        peak * 50e-3 / 1e9,
+        peak / 1e9
+    )
+}
+
 /// Runs the test designer until a draft validates, or the attempts run out.
 pub(crate) fn cmd_task_new(ctx: &Ctx, args: &TaskNewArgs) -> Result<u8, Exit> {
     let reference = std::fs::read_to_string(&args.reference)
@@ -123,10 +145,15 @@ fn design(
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(env_err)?;
     let mut feedback = String::new();
-    let mut judge = None;
+    let mut judge = Some(ctx.judge(&crate::default_opts())?);
+    let hw = judge
+        .as_ref()
+        .map(|j| j.hardware().clone())
+        .expect("just set");
     for attempt in 1..=args.attempts {
         let vars = serde_json::json!({"reference_file": file, "reference": reference,
-            "format": FORMAT, "feedback": feedback});
+            "format": task_format(), "feedback": feedback,
+            "machine": super::brief::machine_line(&hw), "target": target_size(&hw)});
         let prompt = s.prompts.render(Role::TestDesigner, &vars).map_err(input)?;
         let reply = s
             .call(Role::TestDesigner, &format!("draft {attempt}"), &prompt)
@@ -164,4 +191,19 @@ fn design(
         note!("ksmith: draft {attempt} failed validation:\n{feedback}");
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_designer_sees_the_task_format_only() {
+        let f = task_format();
+        assert!(f.contains("### task.toml") && f.contains("### What `ksmith validate` checks"));
+        assert!(
+            !f.contains("## Solution") && !f.contains("C kernel ABI"),
+            "{f}"
+        );
+    }
 }
