@@ -7,6 +7,9 @@ use std::sync::OnceLock;
 /// A planner's plan.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
+    /// A one-line title (histories, tables and run listings); empty when the model gave none.
+    #[serde(default)]
+    pub title: String,
     /// What to change and how.
     pub strategy: String,
     /// The expected effect, as written.
@@ -20,14 +23,22 @@ pub struct Plan {
 impl Plan {
     /// The plan as markdown (what the implementer and the user see).
     pub fn markdown(&self) -> String {
+        let title = if self.title.is_empty() {
+            String::new()
+        } else {
+            format!("## Title\n{}\n\n", self.title)
+        };
         format!(
-            "## Strategy\n{}\n\n## Expected effect\n{}\n\n## Risks\n{}\n",
+            "{title}## Strategy\n{}\n\n## Expected effect\n{}\n\n## Risks\n{}\n",
             self.strategy, self.expected_effect, self.risks
         )
     }
 
-    /// The first line of the strategy (for histories and tables).
+    /// The plan's title, or the first line of its strategy when it has none (histories, tables).
     pub fn headline(&self) -> String {
+        if !self.title.is_empty() {
+            return self.title.clone();
+        }
         let first = self.strategy.lines().find(|l| !l.trim().is_empty());
         let s = first
             .unwrap_or("")
@@ -56,6 +67,9 @@ fn sections(reply: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for line in reply.lines() {
         let t = line.trim();
+        // A bold line right under a heading is that section's text ("## Title" then
+        // "**Fuse the passes**"), not a heading of its own.
+        let awaiting_body = out.last().is_some_and(|(_, b)| b.trim().is_empty());
         let heading = t
             .strip_prefix("###")
             .or_else(|| t.strip_prefix("##"))
@@ -64,6 +78,7 @@ fn sections(reply: &str) -> Vec<(String, String)> {
             .or_else(|| {
                 // **Strategy**: also seen from models.
                 t.strip_prefix("**")
+                    .filter(|_| !awaiting_body || t.trim_end_matches('*').ends_with(':'))
                     .and_then(|h| h.split_once("**"))
                     .filter(|(_, rest)| rest.trim().is_empty() || rest.trim() == ":")
                     .map(|(h, _)| h.trim_end_matches(':').trim())
@@ -121,6 +136,19 @@ pub fn parse_plan(reply: &str) -> Result<Plan, ReplyError> {
     let strategy = find(&["strategy", "plan"]).filter(|s| !s.is_empty());
     let effect = find(&["expected effect", "expected", "effect"]).filter(|s| !s.is_empty());
     let risks = find(&["risk"]).unwrap_or_default();
+    // One line: the first non-empty one, without list or emphasis marks.
+    let title = find(&["title"])
+        .and_then(|t| {
+            t.lines()
+                .map(|l| {
+                    l.trim()
+                        .trim_start_matches(['-', '*', ' '])
+                        .trim_matches('*')
+                })
+                .find(|l| !l.is_empty())
+                .map(|l| truncate(l.trim(), 100))
+        })
+        .unwrap_or_default();
     let mut missing = Vec::new();
     if strategy.is_none() {
         missing.push("## Strategy");
@@ -142,6 +170,7 @@ pub fn parse_plan(reply: &str) -> Result<Plan, ReplyError> {
         ));
     }
     Ok(Plan {
+        title,
         strategy,
         expected_effect,
         expected_speedup,
@@ -225,6 +254,13 @@ mod tests {
         assert!((expected_speedup("reduce latency by 50%").unwrap() - 2.0).abs() < 1e-9);
         assert_eq!(expected_speedup("2× on large rows"), Some(2.0));
         assert_eq!(expected_speedup("a lot"), None);
+        // A title is the headline; only its first line, without emphasis.
+        let t = parse_plan("## Title\n**Fuse the two passes**\nmore\n## Strategy\nFuse max and sum.\n## Expected effect\n1.3x\n").unwrap();
+        assert_eq!(t.title, "Fuse the two passes");
+        assert_eq!(t.headline(), "Fuse the two passes");
+        assert!(t
+            .markdown()
+            .starts_with("## Title\nFuse the two passes\n\n## Strategy"));
     }
 
     #[test]

@@ -351,6 +351,27 @@ mod tests {
     }
 
     #[test]
+    fn profile_analyst_sees_the_machine_peaks_and_the_tuning() {
+        let p = Prompts::load(None).unwrap();
+        let vars = json!({"task": task(), "file": "kernel.c", "source": "int x;",
+            "timing": "- M=64: 0.9 ms", "profile": "Profiled workload 1",
+            "machine": "peak 100 GFLOP/s fp32, DRAM 20 GB/s",
+            "tuning": "tuned BM=32; 1 of 4 configurations failed: BM=128: COMPILE_ERROR"});
+        let r = p.render(Role::ProfileAnalyst, &vars).unwrap();
+        for needle in [
+            "## Machine\npeak 100 GFLOP/s",
+            "## Autotuning of this kernel\ntuned BM=32",
+            "BM=128: COMPILE_ERROR",
+        ] {
+            assert!(r.user.contains(needle), "missing {needle}:\n{}", r.user);
+        }
+        let untuned = p
+            .render(Role::ProfileAnalyst, &json!({"task": task(), "tuning": ""}))
+            .unwrap();
+        assert!(!untuned.user.contains("Autotuning"), "{}", untuned.user);
+    }
+
+    #[test]
     fn overrides_replace_builtin_templates_and_bad_ones_are_named() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(

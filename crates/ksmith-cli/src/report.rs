@@ -87,8 +87,13 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
     }
     if let Some(c) = &r.correctness {
         say!(
-            "  correctness: {} checks, seeds {:?}; max abs error {:.3e}, max rel error {:.3e}",
+            "  correctness: {} checks{}, seeds {:?}; max abs error {:.3e}, max rel error {:.3e}",
             c.checks,
+            if c.timed_rechecks > 0 {
+                format!(" ({} of them re-checking timed calls)", c.timed_rechecks)
+            } else {
+                String::new()
+            },
             c.seeds,
             c.max_abs_error,
             c.max_rel_error

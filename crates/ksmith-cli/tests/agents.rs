@@ -123,9 +123,13 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
                     "Plan the first optimized version",
                     "iteration 0 (starting solution): passed",
                 ],
-                &plan(
-                    "Parallelize the rows with OpenMP.",
-                    "About 1.8x faster on 2 cores.",
+                // A one-line title, which the history then uses instead of the strategy.
+                &format!(
+                    "## Title\nRows across the cores\n{}",
+                    plan(
+                        "Parallelize the rows with OpenMP.",
+                        "About 1.8x faster on 2 cores.",
+                    )
                 ),
             ),
             reply(
@@ -144,6 +148,7 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
                     "Vectorization report",
                     "Profiled workload",
                     "the furthest below its roofline floor",
+                    "## Machine",
                 ],
                 "Scalar expf dominates; vectorize the exp.\n",
             ),
@@ -153,7 +158,8 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
                     "Plan a revision",
                     "Last iteration (1): passed",
                     "Scalar expf dominates",
-                    "iteration 1: Parallelize the rows",
+                    "iteration 1: Rows across the cores -> passed",
+                    "expected 1.80x against iteration 0, measured",
                     "Timing per workload of the current best",
                 ],
                 &plan(
@@ -263,7 +269,8 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
     // The revision's planner hears how iteration 1 did against the start in the same rounds.
     let revision = prompt_of(&store, &id, 3);
     assert!(
-        revision.contains("against iteration 0 in the same rounds, new best"),
+        revision.contains("against iteration 0, measured")
+            && revision.contains("in the same rounds, new best"),
         "{revision}"
     );
     let calls = ksmith(&store, &["calls", &id]);

@@ -1052,6 +1052,7 @@ impl Judge {
             "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,
             "outputs": outputs, "given_inputs": inputs,
         });
+        corr.timed_rechecks += 1;
         self.judge_outputs(task, w, seed, req, corr)
     }
 

@@ -95,8 +95,12 @@ pub struct BuildInfo {
 /// Correctness figures over every check that ran (worst case).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Correctness {
-    /// Checks run (workload x seed calls, plus re-checks of timed outputs).
+    /// Checks run: a quick one on the smallest workload, every workload x seed, and the
+    /// re-checks of timed calls (so an untimed re-validation runs fewer than an evaluation).
     pub checks: usize,
+    /// How many of `checks` re-checked the outputs of timed calls (fresh inputs).
+    #[serde(default)]
+    pub timed_rechecks: usize,
     /// Seeds used per workload.
     pub seeds: Vec<u64>,
     /// Largest absolute error seen.

@@ -32,6 +32,9 @@ pub(super) fn bake_defines(source: &str, config: &BTreeMap<String, i64>) -> Stri
 struct TuneOutcome {
     config: Option<BTreeMap<String, i64>>,
     note: String,
+    /// The tuned configuration against the untuned kernel, timed side by side by the tuner.
+    #[serde(default)]
+    faster: Option<f64>,
 }
 
 /// The autotune planner declares tunables; the deterministic tuner searches them.
@@ -126,6 +129,7 @@ pub(super) fn autotune(
                 return Ok(TuneOutcome {
                     config: None,
                     note: e,
+                    faster: None,
                 })
             }
         };
@@ -140,9 +144,25 @@ pub(super) fn autotune(
         let o = tune::search(st.ctx, &st.task, &sol, &args, &s.opts.judge.opts())
             .map_err(Halt::from)?;
         let config = o.best.and_then(|(c, _)| c);
-        let mut note = match &config {
-            Some(c) => format!("tuned {}", ksmith_tune::label(c)),
-            None => "the defaults stayed best".into(),
+        let versus = config.as_ref().and_then(|c| {
+            o.confirmed
+                .iter()
+                .find(|k| k.config.as_ref() == Some(c))
+                .and_then(|k| k.vs_untuned)
+        });
+        let mut note = match (&config, versus) {
+            (Some(c), Some(v)) => format!(
+                "tuned {}, {:.2}x ({:.2}-{:.2}) against the untuned kernel in the same rounds",
+                ksmith_tune::label(c),
+                v.speedup,
+                v.interval.0,
+                v.interval.1
+            ),
+            (Some(c), None) => format!("tuned {}", ksmith_tune::label(c)),
+            (None, _) => format!(
+                "the defaults stayed best over {} configurations",
+                o.rows.len()
+            ),
         };
         // Configurations that failed are data for the next plan, not noise to drop.
         let failed: Vec<String> = o
@@ -176,7 +196,11 @@ pub(super) fn autotune(
                 failed.join("; ")
             ));
         }
-        Ok(TuneOutcome { config, note })
+        Ok(TuneOutcome {
+            config,
+            note,
+            faster: versus.map(|v| v.speedup),
+        })
     })?;
     note!("ksmith:   autotune: {}", crate::term::one(&tuned.note));
     st.tune_note = Some(tuned.note.clone());
@@ -193,13 +217,28 @@ pub(super) fn autotune(
         &format!("tuned [{}]", ksmith_tune::label(&config)),
         &j,
     );
-    Ok(
-        if j.speedup().unwrap_or(0.0) > cand.speedup().unwrap_or(0.0) {
-            j
+    // The tuner's side-by-side figure decides when there is one (two separate evaluations'
+    // speedups differ by more than the gain in a noisy window); the tuned kernel must pass again.
+    let keep = j.passed()
+        && match tuned.faster {
+            Some(x) => x > 1.0,
+            None => j.speedup().unwrap_or(0.0) > cand.speedup().unwrap_or(0.0),
+        };
+    if !keep {
+        let why = if j.passed() {
+            "it was not faster than the untuned kernel".to_string()
         } else {
-            cand
-        },
-    )
+            format!(
+                "it did not pass ({})",
+                crate::report::status_text(&j.result)
+            )
+        };
+        let discarded = format!("{}; the tuned kernel was discarded: {why}", tuned.note);
+        note!("ksmith:   autotune: {}", crate::term::one(&discarded));
+        st.tune_note = Some(discarded);
+        return Ok(cand);
+    }
+    Ok(j)
 }
 
 /// The candidate with the planner's `[[tunables]]`, validated by the solution parser.

@@ -62,7 +62,11 @@ pub(super) fn task_brief(st: &State) -> Value {
 }
 
 pub(super) fn roofline_text(st: &State) -> String {
-    let hw = &st.hw;
+    machine_line(&st.hw)
+}
+
+/// The machine in one line: cores, SIMD, measured peaks, compile flags.
+pub(super) fn machine_line(hw: &ksmith_backend::hw::Hardware) -> String {
     format!(
         "{} ({} cores, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32, memory bandwidth {:.1} GB/s (cache-resident {:.1} GB/s). Flags: -O3 -march=native -fopenmp.",
         hw.cpu,

@@ -565,6 +565,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
             }
             Verdict::Edited(text) => {
                 break parse_plan(&text).unwrap_or(Plan {
+                    title: String::new(),
                     strategy: text,
                     expected_effect: "(edited by the user)".into(),
                     expected_speedup: None,
@@ -700,18 +701,24 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         .take()
         .map(|n| format!("; autotune: {n}"))
         .unwrap_or_default();
+    let fixes = if tried.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; after {} fix attempt(s): {}",
+            tried.len(),
+            tried.join("; ")
+        )
+    };
+    let against = expected_vs_measured(
+        plan.expected_speedup,
+        st.best.as_ref().map(|(bi, b)| (*bi, b.speedup())),
+        cand.speedup(),
+        versus.map(|(_, v)| v),
+    );
     st.history.push(format!(
-        "iteration {it}: {summary} (expected {}) -> {}{}{tuning}{}",
-        plan.expected_speedup
-            .map(|x| format!("{x:.2}x"))
-            .unwrap_or("?".into()),
+        "iteration {it}: {summary} -> {}; {against}{}{fixes}{tuning}",
         outcome(&cand),
-        versus
-            .map(|(bi, v)| format!(
-                "; {:.2}x ({:.2}-{:.2}) against iteration {bi} in the same rounds",
-                v.0, v.1, v.2
-            ))
-            .unwrap_or_default(),
         if improved { ", new best" } else { "" }
     ));
     // A failed iteration tells the next plan why (diagnostics, mismatch), not just the status.
@@ -732,9 +739,55 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     Ok(())
 }
 
+/// The plan's expectation and the outcome as the same ratio: against the best so far, measured
+/// side by side when both were timed together (else from their separate figures, said so).
+fn expected_vs_measured(
+    expected: Option<f64>,
+    best: Option<(u32, Option<f64>)>,
+    got: Option<f64>,
+    together: Option<(f64, f64, f64)>,
+) -> String {
+    let exp = expected.map_or("?".to_string(), |x| format!("{x:.2}x"));
+    let Some((bi, best_speedup)) = best else {
+        return format!("expected {exp}, nothing passing to compare with");
+    };
+    let measured = match (together, got, best_speedup) {
+        (Some(v), _, _) => format!(
+            "measured {:.2}x ({:.2}-{:.2}) in the same rounds",
+            v.0, v.1, v.2
+        ),
+        (None, Some(x), Some(b)) if b > 0.0 => {
+            format!("measured {:.2}x from separate windows", x / b)
+        }
+        _ => "not measured (it did not pass)".to_string(),
+    };
+    format!("expected {exp} against iteration {bi}, {measured}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expectation_and_outcome_are_the_same_ratio() {
+        let v = (1.35, 1.2, 1.5);
+        assert_eq!(
+            expected_vs_measured(Some(1.8), Some((2, Some(3.0))), Some(4.0), Some(v)),
+            "expected 1.80x against iteration 2, measured 1.35x (1.20-1.50) in the same rounds"
+        );
+        assert_eq!(
+            expected_vs_measured(Some(1.8), Some((2, Some(2.0))), Some(3.0), None),
+            "expected 1.80x against iteration 2, measured 1.50x from separate windows"
+        );
+        assert_eq!(
+            expected_vs_measured(None, Some((0, Some(2.0))), None, None),
+            "expected ? against iteration 0, not measured (it did not pass)"
+        );
+        assert_eq!(
+            expected_vs_measured(Some(1.0), None, Some(1.0), None),
+            "expected 1.00x, nothing passing to compare with"
+        );
+    }
 
     #[test]
     fn frozen_files_are_refused_and_edits_apply() {

@@ -1,7 +1,7 @@
 //! The profile step: the candidate sampled with perf on its largest workload (ksmith-profile),
 //! summarized by the profile analyst for the next plan.
 
-use super::brief::{first_lines, task_brief, timing_text};
+use super::brief::{first_lines, roofline_text, task_brief, timing_text};
 use super::iterate::{ask, Judged, State};
 use super::review::{review, Verdict};
 use super::session::{Halt, Session};
@@ -73,7 +73,8 @@ pub(super) fn profile(
         })
     })?;
     let vars = json!({"task": task_brief(st), "file": st.file, "source": cand.source(),
-        "timing": timing_text(&st.task, &cand.result), "profile": raw});
+        "timing": timing_text(&st.task, &cand.result), "profile": raw,
+        "machine": roofline_text(st), "tuning": st.tune_note.clone().unwrap_or_default()});
     let step = format!("iteration {it} profile");
     let got = ask(s, st, Role::ProfileAnalyst, &step, vars, 0, |r| {
         if r.trim().is_empty() {
