@@ -335,7 +335,8 @@ mod tests {
                 &json!({"task": task(), "mode": "revision", "reference": "def reference(x): ...",
                         "roofline": "peak 100 GFLOP/s", "history": ["iter 1: blocked rows -> passed 1.4x"],
                         "last": {"iteration": 1, "outcome": "passed, 1.4x", "timing": "w0 1.2 ms", "profile": "memory bound"},
-                        "knowledge": [{"source": "stable-reductions.md#Online softmax", "text": "one pass"}]}),
+                        "knowledge": [{"source": "stable-reductions.md#Online softmax", "text": "one pass"}],
+                        "iteration": 2, "of": 3}),
             )
             .unwrap();
         for needle in [
@@ -345,6 +346,8 @@ mod tests {
             "Online softmax",
             "iter 1: blocked rows",
             "Plan a revision",
+            "An interval containing 1.00 means no measurable difference",
+            "This is iteration 2 of 3.",
         ] {
             assert!(r.user.contains(needle), "missing {needle}:\n{}", r.user);
         }

@@ -160,6 +160,10 @@ enum Cmd {
         /// Print the stored result as JSON.
         #[arg(long)]
         json: bool,
+        /// For a run: write each snapshot's code as a solution directory DIR/iterN (to judge
+        /// them again, e.g. side by side with `ksmith eval TASK DIR/iter0 DIR/iter1 ...`).
+        #[arg(long, value_name = "DIR")]
+        write: Option<PathBuf>,
     },
     /// Continue an agent run that was quit, stopped by a budget, failed or killed.
     Resume(agent::ResumeArgs),
@@ -272,9 +276,12 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         Cmd::Optimize(args) => optimize::run(&ctx, &args),
         Cmd::Validate { path, no_run } => cmd_validate(&ctx, &path, no_run),
         Cmd::Hw { refresh, json, gpu } => cmd_hw(&ctx, refresh, json, gpu),
-        Cmd::Show { id, json } => match id.parse::<i64>() {
+        Cmd::Show { id, json, write } => match id.parse::<i64>() {
+            Ok(_) if write.is_some() => Err(input(anyhow!(
+                "--write: only a run's snapshots can be written; {id} is an evaluation"
+            ))),
             Ok(n) => cmd_show(&ctx, n, json),
-            Err(_) => agent::cmd_show_run(&ctx, &id, json),
+            Err(_) => agent::cmd_show_run(&ctx, &id, json, write.as_deref()),
         },
         Cmd::Resume(args) => agent::resume(&ctx, &args),
         Cmd::Runs => agent::cmd_runs(&ctx),

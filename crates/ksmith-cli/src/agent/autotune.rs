@@ -2,7 +2,7 @@
 //! constants, the deterministic tuner searches them, the winning values are written into the
 //! source.
 
-use super::brief::task_brief;
+use super::brief::{task_brief, timing_text};
 use super::iterate::{ask, evaluate, first_line, report_line, variant, Judged, State};
 use super::review::{review, Verdict};
 use super::session::{Halt, Session};
@@ -60,7 +60,8 @@ pub(super) fn autotune(
         .filter(|h| h.contains("; autotune: "))
         .collect();
     let vars = json!({"task": task_brief(st), "file": st.file, "source": cand.source(),
-                      "defines": list, "earlier": earlier});
+                      "defines": list, "earlier": earlier,
+                      "timing": timing_text(&st.task, &cand.result)});
     let step = format!("iteration {it} autotune");
     let names: Vec<String> = defs.iter().map(|(k, _)| k.clone()).collect();
     let check = |r: &str| -> Result<TuneDecision, String> {

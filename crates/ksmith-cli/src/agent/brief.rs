@@ -62,7 +62,21 @@ pub(super) fn task_brief(st: &State) -> Value {
 }
 
 pub(super) fn roofline_text(st: &State) -> String {
-    machine_line(&st.hw)
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok());
+    format!("{}{}", machine_line(&st.hw), busy_note(load, st.hw.cores))
+}
+
+/// Said to the agents when the machine is busier than its cores: timings are then noisy, and
+/// the model should not chase differences inside the intervals.
+fn busy_note(load: Option<f64>, cores: usize) -> String {
+    match load {
+        Some(l) if l > cores as f64 => format!(
+            " The machine is busy now (load average {l:.1} on {cores} cores: other work shares it), so timings are noisy; trust only differences whose interval excludes 1.00."
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The machine in one line: cores, SIMD, measured peaks, compile flags.
@@ -208,4 +222,16 @@ pub(super) fn tail(s: &str, n: usize) -> String {
 /// The first `n` lines of a text.
 pub(super) fn first_lines(s: &str, n: usize) -> String {
     s.lines().take(n).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::busy_note;
+
+    #[test]
+    fn a_busy_machine_is_said_only_when_busier_than_its_cores() {
+        assert!(busy_note(Some(3.4), 2).contains("load average 3.4 on 2 cores"));
+        assert_eq!(busy_note(Some(1.5), 2), "");
+        assert_eq!(busy_note(None, 2), "");
+    }
 }

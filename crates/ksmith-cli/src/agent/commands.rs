@@ -4,6 +4,8 @@ use crate::term::one;
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use comfy_table::Table;
+use ksmith_task::{Solution, Task};
+use std::path::{Path, PathBuf};
 
 /// `ksmith runs`: every run, newest first.
 pub(crate) fn cmd_runs(ctx: &Ctx) -> Result<u8, Exit> {
@@ -63,10 +65,110 @@ fn load_run(ctx: &Ctx, id: &str) -> Result<(ksmith_store::Store, ksmith_store::R
     Ok((store, run))
 }
 
+/// Each snapshot with code as a solution directory `DIR/iterN` (the language and entry point of
+/// the run's start), so that they can be judged again, e.g. side by side with
+/// `ksmith eval TASK DIR/iter0 DIR/iter1 ...`.
+fn write_snapshots(
+    store: &ksmith_store::Store,
+    run: &ksmith_store::RunRow,
+    snaps: &[ksmith_store::SnapshotRow],
+    dir: &Path,
+) -> Result<Vec<PathBuf>, Exit> {
+    let options: serde_json::Value = serde_json::from_str(&run.options).map_err(env_err)?;
+    let from = options["from"]
+        .as_str()
+        .ok_or_else(|| env_err(anyhow!("run {}: no starting solution recorded", run.id)))?;
+    let task = Task::load(Path::new(&run.task_dir)).map_err(|p| {
+        input(anyhow!(
+            "{}: the run's task cannot be loaded: {}",
+            run.task_dir,
+            p.0.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+    })?;
+    let start = Solution::load(Path::new(from), &task).map_err(|p| {
+        input(anyhow!(
+            "{from}: the run's starting solution cannot be loaded: {}",
+            p.0.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+    })?;
+    let mut written = Vec::new();
+    for sn in snaps {
+        let stored: serde_json::Value = serde_json::from_str(&sn.sources).unwrap_or_default();
+        let Some(files) = stored["files"].as_object() else {
+            continue; // NO_CANDIDATE: nothing was written that iteration
+        };
+        let mut sources = Vec::new();
+        for (name, hash) in files {
+            let hash = hash.as_str().unwrap_or_default();
+            let bytes = store.artifact(hash).map_err(env_err)?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| env_err(anyhow!("snapshot {}: {name} is not UTF-8", sn.iteration)))?;
+            sources.push((name.clone(), text));
+        }
+        let Some((file, text)) = sources.first().cloned() else {
+            continue;
+        };
+        let flags = stored["flags"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str().map(str::to_string))
+            .collect();
+        let mut sol = Solution::from_source(
+            &format!("{}-iter{}", task.name, sn.iteration),
+            start.language,
+            &start.entry_point,
+            &file,
+            text,
+            flags,
+        );
+        sol.sources = sources;
+        let out = dir.join(format!("iter{}", sn.iteration));
+        if out.exists() {
+            return Err(input(anyhow!(
+                "{}: already exists; nothing is overwritten (choose another --write directory)",
+                out.display()
+            )));
+        }
+        crate::tune::write_solution(&sol, &out, "", "")
+            .map_err(|e| env_err(anyhow!("{}: {e}", out.display())))?;
+        written.push(out);
+    }
+    Ok(written)
+}
+
 /// `ksmith show RUN`: the run, its snapshots and its accounting.
-pub(crate) fn cmd_show_run(ctx: &Ctx, id: &str, json: bool) -> Result<u8, Exit> {
+pub(crate) fn cmd_show_run(
+    ctx: &Ctx,
+    id: &str,
+    json: bool,
+    write: Option<&Path>,
+) -> Result<u8, Exit> {
     let (store, run) = load_run(ctx, id)?;
     let snaps = store.snapshots(id).map_err(env_err)?;
+    if let Some(dir) = write {
+        let written = write_snapshots(&store, &run, &snaps, dir)?;
+        for p in &written {
+            say!("{}", one(&p.display().to_string()));
+        }
+        note!(
+            "ksmith: {} snapshots written; re-time them side by side with `ksmith eval {} {}`",
+            written.len(),
+            one(&run.task_dir),
+            written
+                .iter()
+                .map(|p| one(&p.display().to_string()).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        return Ok(0);
+    }
     let calls = store.calls(id).map_err(env_err)?;
     let (tin, tout, cost) = calls.iter().fold((0u64, 0u64, 0.0f64), |a, c| {
         (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost)

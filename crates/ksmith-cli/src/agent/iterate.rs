@@ -520,6 +520,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         "task": task_brief(st), "mode": mode,
         "reference": std::fs::read_to_string(st.task.reference_path()).unwrap_or_default(),
         "roofline": roofline_text(st), "history": st.history,
+        "iteration": it, "of": s.opts.budget.iterations,
     });
     if let Some((bi, b)) = &st.best {
         let speedup = b.speedup().unwrap_or(0.0);
@@ -579,7 +580,10 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     note!(
         "ksmith:   plan: {} (expects {})",
         crate::term::one(&plan.headline()),
-        crate::term::one(plan.expected_effect.lines().next().unwrap_or(""))
+        plan.expected_speedup.map_or_else(
+            || crate::term::one(plan.expected_effect.lines().next().unwrap_or("")).into_owned(),
+            |x| format!("{x:.2}x against the best")
+        )
     );
     // Implement: with the code of any earlier iteration the plan names ("take the iteration 2
     // kernel"), which the implementer could not see otherwise.
@@ -753,8 +757,15 @@ fn expected_vs_measured(
     };
     let measured = match (together, got, best_speedup) {
         (Some(v), _, _) => format!(
-            "measured {:.2}x ({:.2}-{:.2}) in the same rounds",
-            v.0, v.1, v.2
+            "measured {:.2}x ({:.2}-{:.2}) in the same rounds{}",
+            v.0,
+            v.1,
+            v.2,
+            if v.1 <= 1.0 && v.2 >= 1.0 {
+                ", no measurable difference"
+            } else {
+                ""
+            }
         ),
         (None, Some(x), Some(b)) if b > 0.0 => {
             format!("measured {:.2}x from separate windows", x / b)
@@ -774,6 +785,10 @@ mod tests {
         assert_eq!(
             expected_vs_measured(Some(1.8), Some((2, Some(3.0))), Some(4.0), Some(v)),
             "expected 1.80x against iteration 2, measured 1.35x (1.20-1.50) in the same rounds"
+        );
+        assert_eq!(
+            expected_vs_measured(Some(1.8), Some((1, Some(0.5))), Some(0.7), Some((0.73, 0.12, 4.53))),
+            "expected 1.80x against iteration 1, measured 0.73x (0.12-4.53) in the same rounds, no measurable difference"
         );
         assert_eq!(
             expected_vs_measured(Some(1.8), Some((2, Some(2.0))), Some(3.0), None),
