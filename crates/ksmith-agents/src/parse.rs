@@ -99,13 +99,40 @@ fn sections(reply: &str) -> Vec<(String, String)> {
 }
 
 /// The speedup a free-text expectation states: "1.8x", "2×", "30% faster", "reduce latency by 40%".
+/// Where it names several factors ("compute becomes 10x cheaper, so about 3x faster than the
+/// current best"), the one said against the best or overall wins over the first.
 pub fn expected_speedup(text: &str) -> Option<f64> {
     static X: OnceLock<Regex> = OnceLock::new();
     static PCT: OnceLock<Regex> = OnceLock::new();
     let x = X.get_or_init(|| Regex::new(r"(\d+(?:\.\d+)?)\s*(?:x|×)(?:\b|\s|$)").expect("regex"));
     let pct = PCT.get_or_init(|| Regex::new(r"(\d+(?:\.\d+)?)\s*%").expect("regex"));
-    if let Some(c) = x.captures(text) {
-        return c[1].parse().ok().filter(|v: &f64| *v > 0.0);
+    // Each factor with the words around it, up to the neighbouring factors (so words said of
+    // one are not read as said of another).
+    let found: Vec<(f64, usize, usize)> = x
+        .captures_iter(text)
+        .filter_map(|c| {
+            let v: f64 = c[1].parse().ok().filter(|v: &f64| *v > 0.0)?;
+            let whole = c.get(0)?;
+            Some((v, whole.start(), whole.end()))
+        })
+        .collect();
+    let factors: Vec<(f64, bool)> = found
+        .iter()
+        .enumerate()
+        .map(|(i, &(v, start, end))| {
+            let lo = if i > 0 { found[i - 1].2 } else { 0 };
+            let hi = found.get(i + 1).map_or(text.len(), |f| f.1);
+            let window = |from: usize, to: usize| text[from..to].to_lowercase();
+            let before = window(floor_char(text, start.saturating_sub(30).max(lo)), start);
+            let after = window(end, floor_char(text, (end + 40).min(hi)));
+            let said_of_best = ["best", "overall", "faster than", "current"]
+                .iter()
+                .any(|w| after.contains(w) || before.contains(w));
+            (v, said_of_best)
+        })
+        .collect();
+    if let Some(&(v, _)) = factors.iter().find(|(_, b)| *b).or(factors.first()) {
+        return Some(v);
     }
     let c = pct.captures(text)?;
     let p: f64 = c[1].parse().ok()?;
@@ -120,6 +147,14 @@ pub fn expected_speedup(text: &str) -> Option<f64> {
     } else {
         Some(1.0 + p / 100.0)
     }
+}
+
+/// The largest char boundary of `s` at or below `i`.
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 /// Parses a planner reply; the error says what is missing so the model can answer again.
@@ -254,6 +289,14 @@ mod tests {
         assert!((expected_speedup("reduce latency by 50%").unwrap() - 2.0).abs() < 1e-9);
         assert_eq!(expected_speedup("2× on large rows"), Some(2.0));
         assert_eq!(expected_speedup("a lot"), None);
+        // The factor said against the best, not the first one named.
+        assert_eq!(
+            expected_speedup("Compute becomes ~10x cheaper, so expect about 3x faster overall than the current best."),
+            Some(3.0)
+        );
+        assert_eq!(expected_speedup("8-10x on that workload, so about 2.5x against the best"), Some(2.5));
+        assert_eq!(expected_speedup("10x fewer ops → 3x faster than the best"), Some(3.0));
+        assert_eq!(expected_speedup("×2 maybe; 1.5× overall"), Some(1.5));
         // A title is the headline; only its first line, without emphasis.
         let t = parse_plan("## Title\n**Fuse the two passes**\nmore\n## Strategy\nFuse max and sum.\n## Expected effect\n1.3x\n").unwrap();
         assert_eq!(t.title, "Fuse the two passes");

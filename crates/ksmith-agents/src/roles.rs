@@ -233,7 +233,7 @@ mod tests {
     ) {
         let p = Prompts::load(None).unwrap();
         let best = json!({"iteration": 2, "file": "kernel.c", "source": "void f() {}", "speedup": "48.00x",
-                          "latency": "2.700 ms summed over workloads", "timing": "- M=64 N=1000: 0.9 ms (XLA 43 ms, 48x)",
+                          "latency": "2.700 ms geometric mean over workloads", "timing": "- M=64 N=1000: 0.9 ms (XLA 43 ms, 48x)",
                           "far_ahead": true});
         let r = p
             .render(
@@ -289,9 +289,17 @@ mod tests {
             .render(
                 Role::AutotunePlanner,
                 &json!({"task": task(), "file": "kernel.c", "source": "#define BM 64", "defines": "BM=64",
-                        "earlier": ["iteration 1: block rows -> passed; autotune: the defaults stayed best; 1 of 3 configurations failed: BM=128: COMPILE_ERROR"]}),
+                        "earlier": ["iteration 1: block rows -> passed; autotune: the defaults stayed best; 1 of 3 configurations failed: BM=128: COMPILE_ERROR"],
+                        "timing": "- M=64 N=1000: 0.9 ms (XLA 43 ms, 48x)"}),
             )
             .unwrap();
+        assert!(
+            r.user
+                .contains("## How this kernel did (it passed its checks)\n- M=64 N=1000: 0.9 ms"),
+            "{}",
+            r.user
+        );
+        assert!(r.user.contains("USE_PREFETCH == 1 || PF_DIST == 0"), "{}", r.user);
         assert!(
             r.user
                 .contains("## Tuning in earlier iterations of this run\n- iteration 1"),
@@ -321,6 +329,41 @@ mod tests {
                     let from = at.saturating_sub(40);
                     let text: String = c[from..(at + 20).min(c.len())].iter().collect();
                     panic!("{role:?} ({mode}): {text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_heading_starts_a_line_whatever_sections_are_present() {
+        // A paragraph before `{%- endif %}` lost its newline and the next heading was glued to
+        // it ("...disagree with it.## Last iteration (2)"): the model never saw that section.
+        let p = Prompts::load(None).unwrap();
+        let full = json!({"task": task(), "file": "kernel.c", "source": "int x;",
+            "reference": "def reference(x): ...", "roofline": "peak", "machine": "peak",
+            "history": ["iteration 1: a -> passed"], "iteration": 2, "of": 3,
+            "best": {"iteration": 1, "file": "kernel.c", "source": "int x;", "speedup": "2x",
+                     "latency": "1 ms", "timing": "- w0: 1 ms", "far_ahead": true},
+            "last": {"iteration": 1, "outcome": "passed", "timing": "- w0: 1 ms", "profile": "memory bound"},
+            "knowledge": [{"source": "a.md#b", "text": "text"}], "guidance": "go",
+            "snapshots": [{"iteration": 1, "source": "int y;"}], "plan": "## Strategy\nx",
+            "failure": {"kind": "compile", "detail": "error"}, "attempts": ["compile: error"],
+            "defines": "BM=64", "earlier": ["iteration 1: autotune: tuned BM=32"], "timing": "- w0: 1 ms",
+            "tuning": "tuned BM=32", "profile": "CPU profile", "format": "fmt", "feedback": "bad",
+            "target": "1 MB", "reference_file": "ref.py", "retry": "again"});
+        for role in Role::ALL {
+            for mode in ["new", "revision"] {
+                let mut vars = full.clone();
+                vars["mode"] = json!(mode);
+                let r = p.render(role, &vars).unwrap();
+                let c: Vec<char> = r.user.chars().collect();
+                let glued = c.windows(4).position(|w| {
+                    w[0] != '\n' && w[0] != '#' && w[1] == '#' && w[2] == '#' && w[3] == ' '
+                });
+                if let Some(at) = glued {
+                    let from = at.saturating_sub(60);
+                    let text: String = c[from..(at + 30).min(c.len())].iter().collect();
+                    panic!("{role:?} ({mode}): heading glued to the text before: {text:?}");
                 }
             }
         }

@@ -284,9 +284,15 @@ impl Knowledge {
                 out.push(passage);
                 continue;
             }
-            let cut = truncate_at_line(&passage.text, left);
+            // Whole paragraphs where there is a paragraph end (a sentence cut half-way reads
+            // as a claim), and a mark that the passage goes on.
+            let cut = truncate_at_line(&passage.text, left.saturating_sub(CUT_MARK.len() + 1));
+            let cut = match cut.rfind("\n\n") {
+                Some(end) => cut[..end].trim_end().to_string(),
+                None => cut,
+            };
             if !cut.trim().is_empty() {
-                passage.text = cut;
+                passage.text = format!("{cut}\n{CUT_MARK}");
                 out.push(passage);
             }
             break;
@@ -385,6 +391,9 @@ fn file_words(source: &str) -> String {
 }
 
 /// The longest prefix of `text` made of whole lines with at most `max_chars` characters.
+/// Ends a passage that was cut short to fit the prompt.
+pub const CUT_MARK: &str = "[...]";
+
 fn truncate_at_line(text: &str, max_chars: usize) -> String {
     let mut out = String::new();
     let mut used = 0;

@@ -136,7 +136,7 @@ pub struct SnapshotRow {
     pub eval_id: Option<i64>,
     /// Final status of the iteration's candidate.
     pub status: String,
-    /// Median latency summed over workloads (ms), when timed.
+    /// Geometric mean over workloads of the median latency (ms), when timed.
     pub latency_ms: Option<f64>,
     /// Speedup vs the baseline, when timed.
     pub speedup: Option<f64>,

@@ -372,15 +372,30 @@ pub fn source_defines(text: &str) -> Vec<(String, i64)> {
     text.lines()
         .filter_map(|l| {
             let rest = l.trim_start().strip_prefix('#')?.trim_start();
-            let mut words = rest.strip_prefix("define")?.split_whitespace();
-            let name = words.next()?;
-            let value = words
-                .next()?
-                .trim_start_matches('(')
-                .trim_end_matches(')')
-                .trim_end_matches(['u', 'U', 'l', 'L'])
-                .parse()
-                .ok()?;
+            let rest = rest.strip_prefix("define")?;
+            if !rest.starts_with([' ', '\t']) {
+                return None;
+            }
+            let rest = rest.trim_start();
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            let (name, tail) = rest.split_at(end);
+            // An object-like macro (`F(x)` is a function-like one).
+            if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return None;
+            }
+            // The whole value must be one integer literal, maybe in parentheses: `(1 << 18)`
+            // is an expression, not the constant 1.
+            let mut value = tail;
+            for marker in ["//", "/*"] {
+                if let Some(i) = value.find(marker) {
+                    value = &value[..i];
+                }
+            }
+            let mut value = value.trim();
+            while let Some(inner) = value.strip_prefix('(').and_then(|v| v.strip_suffix(')')) {
+                value = inner.trim();
+            }
+            let value = value.trim_end_matches(['u', 'U', 'l', 'L']).parse().ok()?;
             Some((name.to_string(), value))
         })
         .collect()

@@ -161,7 +161,7 @@ pub(super) fn autotune(
             ),
             (Some(c), None) => format!("tuned {}", ksmith_tune::label(c)),
             (None, _) => format!(
-                "the defaults stayed best over {} configurations",
+                "the current values stayed best; {} other configuration(s) tried",
                 o.rows.len()
             ),
         };
@@ -265,13 +265,14 @@ mod tests {
 
     #[test]
     fn defines_are_found() {
-        let d = ksmith_tune::source_defines("#ifndef BM\n#define BM 64\n#endif\n#define NAME_2 (8) /* rows */\n#define F 1.5\n#define C 3 // x\n");
+        let d = ksmith_tune::source_defines("#ifndef BM\n#define BM 64\n#endif\n#define NAME_2 (8) /* rows */\n#define F 1.5\n#define C 3 // x\n#define SHIFTED (1 << 18)\n#define SUM 2 + 3\n#define G(x) 4\n#define U 16u\n#define NOVALUE\n");
         assert_eq!(
             d,
             vec![
                 ("BM".to_string(), 64),
                 ("NAME_2".to_string(), 8),
-                ("C".to_string(), 3)
+                ("C".to_string(), 3),
+                ("U".to_string(), 16)
             ]
         );
     }

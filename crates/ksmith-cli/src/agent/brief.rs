@@ -68,6 +68,15 @@ pub(super) fn roofline_text(st: &State) -> String {
     format!("{}{}", machine_line(&st.hw), busy_note(load, st.hw.cores))
 }
 
+/// A cache size in KiB or MiB.
+fn kib(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
 /// Said to the agents when the machine is busier than its cores: timings are then noisy, and
 /// the model should not chase differences inside the intervals.
 fn busy_note(load: Option<f64>, cores: usize) -> String {
@@ -79,10 +88,17 @@ fn busy_note(load: Option<f64>, cores: usize) -> String {
     }
 }
 
-/// The machine in one line: cores, SIMD, measured peaks, compile flags.
+/// The machine in one line: cores, caches, SIMD, measured peaks, compile flags.
 pub(super) fn machine_line(hw: &ksmith_backend::hw::Hardware) -> String {
+    let caches = hw
+        .caches
+        .iter()
+        .filter(|c| c.kind != "Instruction")
+        .map(|c| format!("L{} {}", c.level, kib(c.bytes)))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
-        "{} ({} cores, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32, memory bandwidth {:.1} GB/s (cache-resident {:.1} GB/s). Flags: -O3 -march=native -fopenmp.",
+        "{} ({} cores, caches {caches}, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32, memory bandwidth {:.1} GB/s (cache-resident {:.1} GB/s; both a triad a[i] = b[i] + s*c[i] on every core, stores counted once). Flags: -O3 -march=native -fopenmp.",
         hw.cpu,
         hw.cores,
         hw.vector_bits,

@@ -526,7 +526,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         let speedup = b.speedup().unwrap_or(0.0);
         vars["best"] = json!({"iteration": bi, "file": st.file, "source": b.source(),
             "speedup": format!("{speedup:.2}x"),
-            "latency": format!("{:.3} ms summed over workloads", crate::tune::latency_ms(&b.result).unwrap_or(0.0)),
+            "latency": format!("{:.3} ms geometric mean over workloads", crate::tune::latency_ms(&b.result).unwrap_or(0.0)),
             "timing": timing_text(&st.task, &b.result),
             // Far above XLA, its noise dominates the ratio: kernels of one latency scored 20x-54x.
             "far_ahead": speedup > 10.0});

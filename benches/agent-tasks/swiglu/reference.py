@@ -1,0 +1,5 @@
+import jax
+
+
+def reference(a, b):
+    return a * jax.nn.sigmoid(a) * b
