@@ -294,8 +294,14 @@ mod tests {
             expected_speedup("Compute becomes ~10x cheaper, so expect about 3x faster overall than the current best."),
             Some(3.0)
         );
-        assert_eq!(expected_speedup("8-10x on that workload, so about 2.5x against the best"), Some(2.5));
-        assert_eq!(expected_speedup("10x fewer ops → 3x faster than the best"), Some(3.0));
+        assert_eq!(
+            expected_speedup("8-10x on that workload, so about 2.5x against the best"),
+            Some(2.5)
+        );
+        assert_eq!(
+            expected_speedup("10x fewer ops → 3x faster than the best"),
+            Some(3.0)
+        );
         assert_eq!(expected_speedup("×2 maybe; 1.5× overall"), Some(1.5));
         // A title is the headline; only its first line, without emphasis.
         let t = parse_plan("## Title\n**Fuse the two passes**\nmore\n## Strategy\nFuse max and sum.\n## Expected effect\n1.3x\n").unwrap();

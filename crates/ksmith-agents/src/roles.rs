@@ -299,7 +299,11 @@ mod tests {
             "{}",
             r.user
         );
-        assert!(r.user.contains("USE_PREFETCH == 1 || PF_DIST == 0"), "{}", r.user);
+        assert!(
+            r.user.contains("USE_PREFETCH == 1 || PF_DIST == 0"),
+            "{}",
+            r.user
+        );
         assert!(
             r.user
                 .contains("## Tuning in earlier iterations of this run\n- iteration 1"),

@@ -505,12 +505,22 @@ fn aa_spread(rows: &[Row]) -> Option<(f64, f64, usize)> {
 /// The side-by-side table of `eval TASK A B ...`: each candidate against XLA and against the
 /// first, all from the same rounds.
 pub(crate) fn print_comparison(cmp: &ksmith_judge::Comparison, ids: &[i64]) {
+    // The reference is the first solution that passed (a failed one was timed with nothing).
+    let reference = cmp
+        .results
+        .iter()
+        .position(|r| r.status == ksmith_judge::Status::Passed)
+        .unwrap_or(0);
     let mut t = table(&[
         "solution",
         "evaluation",
         "status",
         "vs XLA (95%)",
-        "vs the first (95%)",
+        if reference == 0 {
+            "vs the first (95%)"
+        } else {
+            "vs the first passing (95%)"
+        },
     ]);
     for (i, r) in cmp.results.iter().enumerate() {
         let vs_xla = r
@@ -523,8 +533,8 @@ pub(crate) fn print_comparison(cmp: &ksmith_judge::Comparison, ids: &[i64]) {
                 )
             })
             .unwrap_or_else(|| "-".into());
-        let vs_first = match (i, cmp.versus[i][0]) {
-            (0, _) => "(reference)".to_string(),
+        let vs_first = match (i, cmp.versus[i][reference]) {
+            (i, _) if i == reference => "(reference)".to_string(),
             (_, Some(v)) => format!(
                 "{:.2}x ({:.2}-{:.2}){}",
                 v.speedup,
@@ -544,7 +554,7 @@ pub(crate) fn print_comparison(cmp: &ksmith_judge::Comparison, ids: &[i64]) {
     }
     say!("timed side by side (the same rounds and baseline calls for every candidate):");
     say!("{t}");
-    if let Some(best) = cmp.fastest_against(0) {
+    if let Some(best) = cmp.fastest_against(reference) {
         say!("fastest: {}", one(&cmp.results[best].solution));
     }
 }

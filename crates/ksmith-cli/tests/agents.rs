@@ -431,13 +431,20 @@ fn a_compile_error_goes_to_the_fixer_with_the_real_compiler_diagnostics() {
             // gcc's own words and the line of the missing semicolon must reach the fixer.
             reply("fixer", &["compile error", "kernel.c:6", "expected ';'"],
                 "kernel.c\n<<<<<<< SEARCH\n        c[i] = a[i] + b[i]\n=======\n        c[i] = a[i] + b[i];\n>>>>>>> REPLACE\n"),
+            // The next plan hears that the iteration needed a fix, and which.
+            reply(
+                "planner",
+                &["after 1 fix attempt(s): compile error", "This is iteration 2 of 2."],
+                &plan("Keep the loop.", "1x"),
+            ),
+            reply("implementer", &[], &full_file(&broken.replace("b[i]\n}", "b[i];\n}"))),
         ],
     );
     let o = optimize(
         &store,
         "tasks/starter/vector_add",
         &model,
-        &["--iterations", "1", "--no-profile"],
+        &["--iterations", "2", "--no-profile"],
     );
     assert!(o.status.success(), "{}", text(&o));
     let id = run_id(&o);

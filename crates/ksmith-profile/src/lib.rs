@@ -1037,6 +1037,8 @@ mod tests {
         // Hand-written vector code: its loops' `missed` lines are explained.
         let mut v = p.clone();
         v.hot_lines[0].text = "acc = _mm512_fmadd_ps(a, b, acc);".into();
-        assert!(v.summary().contains("a loop already written with them shows as `missed`"));
+        assert!(v
+            .summary()
+            .contains("a loop already written with them shows as `missed`"));
     }
 }

@@ -150,6 +150,19 @@ pub enum Distribution {
     },
 }
 
+impl std::fmt::Display for Distribution {
+    /// Short form for people and prompts: `normal(0, 1)`, `uniform(-2, 2)`, `generator make_idx`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Distribution::Normal { mean, std } => write!(f, "normal(mean {mean}, std {std})"),
+            Distribution::Uniform { low, high } => write!(f, "uniform[{low}, {high})"),
+            Distribution::Integers { low, high } => write!(f, "integers[{low}, {high})"),
+            Distribution::Generator { function } => write!(f, "generator {function}"),
+            Distribution::Constant { value } => write!(f, "constant {value}"),
+        }
+    }
+}
+
 /// One workload: values for the var axes and a distribution per input.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Workload {

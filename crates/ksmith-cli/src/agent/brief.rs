@@ -12,11 +12,25 @@ pub(super) fn task_brief(st: &State) -> Value {
         .workloads
         .iter()
         .map(|w| {
-            w.axes
+            // Axes in declaration order, then each input's distribution (whether a float
+            // running sum or a cheap exp is safe depends on the magnitudes).
+            let axes = t
+                .axes
                 .iter()
-                .map(|(k, v)| format!("{k}={v}"))
+                .filter_map(|a| w.axes.get(&a.name).map(|v| format!("{}={v}", a.name)))
                 .collect::<Vec<_>>()
-                .join(" ")
+                .join(" ");
+            let inputs = w
+                .inputs
+                .iter()
+                .map(|(name, d)| format!("{name} {d}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if inputs.is_empty() {
+                axes
+            } else {
+                format!("{axes}; {inputs}")
+            }
         })
         .collect();
     let tolerance = t
