@@ -270,7 +270,8 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
     let revision = prompt_of(&store, &id, 3);
     assert!(
         revision.contains("against iteration 0, measured")
-            && revision.contains("in the same rounds, new best"),
+            && revision.contains("in the same rounds")
+            && revision.contains(", new best"),
         "{revision}"
     );
     let calls = ksmith(&store, &["calls", &id]);

@@ -84,7 +84,7 @@ pub(super) fn roofline_text(st: &State) -> String {
 
 /// A cache size in KiB or MiB.
 fn kib(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {
         format!("{} KiB", bytes >> 10)

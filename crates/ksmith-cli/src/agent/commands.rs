@@ -105,6 +105,13 @@ fn write_snapshots(
         };
         let mut sources = Vec::new();
         for (name, hash) in files {
+            // Names come from the store: never a path outside the solution directory.
+            if !ksmith_task::is_safe_source_path(name) {
+                return Err(env_err(anyhow!(
+                    "snapshot {}: unsafe file name {name:?}",
+                    sn.iteration
+                )));
+            }
             let hash = hash.as_str().unwrap_or_default();
             let bytes = store.artifact(hash).map_err(env_err)?;
             let text = String::from_utf8(bytes)
