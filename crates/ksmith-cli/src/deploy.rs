@@ -146,12 +146,7 @@ pub(crate) fn export_jax(
             c.eval.id.to_string(),
             r.performance
                 .as_ref()
-                .map(|p| {
-                    format!(
-                        "{:.2}x ({:.2}-{:.2})",
-                        p.speedup, p.speedup_interval.0, p.speedup_interval.1
-                    )
-                })
+                .map(|p| crate::report::ratio(p.speedup, p.speedup_interval))
                 .unwrap_or_else(|| "untimed".into()),
         ]);
     }

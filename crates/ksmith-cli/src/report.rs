@@ -34,6 +34,11 @@ fn axes_str(axes: &BTreeMap<String, i64>) -> String {
         .join(" ")
 }
 
+/// A ratio with its 95% interval: `1.23x (1.10-1.40)`.
+pub(crate) fn ratio(x: f64, (lo, hi): (f64, f64)) -> String {
+    format!("{x:.2}x ({lo:.2}-{hi:.2})")
+}
+
 /// `STATUS (reason)`, on one line.
 pub(crate) fn status_text(r: &EvalResult) -> String {
     match &r.reason {
@@ -141,10 +146,8 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
                 ),
                 format!("{:.3}", w.baseline.median_ms),
                 format!(
-                    "{:.2}x ({:.2}-{:.2}){}",
-                    w.speedup,
-                    w.speedup_interval.0,
-                    w.speedup_interval.1,
+                    "{}{}",
+                    ratio(w.speedup, w.speedup_interval),
                     if w.noisy { " noisy" } else { "" }
                 ),
                 format!("{:.1}", w.gflops),
@@ -526,20 +529,13 @@ pub(crate) fn print_comparison(cmp: &ksmith_judge::Comparison, ids: &[i64]) {
         let vs_xla = r
             .performance
             .as_ref()
-            .map(|p| {
-                format!(
-                    "{:.2}x ({:.2}-{:.2})",
-                    p.speedup, p.speedup_interval.0, p.speedup_interval.1
-                )
-            })
+            .map(|p| ratio(p.speedup, p.speedup_interval))
             .unwrap_or_else(|| "-".into());
         let vs_first = match (i, cmp.versus[i][reference]) {
             (i, _) if i == reference => "(reference)".to_string(),
             (_, Some(v)) => format!(
-                "{:.2}x ({:.2}-{:.2}){}",
-                v.speedup,
-                v.interval.0,
-                v.interval.1,
+                "{}{}",
+                ratio(v.speedup, v.interval),
                 if v.noisy { " noisy" } else { "" }
             ),
             (_, None) => "-".into(),

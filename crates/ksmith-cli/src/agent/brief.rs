@@ -14,12 +14,7 @@ pub(super) fn task_brief(st: &State) -> Value {
         .map(|w| {
             // Axes in declaration order, then each input's distribution (whether a float
             // running sum or a cheap exp is safe depends on the magnitudes).
-            let axes = t
-                .axes
-                .iter()
-                .filter_map(|a| w.axes.get(&a.name).map(|v| format!("{}={v}", a.name)))
-                .collect::<Vec<_>>()
-                .join(" ");
+            let axes = axes_text(t, &w.axes);
             let inputs = w
                 .inputs
                 .iter()
@@ -76,10 +71,27 @@ pub(super) fn task_brief(st: &State) -> Value {
 }
 
 pub(super) fn roofline_text(st: &State) -> String {
-    let load = std::fs::read_to_string("/proc/loadavg")
+    format!(
+        "{}{}",
+        machine_line(&st.hw),
+        busy_note(load_average(), st.hw.cores)
+    )
+}
+
+/// The one-minute load average, where the system gives one.
+pub(super) fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
         .ok()
-        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok());
-    format!("{}{}", machine_line(&st.hw), busy_note(load, st.hw.cores))
+        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+}
+
+/// `M=64 N=1000`, in the task's declaration order (as the profile and the brief list them).
+pub(super) fn axes_text(task: &Task, values: &std::collections::BTreeMap<String, i64>) -> String {
+    task.axes
+        .iter()
+        .filter_map(|a| values.get(&a.name).map(|v| format!("{}={v}", a.name)))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A cache size in KiB or MiB.
@@ -132,12 +144,7 @@ pub(super) fn timing_text(task: &Task, r: &EvalResult) -> String {
     p.workloads
         .iter()
         .map(|w| {
-            let axes = task
-                .axes
-                .iter()
-                .filter_map(|a| w.axes.get(&a.name).map(|v| format!("{}={v}", a.name)))
-                .collect::<Vec<_>>()
-                .join(" ");
+            let axes = axes_text(task, &w.axes);
             format!(
                 "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x), {:.1} GFLOP/s, {:.1} GB/s, {:.0}% of roofline (floor {:.3} ms)",
                 w.candidate.median_ms,

@@ -223,23 +223,13 @@ pub(super) fn finalize(
         let together = r
             .performance
             .as_ref()
-            .map(|p| {
-                format!(
-                    "{:.2}x ({:.2}-{:.2})",
-                    p.speedup, p.speedup_interval.0, p.speedup_interval.1
-                )
-            })
+            .map(|p| crate::report::ratio(p.speedup, p.speedup_interval))
             .unwrap_or("-".into());
         let vs = if i == reference {
             "1.00x".to_string()
         } else {
             cmp.versus[i][reference]
-                .map(|v| {
-                    format!(
-                        "{:.2}x ({:.2}-{:.2})",
-                        v.speedup, v.interval.0, v.interval.1
-                    )
-                })
+                .map(|v| crate::report::ratio(v.speedup, v.interval))
                 .unwrap_or("-".into())
         };
         let held_text = match &held[i] {

@@ -147,10 +147,7 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     let judge = ctx.judge(&s.opts.judge.opts())?;
     // The machine's figures are fixed for the run (journaled, so a resumed run keeps them).
     let hw: ksmith_backend::hw::Hardware = s.event("machine", |_| Ok(judge.hardware().clone()))?;
-    if let Some(load) = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok())
-    {
+    if let Some(load) = super::brief::load_average() {
         if load > hw.cores as f64 {
             note!(
                 "ksmith: warning: the machine is loaded (load average {load:.1} on {} cores): timings of this run will be noisy, and a winner is only trusted once re-timed",

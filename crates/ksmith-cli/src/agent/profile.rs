@@ -1,7 +1,7 @@
 //! The profile step: the candidate sampled with perf on its largest workload (ksmith-profile),
 //! summarized by the profile analyst for the next plan.
 
-use super::brief::{first_lines, roofline_text, task_brief, timing_text};
+use super::brief::{axes_text, first_lines, roofline_text, task_brief, timing_text};
 use super::iterate::{ask, Judged, State};
 use super::review::{review, Verdict};
 use super::session::{Halt, Session};
@@ -40,18 +40,7 @@ pub(super) fn profile(
                 "the largest".to_string(),
             ),
         };
-        let axes = st
-            .task
-            .axes
-            .iter()
-            .filter_map(|a| {
-                st.task.workloads[w]
-                    .axes
-                    .get(&a.name)
-                    .map(|v| format!("{}={v}", a.name))
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
+        let axes = axes_text(&st.task, &st.task.workloads[w].axes);
         let dir = s.store.root().join("cache").join("profile");
         std::fs::create_dir_all(&dir).map_err(|e| Halt::Failed(e.into()))?;
         let budget = std::time::Duration::from_millis(500);
