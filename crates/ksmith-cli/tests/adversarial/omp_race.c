@@ -1,12 +1,12 @@
 // task: softmax; expect: INCORRECT_NUMERICAL numerical_mismatch
-/* Data race: per row, the exp-sum is accumulated by two OpenMP threads into one
- * shared variable without a reduction clause or atomics: each iteration reads
- * s, calls expf, and writes s back.  (gcc -O3 even forwards each thread's own
- * last write to its next read, so each thread keeps overwriting s with its own
- * running total, which is legal for racy code.)  Whenever the two threads really
- * run at the same time, updates are lost and the row sums come out wrong; rows
- * whose two halves happen to run one after the other come out right. */
+/* Data race: per row, two OpenMP threads each sum half of the exps and then add their
+ * part to one shared variable with a plain read-modify-write (no reduction clause, no
+ * atomics).  A barrier between the read and the write makes the lost update certain:
+ * both threads read the sum before either writes it, so one half is lost on every row,
+ * whatever the machine's load (the test must not depend on the threads happening to
+ * overlap). */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 
 void softmax(const float* x, float* y, int64_t M, int64_t N) {
@@ -17,12 +17,18 @@ void softmax(const float* x, float* y, int64_t M, int64_t N) {
         for (int64_t j = 1; j < N; j++)
             m = xr[j] > m ? xr[j] : m;
         float s = 0.0f;
-#pragma omp parallel for num_threads(2) schedule(static, 1)
-        for (int64_t j = 0; j < N; j++) {
-            float acc = s;            /* racy read of the shared sum ... */
-            float e = expf(xr[j] - m);
-            yr[j] = e;
-            s = acc + e;              /* ... and racy write: concurrent updates are lost */
+#pragma omp parallel num_threads(2)
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            float part = 0.0f;
+            for (int64_t j = t; j < N; j += nt) {
+                float e = expf(xr[j] - m);
+                yr[j] = e;
+                part += e;
+            }
+            float acc = s; /* racy read of the shared sum ... */
+#pragma omp barrier
+            s = acc + part; /* ... and racy write: the other thread's part is lost */
         }
         for (int64_t j = 0; j < N; j++)
             yr[j] /= s;
