@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
-const FILES: [(&str, &str); 12] = [
+const FILES: [(&str, &str); 13] = [
     (
         "ksmith_harness/__init__.py",
         include_str!("../../../harness/ksmith_harness/__init__.py"),
@@ -49,6 +49,10 @@ const FILES: [(&str, &str); 12] = [
     (
         "ksmith_harness/allocguard.c",
         include_str!("../../../harness/ksmith_harness/allocguard.c"),
+    ),
+    (
+        "ksmith_harness/evict.c",
+        include_str!("../../../harness/ksmith_harness/evict.c"),
     ),
     (
         "requirements.txt",
@@ -133,6 +137,9 @@ impl PythonEnv {
         })?;
         let harness_dir = write_harness(&root)?;
         let allocguard = build_allocguard(&harness_dir);
+        // The trusted server finds it next to its package; without it the baseline's cold
+        // cache falls back to writing a last-level-cache-sized buffer.
+        let _ = build_helper(&harness_dir, "evict", &[]);
         let from_env = std::env::var_os("KSMITH_PYTHON").map(PathBuf::from);
         if let Some(py) = explicit.map(Path::to_path_buf).or(from_env) {
             check_modules(&py, &harness_dir)?;
@@ -298,15 +305,23 @@ fn write_harness(root: &Path) -> Result<PathBuf, HarnessError> {
 }
 
 fn build_allocguard(harness_dir: &Path) -> Option<PathBuf> {
-    let out = harness_dir.join("allocguard.so");
+    build_helper(harness_dir, "allocguard", &["-fopenmp"])
+}
+
+/// Builds the harness's C helper `name` (`ksmith_harness/NAME.c` → `NAME.so`) once per harness
+/// version; None where no compiler is found (callers fall back).
+fn build_helper(harness_dir: &Path, name: &str, flags: &[&str]) -> Option<PathBuf> {
+    let out = harness_dir.join(format!("{name}.so"));
     if out.exists() {
         return Some(out);
     }
-    let tmp = harness_dir.join(format!("allocguard.so.tmp{}", std::process::id()));
+    let tmp = harness_dir.join(format!("{name}.so.tmp{}", std::process::id()));
     let ok = Command::new("cc")
-        .args(["-O2", "-fopenmp", "-shared", "-fPIC", "-o"])
+        .args(["-O2", "-shared", "-fPIC"])
+        .args(flags)
+        .arg("-o")
         .arg(&tmp)
-        .arg(harness_dir.join("ksmith_harness/allocguard.c"))
+        .arg(harness_dir.join(format!("ksmith_harness/{name}.c")))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()

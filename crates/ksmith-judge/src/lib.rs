@@ -40,7 +40,7 @@ pub enum Flush {
 
 /// Version of the checking and timing method: part of every evaluation key, so results measured
 /// by an older method are never reused. Bump it when the cascade or the timing changes.
-pub const METHOD_VERSION: u32 = 4;
+pub const METHOD_VERSION: u32 = 5;
 
 /// Judge settings. Frozen for the judge's lifetime.
 #[derive(Debug, Clone)]
@@ -138,6 +138,8 @@ pub struct Judge {
     race: Option<Race>,
     /// Whether the evaluation in progress runs on the GPU.
     on_gpu: bool,
+    /// How the trusted side last made the baseline's caches cold.
+    baseline_cold: ColdCache,
     /// The GPU's measured roofline (asked once from the trusted process).
     gpu_roofline: Option<GpuRoofline>,
     /// Poison bit pattern (element width, bits) per dtype name, from the trusted side.
@@ -225,6 +227,7 @@ impl Judge {
             split: HarnessSplit::default(),
             race: None,
             on_gpu: false,
+            baseline_cold: ColdCache::Hot,
             gpu_roofline: None,
             poison: Default::default(),
             // Far from the small seeds tasks and users pick, and unpredictable.

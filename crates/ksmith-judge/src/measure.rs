@@ -5,8 +5,8 @@ use crate::fresh::{self, Refresh};
 use crate::slots::{Dirs, Slot, TensorSpec};
 use crate::timing::{Paired, RoundPlan, NOISY};
 use crate::{
-    axis_values, Elimination, EvalResult, Failure, Flush, Judge, JudgeError, Status, Timing,
-    Verdict, WorkloadPerf,
+    axis_values, ColdCache, Elimination, EvalResult, Failure, Flush, Judge, JudgeError, Status,
+    Timing, Verdict, WorkloadPerf,
 };
 use ksmith_harness::{CallError, HarnessError, Peer};
 use ksmith_task::{DType, Task};
@@ -432,10 +432,15 @@ impl Judge {
         let warmup = if t.rounds == 0 { 2 } else { 0 };
         let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": t.w, "seeds": t.base_seeds,
                           "reps": t.plan.reps(&t.base), "warmup": warmup, "flush_bytes": t.flush_bytes,
-                          "cache_dir": self.ref_cache()});
+                          "evict": t.flush && !self.on_gpu, "cache_dir": self.ref_cache()});
         let started = Instant::now();
         let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
         let base_round: Vec<u64> = samples(&b).collect();
+        self.baseline_cold = match b["eviction"].as_str() {
+            Some("lines") => ColdCache::Lines,
+            Some("buffer") => ColdCache::Buffer,
+            _ => ColdCache::Hot,
+        };
         let timed_ns: u64 = base_round.iter().sum();
         self.split.baseline_s += (started.elapsed().as_secs_f64() - timed_ns as f64 / 1e9).max(0.0);
         Ok(base_round)
@@ -675,6 +680,11 @@ impl Judge {
             floor_ms: floor * 1e3,
             roofline_fraction: floor / secs.max(1e-12),
             cache_flushed: t.flush,
+            baseline_cold: if t.flush {
+                self.baseline_cold
+            } else {
+                ColdCache::Hot
+            },
             candidate: c,
             baseline: b,
         }

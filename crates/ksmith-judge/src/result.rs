@@ -196,6 +196,23 @@ pub struct WorkloadPerf {
     pub roofline_fraction: f64,
     /// Whether the input sets were flushed from cache between calls.
     pub cache_flushed: bool,
+    /// How the baseline's caches were made cold before each call (the candidate's buffers are
+    /// always evicted line by line).
+    #[serde(default)]
+    pub baseline_cold: ColdCache,
+}
+
+/// How caches were made cold before a timed call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColdCache {
+    /// Not flushed: the working set fits the timed loop's caches by design (or `--flush never`).
+    #[default]
+    Hot,
+    /// The call's own inputs and the previous outputs' buffers evicted line by line.
+    Lines,
+    /// A buffer the size of the last-level cache written (no line flush on this machine; a GPU's L2).
+    Buffer,
 }
 
 /// Geometric mean of positive values (values are clamped to 1e-12; 0 for an empty list).
