@@ -44,11 +44,38 @@ pub struct Hardware {
     pub threads: usize,
     /// When it was measured (seconds since the epoch).
     pub measured_at: u64,
+    /// The machine's 1-minute load average just before it was measured (None: unknown).
+    #[serde(default)]
+    pub load_at_measure: Option<f64>,
     /// Identity used to invalidate the cache: CPU, cores, compiler.
     pub fingerprint: String,
 }
 
+/// The machine's 1-minute load average (Linux), if it can be read.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+}
+
+/// Whether a load average means at least half the machine's cores were busy with other work.
+fn busy(load: f64, cores: usize) -> bool {
+    load >= 0.5 * cores.max(1) as f64
+}
+
 impl Hardware {
+    /// Whether the measurement was taken while other work held half the cores or more (its
+    /// peaks are then probably low).
+    pub fn looks_disturbed(&self) -> bool {
+        self.load_at_measure.is_some_and(|l| busy(l, self.cores))
+    }
+
+    /// Whether a cached measurement should be taken again now, the load being `load_now`: it
+    /// was taken on a busy machine and this one is quiet.
+    pub fn remeasure_when(&self, load_now: Option<f64>) -> bool {
+        self.looks_disturbed() && load_now.is_some_and(|l| !busy(l, self.cores))
+    }
+
     /// Last-level cache size in bytes (0 if unknown).
     pub fn llc_bytes(&self) -> u64 {
         self.caches
@@ -166,6 +193,11 @@ impl Hardware {
         self.cache_bandwidth = self.cache_bandwidth.max(other.cache_bandwidth);
         self.peak_fp32_flops = self.peak_fp32_flops.max(other.peak_fp32_flops);
         self.measured_at = other.measured_at;
+        // The kept peaks come from the quieter of the two.
+        self.load_at_measure = match (self.load_at_measure, other.load_at_measure) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// Writes the measurement to `path` atomically.
@@ -203,6 +235,7 @@ pub enum HwError {
 
 /// Measures the machine now (takes a few seconds).
 pub fn measure(compiler: &Compiler, threads: usize) -> Result<Hardware, HwError> {
+    let load_before = load_average();
     let dir = tempfile::tempdir().map_err(|e| HwError::Bench(e.to_string()))?;
     let src = dir.path().join("hw_bench.c");
     std::fs::write(&src, BENCH_SRC).map_err(|e| HwError::Bench(e.to_string()))?;
@@ -262,6 +295,7 @@ pub fn measure(compiler: &Compiler, threads: usize) -> Result<Hardware, HwError>
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0),
+        load_at_measure: load_before,
         fingerprint: fingerprint(compiler),
     })
 }
@@ -291,7 +325,17 @@ pub fn load_or_measure(
             .and_then(|b| serde_json::from_slice::<Hardware>(&b).ok())
         {
             if hw.fingerprint == fingerprint(compiler) && hw.threads == threads {
-                return Ok((hw, true));
+                // Taken on a busy machine and the machine is quiet now: measured again, keeping
+                // the higher peaks (contention only ever lowers them).
+                if !hw.remeasure_when(load_average()) {
+                    return Ok((hw, true));
+                }
+                let mut hw = hw;
+                if let Ok(fresh) = measure(compiler, threads) {
+                    hw.merge_max(&fresh);
+                    let _ = hw.save(path);
+                }
+                return Ok((hw, false));
             }
         }
     }
@@ -299,4 +343,57 @@ pub fn load_or_measure(
     // The cache is an optimisation: failing to write it must not fail the command.
     let _ = hw.save(path);
     Ok((hw, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(cores: usize, load: Option<f64>, dram: f64) -> Hardware {
+        Hardware {
+            cpu: "test".into(),
+            cores,
+            caches: vec![],
+            simd: vec![],
+            compilers: vec![],
+            dram_bandwidth: dram,
+            cache_bandwidth: dram * 4.0,
+            peak_fp32_flops: 1e11,
+            vector_bits: 256,
+            threads: cores,
+            measured_at: 0,
+            load_at_measure: load,
+            fingerprint: "f".into(),
+        }
+    }
+
+    #[test]
+    fn a_measurement_taken_on_a_busy_machine_is_taken_again_once_it_is_quiet() {
+        let busy = machine(2, Some(1.5), 5e9);
+        assert!(busy.looks_disturbed());
+        assert!(busy.remeasure_when(Some(0.2)));
+        assert!(
+            !busy.remeasure_when(Some(1.8)),
+            "still busy: no better figure to get"
+        );
+        assert!(!busy.remeasure_when(None));
+        let quiet = machine(2, Some(0.3), 5e9);
+        assert!(!quiet.looks_disturbed());
+        assert!(!quiet.remeasure_when(Some(0.0)));
+        // Old records without a load are left alone.
+        assert!(!machine(2, None, 5e9).remeasure_when(Some(0.0)));
+    }
+
+    #[test]
+    fn merging_keeps_the_higher_peaks_and_the_quieter_load() {
+        let mut a = machine(2, Some(1.5), 5e9);
+        a.merge_max(&machine(2, Some(0.1), 12e9));
+        assert_eq!(a.dram_bandwidth, 12e9);
+        assert_eq!(a.load_at_measure, Some(0.1));
+        assert!(!a.looks_disturbed());
+        let mut b = machine(2, Some(0.1), 12e9);
+        b.merge_max(&machine(2, Some(1.9), 3e9));
+        assert_eq!(b.dram_bandwidth, 12e9);
+        assert_eq!(b.load_at_measure, Some(0.1));
+    }
 }

@@ -210,6 +210,29 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
 }
 
 /// Prints the machine's roofline.
+/// How long ago the roofline was measured and under what load.
+fn measured_when(hw: &Hardware) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let ago = now.saturating_sub(hw.measured_at);
+    let ago = match ago {
+        0..=119 => format!("{ago} s ago"),
+        120..=7199 => format!("{} min ago", ago / 60),
+        7200..=172_799 => format!("{} h ago", ago / 3600),
+        _ => format!("{} days ago", ago / 86_400),
+    };
+    match hw.load_at_measure {
+        None => format!("{ago}, load unknown"),
+        Some(l) if hw.looks_disturbed() => format!(
+            "{ago}, load {l:.1} on {} cores: busy, the peaks may be low (measured again, keeping the higher peaks, once the machine is quiet)",
+            hw.cores
+        ),
+        Some(l) => format!("{ago}, load {l:.1} on {} cores", hw.cores),
+    }
+}
+
 pub(crate) fn print_hw(hw: &Hardware) {
     say!("cpu:              {}", hw.cpu);
     say!(
@@ -238,6 +261,7 @@ pub(crate) fn print_hw(hw: &Hardware) {
         "ridge point:      {:.1} FLOP/byte",
         hw.peak_fp32_flops / hw.dram_bandwidth.max(1.0)
     );
+    say!("measured:         {}", measured_when(hw));
     for c in &hw.compilers {
         say!("compiler:         {c}");
     }

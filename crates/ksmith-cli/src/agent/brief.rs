@@ -79,11 +79,7 @@ pub(super) fn roofline_text(st: &State) -> String {
 }
 
 /// The one-minute load average, where the system gives one.
-pub(super) fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok())
-}
+pub(super) use ksmith_backend::hw::load_average;
 
 /// `M=64 N=1000`, in the task's declaration order (as the profile and the brief list them).
 pub(super) fn axes_text(task: &Task, values: &std::collections::BTreeMap<String, i64>) -> String {
