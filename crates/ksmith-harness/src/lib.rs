@@ -271,11 +271,12 @@ fn truncate(s: &str, n: usize) -> &str {
 /// glibc malloc settings for the trusted server. XLA allocates each output afresh: with glibc's
 /// adaptive defaults the same jitted call flips between reusing a freed buffer (0 page faults)
 /// and fresh pages (one fault per 4 KiB: 3.5x slower for a 29 MB output) depending on allocator
-/// history. One arena, a fixed mmap threshold (the 32 MiB maximum) and no trimming keep the
-/// baseline in the steady state a long-running program sees, where the candidate also writes
-/// into an existing buffer.
+/// history. One arena, no mmap'd chunks (a large array freed and allocated again would otherwise
+/// be fresh, zeroed pages every time: most of the trusted side's kernel time in re-checks of
+/// memory-bound tasks) and no trimming keep it in the steady state a long-running program sees,
+/// where the candidate also writes into an existing buffer.
 pub const STEADY_MALLOC: &str =
-    "glibc.malloc.arena_max=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=68719476736";
+    "glibc.malloc.arena_max=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736";
 
 /// Starts the trusted server (reference, checks, baseline). Not sandboxed: it runs our code
 /// and the task's reference only.
