@@ -218,9 +218,9 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                     row.eval_id = Some(id);
                     row.result = Some(result);
                 }
-                Err(e @ JudgeError::Unavailable { .. }) => {
+                Err(JudgeError::Unavailable { backend, why }) => {
                     // Not recorded: the same run on a machine with the backend evaluates it.
-                    row.unavailable = Some(e.to_string());
+                    row.unavailable = Some(format!("{backend}: {why}"));
                 }
                 Err(JudgeError::Task { message, .. }) => {
                     store

@@ -320,7 +320,7 @@ impl Row {
     /// The full status text: `STATUS (reason)`, `UNAVAILABLE: why` or `ERROR: message`.
     pub(crate) fn status_full(&self) -> String {
         match (&self.unavailable, &self.result) {
-            (Some(why), _) => format!("UNAVAILABLE: {}", one(why)),
+            (Some(why), _) => format!("UNAVAILABLE ({})", one(why)),
             (None, Some(r)) => match (r.performance.is_none(), &r.timing_unavailable) {
                 (true, Some(_)) if r.status == Status::Passed => {
                     format!("{} (untimed: interpreter)", status_text(r))
@@ -494,8 +494,12 @@ impl<'a> BenchSummary<'a> {
     }
 
     pub(crate) fn print(&self) {
-        let (header, cells) = self.cells(crate::results::terminal_width());
+        let width = crate::results::terminal_width();
+        let (header, cells) = self.cells(width);
         let mut t = table(&header);
+        // What cutting the status left too wide is wrapped (cells of numbers, long names).
+        t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+        t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
         for c in cells {
             t.add_row(c);
         }
@@ -520,7 +524,28 @@ impl<'a> BenchSummary<'a> {
     /// One line per solution name, then what was left out and why.
     pub(crate) fn metric_lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
+        let w = self
+            .metrics
+            .iter()
+            .map(|m| one(&m.solution).chars().count())
+            .max()
+            .unwrap_or(0);
         for m in &self.metrics {
+            let why: Vec<String> = m
+                .unavailable_why
+                .iter()
+                .map(|w| one(w).into_owned())
+                .collect();
+            if m.evaluated == 0 {
+                lines.push(format!(
+                    "solution {:<w$}  unavailable here ({} of {} tasks): {}",
+                    one(&m.solution),
+                    m.unavailable,
+                    m.total,
+                    why.join("; ")
+                ));
+                continue;
+            }
             let fast: Vec<String> = m
                 .fast
                 .iter()
@@ -530,7 +555,7 @@ impl<'a> BenchSummary<'a> {
                 })
                 .collect();
             let mut line = format!(
-                "solution {:<10} correct {}/{}  geomean speedup (correct, timed) {}  {}",
+                "solution {:<w$}  correct {}/{}  geomean speedup (correct, timed) {}  {}",
                 one(&m.solution),
                 m.correct,
                 m.evaluated,
@@ -540,14 +565,18 @@ impl<'a> BenchSummary<'a> {
                 fast.join(" ")
             );
             let known = m.evaluated - m.untimed;
-            if m.untimed > 0 {
+            if m.untimed > 0 && m.geomean.is_none() {
                 line.push_str(&format!(
-                    "\n  {} correct without a kernel time (speed unknown here): fast_p>0 over the other {known}",
+                    "\n  {} correct without a kernel time (interpreter or --no-timing): speed unknown here, fast_p>0 n/a",
+                    m.untimed
+                ));
+            } else if m.untimed > 0 {
+                line.push_str(&format!(
+                    "\n  {} correct without a kernel time (speed unknown here): fast_p>0 over the other {known} tasks",
                     m.untimed
                 ));
             }
             if m.unavailable > 0 {
-                let why: Vec<String> = m.unavailable_why.iter().map(|w| one(w).into_owned()).collect();
                 line.push_str(&format!(
                     "\n  {} of {} tasks unavailable here, not counted: {}",
                     m.unavailable,

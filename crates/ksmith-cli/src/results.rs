@@ -8,7 +8,7 @@ use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use ksmith_judge::{EvalResult, Status};
-use ksmith_store::{EvalFilter, StoredEval, Store};
+use ksmith_store::{EvalFilter, Store, StoredEval};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -105,7 +105,9 @@ pub(crate) fn print_summary(s: &BenchSummary, format: Format) {
 /// Writes the summary to `path` in `format` (json, csv or markdown).
 pub(crate) fn write_summary(s: &BenchSummary, format: Format, path: &Path) -> Result<(), Exit> {
     let text = match format {
-        Format::Json => ksmith_task::escape::json_text(&s.to_json().to_string()).into_owned() + "\n",
+        Format::Json => {
+            ksmith_task::escape::json_text(&s.to_json().to_string()).into_owned() + "\n"
+        }
         f => render(s, f),
     };
     std::fs::write(path, text)
@@ -351,10 +353,7 @@ pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
         return Ok(0);
     }
     if evals.is_empty() {
-        say!(
-            "no stored evaluations match in {}",
-            ctx.store_dir.display()
-        );
+        say!("no stored evaluations match in {}", ctx.store_dir.display());
         return Ok(0);
     }
     let header = [
@@ -380,9 +379,12 @@ pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
             ]
         })
         .collect();
-    fit_column(&header, &mut cells, 5, terminal_width());
+    let width = terminal_width();
+    fit_column(&header, &mut cells, 5, width);
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+    t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
     t.set_header(header);
     for c in cells {
         t.add_row(c);
@@ -478,7 +480,10 @@ fn load_side(store: &Store, id: &str) -> Result<Side, Exit> {
         let mut order = Vec::new();
         for it in store.bench_items(n).map_err(env_err)? {
             // `task/label#repeat`; labels are directory names (no `/`).
-            let head = it.item.rsplit_once('#').map_or(it.item.as_str(), |(h, _)| h);
+            let head = it
+                .item
+                .rsplit_once('#')
+                .map_or(it.item.as_str(), |(h, _)| h);
             let (task, label) = head.rsplit_once('/').unwrap_or((head, ""));
             let key = (task.to_string(), label.to_string());
             let eval = match it.eval_id {
@@ -534,7 +539,8 @@ fn load_side(store: &Store, id: &str) -> Result<Side, Exit> {
             continue;
         };
         let speed = |e: &StoredEval| {
-            (e.result.status == Status::Passed).then(|| e.result.performance.as_ref().map(|p| p.speedup))
+            (e.result.status == Status::Passed)
+                .then(|| e.result.performance.as_ref().map(|p| p.speedup))
         };
         let better = match &best {
             None => true,
@@ -564,7 +570,12 @@ fn load_side(store: &Store, id: &str) -> Result<Side, Exit> {
         },
     };
     Ok(Side {
-        what: format!("agent run {} ({}, {})", one(id), one(&run.task), run.created_at),
+        what: format!(
+            "agent run {} ({}, {})",
+            one(id),
+            one(&run.task),
+            run.created_at
+        ),
         entries: vec![entry],
     })
 }
@@ -804,6 +815,8 @@ pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
         fit_column(&header, &mut cells, 1, width);
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+    t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
         t.set_header(header);
         for c in cells {
             t.add_row(c);
@@ -826,7 +839,10 @@ pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
             if regressions.is_empty() && call {
                 say!("gate: passed (no task slower than in A by more than {pct}% beyond the noise, none broke)");
             } else if !regressions.is_empty() {
-                let names: Vec<String> = regressions.iter().map(|l| one(&l.task).into_owned()).collect();
+                let names: Vec<String> = regressions
+                    .iter()
+                    .map(|l| one(&l.task).into_owned())
+                    .collect();
                 say!(
                     "gate: FAILED: {} slower than in A by more than {pct}% beyond the noise, or broke: {}",
                     names.len(),
@@ -873,7 +889,10 @@ mod tests {
         let (r, (_, hi)) = combine((2.0, (1.9, 2.1)), (0.4, (0.38, 0.42)));
         assert!((r - 0.2).abs() < 1e-12 && hi < 0.25);
         // No stored interval: a point.
-        assert_eq!(combine((1.0, (0.0, 0.0)), (2.0, (0.0, 0.0))), (2.0, (2.0, 2.0)));
+        assert_eq!(
+            combine((1.0, (0.0, 0.0)), (2.0, (0.0, 0.0))),
+            (2.0, (2.0, 2.0))
+        );
     }
 
     #[test]
@@ -892,7 +911,10 @@ mod tests {
     #[test]
     fn output_files_need_a_known_extension() {
         assert_eq!(Format::of_file(Path::new("a.CSV")).unwrap(), Format::Csv);
-        assert_eq!(Format::of_file(Path::new("a.md")).unwrap(), Format::Markdown);
+        assert_eq!(
+            Format::of_file(Path::new("a.md")).unwrap(),
+            Format::Markdown
+        );
         assert!(Format::of_file(Path::new("a.txt")).is_err());
         assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
     }

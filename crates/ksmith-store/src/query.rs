@@ -116,7 +116,9 @@ impl Store {
     pub fn bench_items(&self, run: i64) -> Result<Vec<BenchItemRow>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare("SELECT item, eval_id, error FROM bench_items WHERE run_id = ?1 ORDER BY rowid")
+            .prepare(
+                "SELECT item, eval_id, error FROM bench_items WHERE run_id = ?1 ORDER BY rowid",
+            )
             .map_err(|e| self.sql(e))?;
         let rows = stmt
             .query_map(params![run], |r| {
@@ -149,7 +151,9 @@ mod tests {
             Some("2027-01-01T00:00:00Z")
         );
         assert_eq!(
-            s.utc_time("2026-12-01T10:30:00+02:00", "+0 days").unwrap().as_deref(),
+            s.utc_time("2026-12-01T10:30:00+02:00", "+0 days")
+                .unwrap()
+                .as_deref(),
             Some("2026-12-01T08:30:00Z")
         );
         assert_eq!(s.utc_time("yesterday", "+0 days").unwrap(), None);
