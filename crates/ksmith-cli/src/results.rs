@@ -815,8 +815,8 @@ pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
         fit_column(&header, &mut cells, 1, width);
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
-    t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
+        t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+        t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
         t.set_header(header);
         for c in cells {
             t.add_row(c);
