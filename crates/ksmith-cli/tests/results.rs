@@ -36,6 +36,13 @@ fn suite(dir: &Path, task: &str, workloads: &str) -> PathBuf {
     suite
 }
 
+/// The tests of this file time kernels: one at a time, so they do not disturb each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -66,6 +73,7 @@ fn solution_dir(dir: &Path, name: &str, source: &str) -> PathBuf {
 
 #[test]
 fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
+    let _one_at_a_time = serial();
     let tmp = tempfile::tempdir().unwrap();
     let store = fresh_store(tmp.path());
     let suite = tmp.path().join("suite");
@@ -124,41 +132,60 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
         "{md}"
     );
 
-    let slow = ksmith(
-        &store,
-        &[
-            "--threads",
-            "1",
-            "bench",
-            s(&suite),
-            "--solutions",
-            s(&slow_dir),
-            "--min-time-ms",
-            "30",
-            "--json",
-        ],
-    );
-    assert_eq!(slow.status.code(), Some(0), "{}", text(&slow));
-    let v = json(&slow);
-    let run_b = v["run_id"].as_i64().unwrap();
-    assert_ne!(run_a, run_b);
-    assert_eq!(v["rows"][0]["state"], "timed");
-    assert!(v["rows"][0]["speedup_interval"][1].as_f64().unwrap() > 0.0);
-
-    // The slow run after the fast one: slower far beyond the noise; the gate exits 1.
-    let gate = ksmith(
-        &store,
-        &[
-            "compare",
-            &run_a.to_string(),
-            &run_b.to_string(),
-            "--json",
-            "--fail-if-slower",
-            "10",
-        ],
-    );
-    assert_eq!(gate.status.code(), Some(1), "{}", text(&gate));
-    let g = json(&gate);
+    // The slow run after the fast one: slower far beyond the noise; the gate exits 1. On a
+    // machine so loaded that one bench's interval spans two orders of magnitude (seen with
+    // a load average of 12 on 2 cores) even this is "within noise", which must then be an
+    // interval that contains 1; the slow bench is re-run (up to 3 times) until it is timed
+    // precisely enough to call.
+    let mut runs = Vec::new();
+    let (run_b, g) = loop {
+        let slow = ksmith(
+            &store,
+            &[
+                "--threads",
+                "1",
+                "bench",
+                s(&suite),
+                "--solutions",
+                s(&slow_dir),
+                "--min-time-ms",
+                "30",
+                "--fresh",
+                "--json",
+            ],
+        );
+        assert_eq!(slow.status.code(), Some(0), "{}", text(&slow));
+        let v = json(&slow);
+        let run_b = v["run_id"].as_i64().unwrap();
+        assert_ne!(run_a, run_b);
+        assert_eq!(v["rows"][0]["state"], "timed");
+        assert!(v["rows"][0]["speedup_interval"][1].as_f64().unwrap() > 0.0);
+        let gate = ksmith(
+            &store,
+            &[
+                "compare",
+                &run_a.to_string(),
+                &run_b.to_string(),
+                "--json",
+                "--fail-if-slower",
+                "10",
+            ],
+        );
+        let g = json(&gate);
+        let t = &g["tasks"][0];
+        let (lo, hi) = (
+            t["ratio_interval"][0].as_f64().unwrap(),
+            t["ratio_interval"][1].as_f64().unwrap(),
+        );
+        runs.push(g.clone());
+        if gate.status.code() == Some(0) && runs.len() < 3 {
+            assert_eq!(t["verdict"], "within noise", "{g}");
+            assert!(lo < 1.0 && hi > 1.0 / 1.1, "{g}");
+            continue;
+        }
+        assert_eq!(gate.status.code(), Some(1), "{runs:#?}\n{}", stderr(&gate));
+        break (run_b, g);
+    };
     assert_eq!(g["same_machine"], true);
     let t = &g["tasks"][0];
     assert_eq!(t["task"], "vector_add");
@@ -221,6 +248,7 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
 
 #[test]
 fn bench_summary_keeps_unavailable_and_untimed_out_of_the_counts_and_fits_the_width() {
+    let _one_at_a_time = serial();
     let tmp = tempfile::tempdir().unwrap();
     let store = fresh_store(tmp.path());
     let suite = suite(tmp.path(), "vector_add", SMALL_VECTOR_ADD);
@@ -327,6 +355,7 @@ fn bench_summary_keeps_unavailable_and_untimed_out_of_the_counts_and_fits_the_wi
 
 #[test]
 fn evals_filters_by_status_and_date_and_compare_refuses_other_machines() {
+    let _one_at_a_time = serial();
     let tmp = tempfile::tempdir().unwrap();
     let store = fresh_store(tmp.path());
     let suite = suite(tmp.path(), "vector_add", SMALL_VECTOR_ADD);
