@@ -419,7 +419,7 @@ pub(crate) struct CompareArgs {
     json: bool,
     /// Regression gate: exit 1 when a task is slower in B than in A by more than PCT percent
     /// beyond the noise (the whole 95% interval of B/A below 1/(1+PCT/100)), or passed in A and
-    /// fails in B.
+    /// fails in B; exit 2 when A and B ran on different machines or settings (no verdict).
     #[arg(long, value_name = "PCT", value_parser = parse_pct)]
     fail_if_slower: Option<f64>,
     /// Call differences between results from different machines or judge settings anyway
@@ -597,6 +597,8 @@ enum Verdict {
     OnlyInB,
     /// Timed on both sides, on different machines or settings.
     NotComparable,
+    /// Timed on both sides, on different versions of the task (workloads, reference).
+    TaskChanged,
 }
 
 impl Verdict {
@@ -612,6 +614,7 @@ impl Verdict {
             Verdict::OnlyInA => "only in A",
             Verdict::OnlyInB => "only in B",
             Verdict::NotComparable => "not compared (machines differ)",
+            Verdict::TaskChanged => "not compared (task changed)",
         }
     }
 }
@@ -714,6 +717,9 @@ pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
                 (_, _, false, false, _) => Verdict::BothFailed,
                 (_, _, _, _, None) => Verdict::Untimed,
                 (_, _, _, _, Some(_)) if !call => Verdict::NotComparable,
+                (_, _, _, _, Some(_)) if pa.map(|r| &r.task_hash) != pb.map(|r| &r.task_hash) => {
+                    Verdict::TaskChanged
+                }
                 (_, _, _, _, Some((_, (lo, _)))) if lo > 1.0 => Verdict::Faster,
                 (_, _, _, _, Some((_, (_, hi)))) if hi < 1.0 => Verdict::Slower,
                 _ => Verdict::WithinNoise,
@@ -738,7 +744,7 @@ pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
         .collect();
     let timed: Vec<f64> = lines
         .iter()
-        .filter(|l| l.verdict != Verdict::NotComparable)
+        .filter(|l| !matches!(l.verdict, Verdict::NotComparable | Verdict::TaskChanged))
         .filter_map(|l| l.ratio.map(|r| r.0))
         .collect();
     let geomean = (!timed.is_empty()).then(|| ksmith_judge::geomean(timed.iter().copied()));

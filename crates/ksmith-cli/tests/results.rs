@@ -244,6 +244,66 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
         &["evals", "--until", "2000-01-01", "--json"],
     ));
     assert!(old.as_array().unwrap().is_empty());
+
+    // An agent run is a side too: its fastest passing snapshot (here the slow kernel as the
+    // starting solution, no iterations; a model that is never called).
+    let model = tmp.path().join("no-replies.toml");
+    std::fs::write(&model, "").unwrap();
+    let model = format!("scripted:{}", model.display());
+    let task = suite.join("vector_add");
+    let opt = ksmith(
+        &store,
+        &[
+            "--threads",
+            "1",
+            "optimize",
+            s(&task),
+            "--model",
+            &model,
+            "--from",
+            s(&slow_dir.join("vector_add")),
+            "--iterations",
+            "0",
+            "--no-profile",
+            "--tune-budget",
+            "0",
+            "--min-time-ms",
+            "30",
+        ],
+    );
+    assert_eq!(opt.status.code(), Some(0), "{}", text(&opt));
+    let t = text(&opt);
+    let at = t.find("ksmith: run run-").expect("run id printed") + "ksmith: run ".len();
+    let run = t[at..].split_whitespace().next().unwrap().to_string();
+    let cmp = ksmith(&store, &["compare", &run_a.to_string(), &run, "--json"]);
+    assert_eq!(cmp.status.code(), Some(0), "{}", text(&cmp));
+    let c = json(&cmp);
+    assert!(
+        c["b"]["what"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("agent run {run}")),
+        "{c}"
+    );
+    let t = &c["tasks"][0];
+    assert_eq!(
+        (&t["task"], &t["b"]["solution"], &t["b"]["status"]),
+        (
+            &"vector_add".into(),
+            &"iteration 0".into(),
+            &"PASSED".into()
+        ),
+        "{c}"
+    );
+    let (lo, hi) = (
+        t["ratio_interval"][0].as_f64().unwrap(),
+        t["ratio_interval"][1].as_f64().unwrap(),
+    );
+    match t["verdict"].as_str().unwrap() {
+        "slower" => assert!(hi < 1.0, "{c}"),
+        "within noise" => assert!(lo < 1.0 && hi > 1.0, "{c}"),
+        v => panic!("a kernel 1000 times slower called {v}: {c}"),
+    }
 }
 
 #[test]
