@@ -173,11 +173,16 @@ fn render(s: &BenchSummary, format: Format) -> String {
     out.push_str(&format!("## bench run {}\n\n", s.run_id));
     out.push_str("| task | solution | status | speedup vs XLA (95%) | % roofline | candidate ms | XLA ms | eval |\n");
     out.push_str("|---|---|---|---|---|---|---|---|\n");
+    let repeats = s.rows.iter().any(|r| r.repeat > 0);
     for (r, j) in s.rows.iter().zip(rows) {
         let perf = r.result.as_ref().and_then(|x| x.performance.as_ref());
         let cells = [
             md_cell(&r.task),
-            md_cell(&format!("{}#{}", r.solution, r.repeat)),
+            if repeats {
+                md_cell(&format!("{}#{}", r.solution, r.repeat))
+            } else {
+                md_cell(&r.solution)
+            },
             md_cell(&r.status_full()),
             perf.map(|p| {
                 format!(

@@ -128,7 +128,7 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
         .parse()
         .unwrap();
     assert!(
-        md.contains("| vector_add | fast#0 | PASSED | ") && md.contains("- solution fast"),
+        md.contains("| vector_add | fast | PASSED | ") && md.contains("- solution fast"),
         "{md}"
     );
 
