@@ -27,9 +27,16 @@ pub(crate) struct BenchArgs {
     /// Start a new bench run instead of resuming an unfinished one.
     #[arg(long)]
     pub fresh: bool,
-    /// Print the summary as JSON on stdout.
-    #[arg(long)]
+    /// Print the summary as JSON on stdout (the same as --format json).
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Summary format on stdout: table (default), json, csv (one line per row) or markdown.
+    #[arg(long, value_enum)]
+    pub format: Option<crate::results::Format>,
+    /// Also write the summary to FILE, in the format its extension names (.json, .csv, .md);
+    /// the terminal still gets the table.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     #[command(flatten)]
     pub opts: JudgeOpts,
 }
@@ -89,6 +96,8 @@ pub(crate) struct Row {
     pub eval_id: Option<i64>,
     pub result: Option<EvalResult>,
     pub error: Option<String>,
+    /// Why the solution could not run on this machine (no GPU, no nvcc): not a failure.
+    pub unavailable: Option<String>,
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
@@ -134,6 +143,12 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
             args.suite.display()
         )));
     }
+    // Checked before any work, so a typo does not cost a whole bench.
+    let output = args
+        .output
+        .as_deref()
+        .map(crate::results::Format::of_file)
+        .transpose()?;
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(&args.opts)?;
     let suite_abs = std::fs::canonicalize(&args.suite).unwrap_or_else(|_| args.suite.clone());
@@ -179,6 +194,7 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
             eval_id: None,
             result: None,
             error: None,
+            unavailable: None,
         };
         match store.bench_item(run_id, &it.id).map_err(env_err)? {
             Some(BenchItem::Evaluated(id)) => {
@@ -202,9 +218,9 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                     row.eval_id = Some(id);
                     row.result = Some(result);
                 }
-                Err(e @ JudgeError::Unavailable { .. }) => {
+                Err(JudgeError::Unavailable { backend, why }) => {
                     // Not recorded: the same run on a machine with the backend evaluates it.
-                    row.error = Some(e.to_string());
+                    row.unavailable = Some(format!("{backend}: {why}"));
                 }
                 Err(JudgeError::Task { message, .. }) => {
                     store
@@ -231,10 +247,16 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     bar.finish_and_clear();
     store.finish_bench(run_id).map_err(env_err)?;
     let summary = report::BenchSummary::new(&tasks, &rows, started.elapsed().as_secs_f64(), run_id);
-    if args.json {
-        crate::term::json(&summary.to_json());
-    } else {
-        summary.print();
+    if let (Some(path), Some(format)) = (&args.output, output) {
+        crate::results::write_summary(&summary, format, path)?;
+    }
+    let format = match (args.json, args.format) {
+        (true, _) => crate::results::Format::Json,
+        (false, f) => f.unwrap_or(crate::results::Format::Table),
+    };
+    crate::results::print_summary(&summary, format);
+    if let Some(path) = &args.output {
+        note!("ksmith: wrote the summary to {}", path.display());
     }
     Ok(0)
 }

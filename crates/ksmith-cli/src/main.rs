@@ -13,6 +13,7 @@ mod bench;
 mod deploy;
 mod optimize;
 mod report;
+mod results;
 mod tune;
 
 use anyhow::{anyhow, Context, Result};
@@ -169,6 +170,10 @@ enum Cmd {
     Resume(agent::ResumeArgs),
     /// List agent runs.
     Runs,
+    /// List stored evaluations (newest first), with filters.
+    Evals(results::EvalsArgs),
+    /// Compare two bench runs or agent runs per task, with the noise; optionally a regression gate.
+    Compare(results::CompareArgs),
     /// List the LLM calls of a run: role, tokens, cost, latency.
     Calls {
         /// Run id.
@@ -285,6 +290,8 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         },
         Cmd::Resume(args) => agent::resume(&ctx, &args),
         Cmd::Runs => agent::cmd_runs(&ctx),
+        Cmd::Evals(args) => results::cmd_evals(&ctx, &args),
+        Cmd::Compare(args) => results::cmd_compare(&ctx, &args),
         Cmd::Calls { run, full } => agent::cmd_calls(&ctx, &run, full),
         Cmd::Task(TaskCmd::New(args)) => agent::cmd_task_new(&ctx, &args),
         Cmd::Export {

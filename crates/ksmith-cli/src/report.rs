@@ -287,27 +287,112 @@ pub(crate) fn print_hw(hw: &Hardware) {
     }
 }
 
-/// Suite metrics for one solution name.
-struct Metrics {
-    solution: String,
-    correct: usize,
-    total: usize,
-    geomean: Option<f64>,
-    fast: Vec<(f64, f64)>,
+/// Sum over workloads of the candidate's (or the baseline's) median latency, in ms.
+fn total_ms(p: &ksmith_judge::Performance, baseline: bool) -> f64 {
+    p.workloads
+        .iter()
+        .map(|w| {
+            if baseline {
+                w.baseline.median_ms
+            } else {
+                w.candidate.median_ms
+            }
+        })
+        .sum()
+}
+
+/// What one bench row says about its solution on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowState {
+    /// Could not run here (no GPU, no nvcc): says nothing about the solution.
+    Unavailable,
+    /// The trusted side failed on the task (reference error): counted as not correct.
+    TaskError,
+    /// Evaluated and not PASSED.
+    Failed,
+    /// PASSED, but without a kernel time (an interpreter on a CPU, or `--no-timing`).
+    Untimed,
+    /// PASSED and timed against the baseline.
+    Timed,
+}
+
+impl RowState {
+    /// The lower-case name used in json and csv.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RowState::Unavailable => "unavailable",
+            RowState::TaskError => "task_error",
+            RowState::Failed => "failed",
+            RowState::Untimed => "untimed",
+            RowState::Timed => "timed",
+        }
+    }
+}
+
+impl Row {
+    /// What this row says (see [`RowState`]).
+    pub(crate) fn state(&self) -> RowState {
+        match &self.result {
+            _ if self.unavailable.is_some() => RowState::Unavailable,
+            None => RowState::TaskError,
+            Some(r) if r.status != Status::Passed => RowState::Failed,
+            Some(r) if r.performance.is_some() => RowState::Timed,
+            Some(_) => RowState::Untimed,
+        }
+    }
+
+    /// The full status text: `STATUS (reason)`, `UNAVAILABLE: why` or `ERROR: message`.
+    pub(crate) fn status_full(&self) -> String {
+        match (&self.unavailable, &self.result) {
+            (Some(why), _) => format!("UNAVAILABLE ({})", one(why)),
+            (None, Some(r)) => match (r.performance.is_none(), &r.timing_unavailable) {
+                (true, Some(_)) if r.status == Status::Passed => {
+                    format!("{} (untimed: interpreter)", status_text(r))
+                }
+                _ => status_text(r),
+            },
+            (None, None) => format!("ERROR: {}", one(self.error.as_deref().unwrap_or("?"))),
+        }
+    }
+}
+
+/// Suite metrics for one solution name (KernelBench's definitions; see [`BenchSummary::new`]).
+pub(crate) struct Metrics {
+    pub solution: String,
+    /// Tasks in the suite.
+    pub total: usize,
+    /// Tasks whose solution could not run here, with the distinct reasons.
+    pub unavailable: usize,
+    pub unavailable_why: Vec<String>,
+    /// Tasks evaluated here (total - unavailable): the denominator of `correct` and fast_0.
+    pub evaluated: usize,
+    pub correct: usize,
+    /// Correct tasks with no kernel time (their speed is unknown).
+    pub untimed: usize,
+    /// Geometric mean speedup over the correct, timed tasks.
+    pub geomean: Option<f64>,
+    /// (p, fraction, denominator); the fraction is `None` when nothing was timed.
+    pub fast: Vec<(f64, Option<f64>, usize)>,
 }
 
 /// Everything `bench` reports.
 pub(crate) struct BenchSummary<'a> {
-    rows: &'a [Row],
-    metrics: Vec<Metrics>,
-    aa: Option<(f64, f64, usize)>,
-    wall_s: f64,
-    run_id: i64,
+    pub rows: &'a [Row],
+    pub metrics: Vec<Metrics>,
+    pub aa: Option<(f64, f64, usize)>,
+    pub wall_s: f64,
+    pub run_id: i64,
 }
 
 const FAST_P: [f64; 4] = [0.0, 1.0, 1.5, 2.0];
 
 impl<'a> BenchSummary<'a> {
+    /// Per solution name, over the suite's tasks (first repeat): a task whose solution could
+    /// not run here is left out of every count (and named); `correct` and fast_0 (= the
+    /// fraction correct) are over the tasks evaluated here; fast_p for p > 0 (correct AND
+    /// speedup > p) is over the tasks whose answer is known, i.e. without the correct ones
+    /// that have no kernel time. A task missing from the rows counts as evaluated and not
+    /// correct (DESIGN.md: a missing task is not fast).
     pub(crate) fn new(
         tasks: &[Task],
         rows: &'a [Row],
@@ -320,36 +405,55 @@ impl<'a> BenchSummary<'a> {
         let metrics = names
             .into_iter()
             .map(|name| {
-                let passed: Vec<&EvalResult> = tasks
+                let firsts: Vec<Option<&Row>> = tasks
                     .iter()
-                    .filter_map(|t| {
+                    .map(|t| {
                         rows.iter()
-                            .find(|r| r.task == t.name && r.solution == name && r.repeat == 0)?
-                            .result
-                            .as_ref()
-                            .filter(|r| r.status == Status::Passed)
+                            .find(|r| r.task == t.name && r.solution == name && r.repeat == 0)
                     })
                     .collect();
-                // Untimed passes (an interpreter on a CPU) are correct but never "fast".
-                let ok: Vec<f64> = passed
+                let state = |r: &Option<&Row>| r.map(|r| r.state());
+                let count = |s: RowState| firsts.iter().filter(|r| state(r) == Some(s)).count();
+                let unavailable = count(RowState::Unavailable);
+                let untimed = count(RowState::Untimed);
+                let mut unavailable_why: Vec<String> = firsts
                     .iter()
-                    .filter_map(|r| r.performance.as_ref().map(|p| p.speedup))
+                    .flatten()
+                    .filter_map(|r| r.unavailable.clone())
                     .collect();
+                unavailable_why.sort();
+                unavailable_why.dedup();
+                let ok: Vec<f64> = firsts
+                    .iter()
+                    .flatten()
+                    .filter(|r| r.state() == RowState::Timed)
+                    .filter_map(|r| r.result.as_ref()?.performance.as_ref().map(|p| p.speedup))
+                    .collect();
+                let correct = ok.len() + untimed;
+                let evaluated = tasks.len() - unavailable;
                 let geomean = (!ok.is_empty())
                     .then(|| (ok.iter().map(|s| s.ln()).sum::<f64>() / ok.len() as f64).exp());
                 let fast = FAST_P
                     .iter()
                     .map(|&p| {
-                        (
-                            p,
-                            ok.iter().filter(|&&s| s > p).count() as f64 / tasks.len() as f64,
-                        )
+                        if p == 0.0 {
+                            let f = (evaluated > 0).then(|| correct as f64 / evaluated as f64);
+                            return (p, f, evaluated);
+                        }
+                        let known = evaluated - untimed;
+                        let n = ok.iter().filter(|&&s| s > p).count();
+                        let f = (known > 0 && !ok.is_empty()).then(|| n as f64 / known as f64);
+                        (p, f, known)
                     })
                     .collect();
                 Metrics {
                     solution: name,
-                    correct: passed.len(),
                     total: tasks.len(),
+                    unavailable,
+                    unavailable_why,
+                    evaluated,
+                    correct,
+                    untimed,
                     geomean,
                     fast,
                 }
@@ -364,85 +468,68 @@ impl<'a> BenchSummary<'a> {
         }
     }
 
-    pub(crate) fn print(&self) {
-        let mut t = table(&[
+    /// The table's cells, one row per bench row, the status cut to fit `width` columns.
+    fn cells(&self, width: usize) -> (Vec<&'static str>, Vec<Vec<String>>) {
+        let header = vec![
             "task",
             "solution",
             "status",
-            "speedup vs XLA",
+            "speedup vs XLA (95%)",
             "% roofline",
             "candidate ms",
             "XLA ms",
             "eval",
-        ]);
-        for r in self.rows {
-            let (status, speed, roof, cand, base) = match &r.result {
-                Some(res) => {
-                    let s = status_text(res);
-                    match &res.performance {
-                        Some(p) => (
-                            s,
-                            format!("{:.2}x", p.speedup),
-                            format!("{:.0}%", p.roofline_fraction * 100.0),
-                            format!(
-                                "{:.3}",
-                                p.workloads
-                                    .iter()
-                                    .map(|w| w.candidate.median_ms)
-                                    .sum::<f64>()
-                            ),
-                            format!(
-                                "{:.3}",
-                                p.workloads
-                                    .iter()
-                                    .map(|w| w.baseline.median_ms)
-                                    .sum::<f64>()
-                            ),
-                        ),
-                        None => (s, "-".into(), "-".into(), "-".into(), "-".into()),
-                    }
-                }
-                None => (
-                    format!("ERROR: {}", one(r.error.as_deref().unwrap_or("?"))),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                ),
-            };
-            let sol = if self.rows.iter().any(|x| x.repeat > 0) {
-                format!("{}#{}", one(&r.solution), r.repeat)
-            } else {
-                one(&r.solution).into_owned()
-            };
-            t.add_row(vec![
-                one(&r.task).into_owned(),
-                sol,
-                status,
-                speed,
-                roof,
-                cand,
-                base,
-                r.eval_id.map(|i| i.to_string()).unwrap_or_default(),
-            ]);
+        ];
+        let repeats = self.rows.iter().any(|x| x.repeat > 0);
+        let mut cells: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let perf = r.result.as_ref().and_then(|x| x.performance.as_ref());
+                let sol = if repeats {
+                    format!("{}#{}", one(&r.solution), r.repeat)
+                } else {
+                    one(&r.solution).into_owned()
+                };
+                vec![
+                    one(&r.task).into_owned(),
+                    sol,
+                    r.status_full(),
+                    perf.map(|p| {
+                        format!(
+                            "{}{}",
+                            ratio(p.speedup, p.speedup_interval),
+                            if p.noisy { " noisy" } else { "" }
+                        )
+                    })
+                    .unwrap_or_else(|| "-".into()),
+                    perf.map(|p| format!("{:.0}%", p.roofline_fraction * 100.0))
+                        .unwrap_or_else(|| "-".into()),
+                    perf.map(|p| format!("{:.3}", total_ms(p, false)))
+                        .unwrap_or_else(|| "-".into()),
+                    perf.map(|p| format!("{:.3}", total_ms(p, true)))
+                        .unwrap_or_else(|| "-".into()),
+                    r.eval_id.map(|i| i.to_string()).unwrap_or_default(),
+                ]
+            })
+            .collect();
+        crate::results::fit_column(&header, &mut cells, 2, width);
+        (header, cells)
+    }
+
+    pub(crate) fn print(&self) {
+        let width = crate::results::terminal_width();
+        let (header, cells) = self.cells(width);
+        let mut t = table(&header);
+        // What cutting the status left too wide is wrapped (cells of numbers, long names).
+        t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+        t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
+        for c in cells {
+            t.add_row(c);
         }
         say!("{t}");
-        for m in &self.metrics {
-            let fast: Vec<String> = m
-                .fast
-                .iter()
-                .map(|(p, f)| format!("fast_{p}={f:.2}"))
-                .collect();
-            say!(
-                "solution {:<10} correct {}/{}  geomean speedup (correct tasks) {}  {}",
-                one(&m.solution),
-                m.correct,
-                m.total,
-                m.geomean
-                    .map(|g| format!("{g:.2}x"))
-                    .unwrap_or_else(|| "- (no timing)".into()),
-                fast.join(" ")
-            );
+        for line in self.metric_lines() {
+            say!("{line}");
         }
         if let Some((median, max)) = self.overhead() {
             say!("harness overhead per evaluation (excl. build, kernel and XLA time): median {median:.2} s, max {max:.2} s");
@@ -451,14 +538,83 @@ impl<'a> BenchSummary<'a> {
             say!("A/A repeatability: {n} workload pairs >= 1 ms; speedup spread median {:.2}%, max {:.2}%", median * 100.0, max * 100.0);
         }
         say!(
-            "bench run {} finished in {:.1} s (suite wall time)",
+            "bench run {} finished in {:.1} s (suite wall time; `ksmith compare {} OTHER` compares it)",
             self.run_id,
-            self.wall_s
+            self.wall_s,
+            self.run_id
         );
     }
 
+    /// One line per solution name, then what was left out and why.
+    pub(crate) fn metric_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let w = self
+            .metrics
+            .iter()
+            .map(|m| one(&m.solution).chars().count())
+            .max()
+            .unwrap_or(0);
+        for m in &self.metrics {
+            let why: Vec<String> = m
+                .unavailable_why
+                .iter()
+                .map(|w| one(w).into_owned())
+                .collect();
+            if m.evaluated == 0 {
+                lines.push(format!(
+                    "solution {:<w$}  unavailable here ({} of {} tasks): {}",
+                    one(&m.solution),
+                    m.unavailable,
+                    m.total,
+                    why.join("; ")
+                ));
+                continue;
+            }
+            let fast: Vec<String> = m
+                .fast
+                .iter()
+                .map(|(p, f, _)| match f {
+                    Some(f) => format!("fast_{p}={f:.2}"),
+                    None => format!("fast_{p}=n/a"),
+                })
+                .collect();
+            let mut line = format!(
+                "solution {:<w$}  correct {}/{}  geomean speedup (correct, timed) {}  {}",
+                one(&m.solution),
+                m.correct,
+                m.evaluated,
+                m.geomean
+                    .map(|g| format!("{g:.2}x"))
+                    .unwrap_or_else(|| "-".into()),
+                fast.join(" ")
+            );
+            let known = m.evaluated - m.untimed;
+            if m.untimed > 0 && m.geomean.is_none() {
+                line.push_str(&format!(
+                    "\n  {} correct without a kernel time (interpreter or --no-timing): speed unknown here, fast_p>0 n/a",
+                    m.untimed
+                ));
+            } else if m.untimed > 0 {
+                line.push_str(&format!(
+                    "\n  {} correct without a kernel time (speed unknown here): fast_p>0 over the other {known} tasks",
+                    m.untimed
+                ));
+            }
+            if m.unavailable > 0 {
+                line.push_str(&format!(
+                    "\n  {} of {} tasks unavailable here, not counted: {}",
+                    m.unavailable,
+                    m.total,
+                    why.join("; ")
+                ));
+            }
+            lines.push(line);
+        }
+        lines
+    }
+
     /// Median and max of the evaluations' harness time.
-    fn overhead(&self) -> Option<(f64, f64)> {
+    pub(crate) fn overhead(&self) -> Option<(f64, f64)> {
         let mut h: Vec<f64> = self
             .rows
             .iter()
@@ -471,20 +627,33 @@ impl<'a> BenchSummary<'a> {
         Some((h[h.len() / 2], h[h.len() - 1]))
     }
 
+    /// The summary as one JSON document: every row (full status and error text) and the metrics.
     pub(crate) fn to_json(&self) -> serde_json::Value {
         json!({
             "run_id": self.run_id,
             "wall_s": self.wall_s,
-            "rows": self.rows.iter().map(|r| json!({
-                "task": r.task, "solution": r.solution, "repeat": r.repeat, "eval_id": r.eval_id, "error": r.error,
-                "status": r.result.as_ref().map(|x| x.status.as_str()),
-                "reason": r.result.as_ref().and_then(|x| x.reason.clone()),
-                "speedup": r.result.as_ref().and_then(|x| x.performance.as_ref().map(|p| p.speedup)),
-                "roofline_fraction": r.result.as_ref().and_then(|x| x.performance.as_ref().map(|p| p.roofline_fraction)),
-            })).collect::<Vec<_>>(),
+            "rows": self.rows.iter().map(|r| {
+                let perf = r.result.as_ref().and_then(|x| x.performance.as_ref());
+                json!({
+                    "task": r.task, "solution": r.solution, "repeat": r.repeat, "eval_id": r.eval_id,
+                    "state": r.state().as_str(),
+                    "error": r.error, "unavailable": r.unavailable,
+                    "status": r.result.as_ref().map(|x| x.status.as_str()),
+                    "reason": r.result.as_ref().and_then(|x| x.reason.clone()),
+                    "timing_unavailable": r.result.as_ref().and_then(|x| x.timing_unavailable.clone()),
+                    "speedup": perf.map(|p| p.speedup),
+                    "speedup_interval": perf.map(|p| [p.speedup_interval.0, p.speedup_interval.1]),
+                    "noisy": perf.map(|p| p.noisy),
+                    "roofline_fraction": perf.map(|p| p.roofline_fraction),
+                    "candidate_ms": perf.map(|p| total_ms(p, false)),
+                    "baseline_ms": perf.map(|p| total_ms(p, true)),
+                })
+            }).collect::<Vec<_>>(),
             "metrics": self.metrics.iter().map(|m| json!({
-                "solution": m.solution, "correct": m.correct, "total": m.total, "geomean_speedup": m.geomean,
-                "fast_p": m.fast.iter().map(|(p, f)| json!({"p": p, "fraction": f})).collect::<Vec<_>>(),
+                "solution": m.solution, "total": m.total, "evaluated": m.evaluated,
+                "unavailable": m.unavailable, "unavailable_why": m.unavailable_why,
+                "correct": m.correct, "untimed": m.untimed, "geomean_speedup": m.geomean,
+                "fast_p": m.fast.iter().map(|(p, f, n)| json!({"p": p, "fraction": f, "of": n})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "harness_overhead_s": self.overhead().map(|(median, max)| json!({"median": median, "max": max})),
             "aa_spread": self.aa.map(|(max, median, n)| json!({"max": max, "median": median, "pairs": n})),

@@ -2,9 +2,11 @@
 //! ksmith loses at most the evaluation in flight), artifacts content-addressed on disk, bench
 //! runs for resuming, and export in the FlashInfer Trace schema.
 
+mod query;
 mod runs;
 mod trace;
 
+pub use query::{BenchItemRow, BenchRunRow, EvalFilter};
 pub use runs::{CallRow, RunRow, SnapshotRow};
 
 pub use trace::export_flashinfer;
