@@ -255,6 +255,32 @@ impl PythonEnv {
         v
     }
 
+    /// Why this environment can no longer start a harness process, when its interpreter or
+    /// harness files were deleted after it was resolved (a cache cleaned during a bench, say),
+    /// with how it recovers: a managed environment is recreated by the next command.
+    pub fn gone(&self) -> Option<String> {
+        let missing = if !self.python.exists() {
+            &self.python
+        } else if !self.harness_dir.join("ksmith_harness").is_dir() {
+            &self.harness_dir
+        } else {
+            return None;
+        };
+        Some(if self.managed {
+            let venv = self.python.parent().and_then(Path::parent).unwrap_or(&self.python);
+            format!(
+                "the Python environment {} was removed while ksmith ran ({} is gone); the next ksmith command recreates it (about a minute)",
+                venv.display(),
+                missing.display()
+            )
+        } else {
+            format!(
+                "the Python environment was removed while ksmith ran ({} is gone); restore the interpreter given by --python / KSMITH_PYTHON, or drop it to use a managed environment (created on first use); the harness files are rewritten by the next ksmith command",
+                missing.display()
+            )
+        })
+    }
+
     /// Environment for a harness process: PYTHONPATH plus `extra`; nothing else is inherited.
     pub fn process_env(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let mut env = vec![

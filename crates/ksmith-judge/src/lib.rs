@@ -68,6 +68,12 @@ pub struct JudgeConfig {
     /// Judge untrusted code even where an isolation layer is missing (recorded in every
     /// result); without it the judge refuses.
     pub unsafe_no_sandbox: bool,
+    /// Wall-clock limit on each request to the trusted process (the reference, generators,
+    /// checks); past it the process is killed and the task blamed.
+    pub reference_timeout: Duration,
+    /// Memory limit of the trusted process in bytes (`Some(0)`: none; `None`: the machine's
+    /// physical memory on the CPU backend, none on an accelerator).
+    pub reference_memory: Option<u64>,
 }
 
 impl JudgeConfig {
@@ -85,6 +91,8 @@ impl JudgeConfig {
             plausibility_margin: 2.5,
             cache_dir,
             unsafe_no_sandbox: false,
+            reference_timeout: DEFAULT_REFERENCE_TIMEOUT,
+            reference_memory: None,
         }
     }
 }
@@ -188,7 +196,8 @@ impl Verdict {
     }
 }
 
-const TRUSTED_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default of [`JudgeConfig::reference_timeout`].
+pub const DEFAULT_REFERENCE_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl Judge {
     /// Creates a judge; the trusted server starts on first use.
@@ -277,7 +286,7 @@ impl Judge {
 
     fn trusted(&mut self) -> Result<&mut Peer, JudgeError> {
         if self.trusted.is_none() {
-            let peer = ksmith_harness::start_trusted(&self.env)?;
+            let peer = ksmith_harness::start_trusted(&self.env, self.config.reference_memory)?;
             let hello = peer.hello().clone();
             if let Some(p) = hello["poison"].as_object() {
                 self.poison = p
@@ -310,13 +319,34 @@ impl Judge {
     }
 
     fn trusted_call(&mut self, task: &Task, req: Value) -> Result<Value, JudgeError> {
+        let timeout = self.config.reference_timeout;
         let peer = self.trusted()?;
-        match peer.call(&req, TRUSTED_TIMEOUT) {
+        match peer.call(&req, timeout) {
             Ok(v) => Ok(v),
             Err(CallError::Remote { message, .. }) => Err(JudgeError::Task {
                 task: task.name.clone(),
                 message,
             }),
+            Err(CallError::Timeout(t)) => {
+                // Killed by `call`; the next request starts a fresh one.
+                self.trusted = None;
+                self.loaded.clear();
+                let what = match req["cmd"].as_str() {
+                    Some("load_task") => "importing it".to_string(),
+                    _ => format!(
+                        "{}() or an input generator",
+                        task.reference.function
+                    ),
+                };
+                Err(JudgeError::Task {
+                    task: task.name.clone(),
+                    message: format!(
+                        "{}: {what} did not finish within {} s (--reference-timeout)",
+                        task.reference_path().display(),
+                        t.as_secs_f64()
+                    ),
+                })
+            }
             Err(e) => {
                 // The trusted server is gone or confused; start a fresh one next time.
                 self.trusted = None;

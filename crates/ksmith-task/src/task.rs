@@ -252,6 +252,10 @@ fn ser_formula<S: serde::Serializer>(f: &Formula, s: S) -> Result<S::Ok, S::Erro
     s.serialize_str(f.text())
 }
 
+/// Most elements one tensor of a workload may have (2^32: 16 GiB of float32, 32 GiB as the
+/// float64 reference).
+pub const MAX_TENSOR_ELEMENTS: i64 = 1 << 32;
+
 /// File name of the task definition inside a task directory.
 pub const TASK_FILE: &str = "task.toml";
 
@@ -592,8 +596,14 @@ impl Reader {
         };
         let axes = self.axes(t);
         let axis_names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
-        let inputs: Vec<TensorSpec> = self
-            .array_of_tables(t, "inputs")
+        let input_tables = self.array_of_tables(t, "inputs");
+        // Names of inputs declared but broken (bad dtype, say): workloads that give them a
+        // distribution are right to, so no follow-on "not a declared input" for them.
+        let declared: Vec<&str> = input_tables
+            .iter()
+            .filter_map(|it| it.get("name").and_then(Value::as_str))
+            .collect();
+        let inputs: Vec<TensorSpec> = input_tables
             .into_iter()
             .enumerate()
             .filter_map(|(i, it)| {
@@ -611,7 +621,12 @@ impl Reader {
             .enumerate()
             .filter_map(|(i, ot)| self.output(ot, &format!("outputs[{i}]"), &axis_names))
             .collect();
-        if outputs.is_empty() && t.contains_key("outputs") {
+        // Only an empty list: outputs that failed to parse were reported already.
+        if t
+            .get("outputs")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.is_empty())
+        {
             self.err("outputs", "a task needs at least one output");
         }
         let mut seen = BTreeMap::new();
@@ -650,13 +665,22 @@ impl Reader {
                 Vec::new()
             }
         };
-        let workloads: Vec<Workload> = self
-            .array_of_tables(t, "workloads")
+        let workload_tables = self.array_of_tables(t, "workloads");
+        let n_tables = workload_tables.len();
+        let tensors: Vec<&TensorSpec> = inputs
+            .iter()
+            .chain(outputs.iter().map(|o| &o.tensor))
+            .collect();
+        let workloads: Vec<Workload> = workload_tables
             .into_iter()
             .enumerate()
-            .filter_map(|(i, wt)| self.workload(wt, i, &axes, &inputs))
+            .filter_map(|(i, wt)| self.workload(wt, i, &axes, &inputs, &declared, &tensors))
             .collect();
-        if t.contains_key("workloads") && !workloads.iter().any(|w| w.set == WorkloadSet::Cpu) {
+        // A broken workload was reported already; its set is not to be guessed at.
+        if t.contains_key("workloads")
+            && workloads.len() == n_tables
+            && !workloads.iter().any(|w| w.set == WorkloadSet::Cpu)
+        {
             self.err(
                 "workloads",
                 "a task needs at least one workload of the default set (cpu)",
@@ -887,8 +911,11 @@ impl Reader {
         i: usize,
         axes: &[Axis],
         inputs: &[TensorSpec],
+        declared: &[&str],
+        tensors: &[&TensorSpec],
     ) -> Option<Workload> {
         let prefix = format!("workloads[{i}]");
+        let problems_before = self.problems.len();
         self.unknown_keys(t, &prefix, &["set", "axes", "inputs"]);
         let set = match t.get("set") {
             None => WorkloadSet::Cpu,
@@ -944,6 +971,9 @@ impl Reader {
                 self.err(format!("{prefix}.axes.{k}"), "not a declared axis");
             }
         }
+        if self.problems.len() == problems_before {
+            self.tensor_sizes(&prefix, &values, tensors);
+        }
         let it = match t.get("inputs") {
             Some(Value::Table(it)) => it,
             None => &empty,
@@ -969,15 +999,49 @@ impl Reader {
             }
         }
         for k in it.keys() {
-            if !inputs.iter().any(|x| &x.name == k) {
+            if !inputs.iter().any(|x| &x.name == k) && !declared.contains(&k.as_str()) {
                 self.err(format!("{prefix}.inputs.{k}"), "not a declared input");
             }
+        }
+        // A workload with a problem is left out, so nothing downstream (FLOP and byte
+        // formulas) evaluates it and reports the same problem again in other words.
+        if self.problems.len() > problems_before {
+            return None;
         }
         Some(Workload {
             set,
             axes: values,
             inputs: dists,
         })
+    }
+
+    /// Refuses a workload whose tensors are too large to ever allocate (10^12 elements, say):
+    /// one line at load time instead of a harness failure minutes later.
+    fn tensor_sizes(&mut self, prefix: &str, values: &BTreeMap<String, i64>, tensors: &[&TensorSpec]) {
+        for t in tensors {
+            let mut n: Option<i64> = Some(1);
+            for a in &t.shape {
+                n = n.and_then(|n| n.checked_mul(*values.get(a).unwrap_or(&1)));
+            }
+            if n.is_none_or(|n| n > MAX_TENSOR_ELEMENTS) {
+                let dims: Vec<String> = t
+                    .shape
+                    .iter()
+                    .map(|a| format!("{a}={}", values.get(a).unwrap_or(&1)))
+                    .collect();
+                let count = n.map_or("more than 2^63".to_string(), |n| n.to_string());
+                self.err(
+                    format!("{prefix}.axes"),
+                    format!(
+                        "tensor `{}` would have {count} elements ({}); at most {MAX_TENSOR_ELEMENTS} (2^32) per tensor",
+                        t.name,
+                        dims.join(" x ")
+                    ),
+                );
+                // The other tensors share the axes: one line says it.
+                return;
+            }
+        }
     }
 
     fn distribution(&mut self, t: &Table, field: &str, inp: &TensorSpec) -> Option<Distribution> {
