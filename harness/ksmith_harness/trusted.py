@@ -94,9 +94,7 @@ def _user(where, fn, *args):
     except BaseException as e:  # SystemExit or KeyboardInterrupt in task code included
         if _out_of_memory(e):
             limit = f"{_MEMORY_LIMIT / 2**30:.1f} GiB" if _MEMORY_LIMIT else "no limit"
-            raise HarnessError(
-                f"{where}: ran out of memory (the reference process is limited to {limit}; --reference-memory): {_first_line(e)}"
-            ) from None
+            raise HarnessError(f"{where}: ran out of memory (the reference process is limited to {limit}; --reference-memory): {_first_line(e)}") from None
         raise HarnessError(f"{where}: raised {type(e).__name__}: {_first_line(e)}") from None
 
 

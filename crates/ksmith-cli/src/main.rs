@@ -287,7 +287,9 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         threads,
         unsafe_no_sandbox: cli.unsafe_no_sandbox,
         reference_timeout: Duration::from_secs_f64(cli.reference_timeout),
-        reference_memory: cli.reference_memory.map(|g| (g * (1u64 << 30) as f64) as u64),
+        reference_memory: cli
+            .reference_memory
+            .map(|g| (g * (1u64 << 30) as f64) as u64),
     };
     match cli.cmd {
         Cmd::Eval {

@@ -30,7 +30,12 @@ fn broken_toml(tmp: &Path, edit: impl FnOnce(&str) -> String) -> PathBuf {
     let src = root().join("tasks/starter/softmax");
     let dir = tmp.join("softmax");
     std::fs::create_dir_all(dir.join("solutions/naive")).unwrap();
-    for f in ["task.toml", "reference.py", "solutions/naive/solution.toml", "solutions/naive/kernel.c"] {
+    for f in [
+        "task.toml",
+        "reference.py",
+        "solutions/naive/solution.toml",
+        "solutions/naive/kernel.c",
+    ] {
         std::fs::copy(src.join(f), dir.join(f)).unwrap();
     }
     let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap();
@@ -105,9 +110,24 @@ fn eval(store: &Path, task: &Path, extra: &[&str]) -> Output {
 fn a_wrong_type_or_unknown_dtype_is_the_only_problem_reported() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: [(&str, &str, &str, &[&str]); 3] = [
-        ("dtype = \"float32\"", "dtype = 32", "dtype32", &["inputs[0].dtype", "expected a string, found integer"]),
-        ("dtype = \"float32\"", "dtype = \"float33\"", "float33", &["inputs[0].dtype", "unknown dtype `float33`"]),
-        ("\natol = 1e-6\n", "\natol = \"small\"\n", "atol", &["outputs[0].atol", "expected a number, found string"]),
+        (
+            "dtype = \"float32\"",
+            "dtype = 32",
+            "dtype32",
+            &["inputs[0].dtype", "expected a string, found integer"],
+        ),
+        (
+            "dtype = \"float32\"",
+            "dtype = \"float33\"",
+            "float33",
+            &["inputs[0].dtype", "unknown dtype `float33`"],
+        ),
+        (
+            "\natol = 1e-6\n",
+            "\natol = \"small\"\n",
+            "atol",
+            &["outputs[0].atol", "expected a number, found string"],
+        ),
     ];
     for (from, to, name, wanted) in cases {
         let dir = broken_toml(&tmp.path().join(name), |t| first(t, from, to));
@@ -116,7 +136,10 @@ fn a_wrong_type_or_unknown_dtype_is_the_only_problem_reported() {
         one_problem(&validate_static(&dir), &w);
         // The same through eval: no "not a declared input" for the workloads that name `x`,
         // no "a task needs at least one output".
-        let o = ksmith(&tmp.path().join("store"), &["eval", dir.to_str().unwrap(), &naive()]);
+        let o = ksmith(
+            &tmp.path().join("store"),
+            &["eval", dir.to_str().unwrap(), &naive()],
+        );
         one_problem(&o, &w);
     }
 }
@@ -125,16 +148,34 @@ fn a_wrong_type_or_unknown_dtype_is_the_only_problem_reported() {
 fn a_zero_negative_or_enormous_axis_is_one_clear_line() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: [(&str, &str, &[&str]); 3] = [
-        ("M = 0, N = 600", "zero", &["workloads[0].axes.M", "expected a positive integer, found 0"]),
-        ("M = -5, N = 600", "negative", &["workloads[0].axes.M", "found -5"]),
+        (
+            "M = 0, N = 600",
+            "zero",
+            &[
+                "workloads[0].axes.M",
+                "expected a positive integer, found 0",
+            ],
+        ),
+        (
+            "M = -5, N = 600",
+            "negative",
+            &["workloads[0].axes.M", "found -5"],
+        ),
         (
             "M = 1000000, N = 1000000",
             "huge",
-            &["workloads[0].axes", "1000000000000 elements", "M=1000000 x N=1000000", "at most 4294967296"],
+            &[
+                "workloads[0].axes",
+                "1000000000000 elements",
+                "M=1000000 x N=1000000",
+                "at most 4294967296",
+            ],
         ),
     ];
     for (axes, name, wanted) in cases {
-        let dir = broken_toml(&tmp.path().join(name), |t| first(t, "M = 2000, N = 600", axes));
+        let dir = broken_toml(&tmp.path().join(name), |t| {
+            first(t, "M = 2000, N = 600", axes)
+        });
         let o = validate_static(&dir);
         one_problem(&o, wanted);
         assert!(!text(&o).contains("cannot evaluate"), "{}", text(&o));
@@ -145,15 +186,27 @@ fn a_zero_negative_or_enormous_axis_is_one_clear_line() {
 #[test]
 fn a_toml_syntax_error_names_line_and_column() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = broken_toml(tmp.path(), |t| first(t, "\natol = 1e-6\n", "\natol = = 1e-6\n"));
+    let dir = broken_toml(tmp.path(), |t| {
+        first(t, "\natol = 1e-6\n", "\natol = = 1e-6\n")
+    });
     let line = 1 + std::fs::read_to_string(dir.join("task.toml"))
         .unwrap()
         .lines()
         .position(|l| l.starts_with("atol = = "))
         .unwrap();
     let o = validate_static(&dir);
-    one_problem(&o, &["task.toml", &format!("line {line}, column 8"), "invalid TOML"]);
-    let o = ksmith(&tmp.path().join("store"), &["eval", dir.to_str().unwrap(), &naive()]);
+    one_problem(
+        &o,
+        &[
+            "task.toml",
+            &format!("line {line}, column 8"),
+            "invalid TOML",
+        ],
+    );
+    let o = ksmith(
+        &tmp.path().join("store"),
+        &["eval", dir.to_str().unwrap(), &naive()],
+    );
     one_problem(&o, &["task.toml", &format!("line {line}, column 8")]);
 }
 
@@ -161,20 +214,60 @@ fn a_toml_syntax_error_names_line_and_column() {
 fn task_code_that_fails_in_eval_is_bad_input_naming_file_and_function() {
     let tmp = tempfile::tempdir().unwrap();
     let store = fresh_store(tmp.path());
-    let gen_ref = |body: &str| format!("{SOFTMAX}\n\ndef gen(rng, shape, dtype, axes):\n    {body}\n");
+    let gen_ref =
+        |body: &str| format!("{SOFTMAX}\n\ndef gen(rng, shape, dtype, axes):\n    {body}\n");
     let cases = [
-        ("raises", NORMAL, "def reference(x):\n    raise ValueError(\"no softmax today\")\n".to_string(),
-         vec!["reference()", "raised ValueError: no softmax today"]),
-        ("shape", NORMAL, "def reference(x):\n    return x[:, :1]\n".to_string(),
-         vec!["reference()", "output y has shape (64, 1), task.toml declares (64, 100)"]),
-        ("dtype", NORMAL, "def reference(x):\n    return x > 0\n".to_string(),
-         vec!["reference()", "output y is bool, task.toml declares float32"]),
-        ("gen_raises", GENERATED, gen_ref("raise RuntimeError(\"no inputs today\")"),
-         vec!["generator gen() for input x", "raised RuntimeError: no inputs today"]),
-        ("gen_shape", GENERATED, gen_ref("return rng.normal(size=(3,)).astype(dtype)"),
-         vec!["generator gen() for input x", "returned shape (3,), expected (64, 100)"]),
-        ("gen_dtype", GENERATED, gen_ref("return rng.normal(size=shape)"),
-         vec!["generator gen() for input x", "returned float64, the input is float32"]),
+        (
+            "raises",
+            NORMAL,
+            "def reference(x):\n    raise ValueError(\"no softmax today\")\n".to_string(),
+            vec!["reference()", "raised ValueError: no softmax today"],
+        ),
+        (
+            "shape",
+            NORMAL,
+            "def reference(x):\n    return x[:, :1]\n".to_string(),
+            vec![
+                "reference()",
+                "output y has shape (64, 1), task.toml declares (64, 100)",
+            ],
+        ),
+        (
+            "dtype",
+            NORMAL,
+            "def reference(x):\n    return x > 0\n".to_string(),
+            vec![
+                "reference()",
+                "output y is bool, task.toml declares float32",
+            ],
+        ),
+        (
+            "gen_raises",
+            GENERATED,
+            gen_ref("raise RuntimeError(\"no inputs today\")"),
+            vec![
+                "generator gen() for input x",
+                "raised RuntimeError: no inputs today",
+            ],
+        ),
+        (
+            "gen_shape",
+            GENERATED,
+            gen_ref("return rng.normal(size=(3,)).astype(dtype)"),
+            vec![
+                "generator gen() for input x",
+                "returned shape (3,), expected (64, 100)",
+            ],
+        ),
+        (
+            "gen_dtype",
+            GENERATED,
+            gen_ref("return rng.normal(size=shape)"),
+            vec![
+                "generator gen() for input x",
+                "returned float64, the input is float32",
+            ],
+        ),
     ];
     for (name, dist, reference, wanted) in cases {
         let dir = small_with(&tmp.path().join(name), dist, &reference);
@@ -193,15 +286,30 @@ fn validate_rejects_a_generator_of_the_wrong_dtype_or_that_is_not_deterministic(
     let tmp = tempfile::tempdir().unwrap();
     let store = fresh_store(tmp.path());
     let cases = [
-        ("int64", "return rng.integers(0, 100, size=shape)", "returned int64, the input is float32"),
+        (
+            "int64",
+            "return rng.integers(0, 100, size=shape)",
+            "returned int64, the input is float32",
+        ),
         // Global numpy state: every call draws other numbers for the same rng.
-        ("global_state", "return np.random.normal(size=shape).astype(dtype)", "not deterministic"),
+        (
+            "global_state",
+            "return np.random.normal(size=shape).astype(dtype)",
+            "not deterministic",
+        ),
     ];
     for (name, body, wanted) in cases {
         let reference = format!("{SOFTMAX}\n\ndef gen(rng, shape, dtype, axes):\n    {body}\n");
         let dir = small_with(&tmp.path().join(name), GENERATED, &reference);
         let o = ksmith(&store, &["validate", dir.to_str().unwrap()]);
-        one_problem(&o, &["task.toml: workloads[0]", "reference.py: generator gen() for input x", wanted]);
+        one_problem(
+            &o,
+            &[
+                "task.toml: workloads[0]",
+                "reference.py: generator gen() for input x",
+                wanted,
+            ],
+        );
     }
     // The same generator made deterministic and of the right dtype passes.
     let reference = format!("{SOFTMAX}\n\ndef gen(rng, shape, dtype, axes):\n    return rng.normal(size=shape).astype(dtype)\n");
@@ -236,8 +344,23 @@ fn a_reference_that_never_returns_hits_the_reference_timeout() {
         "import time\n\n\ndef reference(x):\n    time.sleep(100000)\n",
     );
     let start = std::time::Instant::now();
-    let o = ksmith(&store, &["--reference-timeout", "3", "validate", dir.to_str().unwrap()]);
-    one_problem(&o, &["reference.py", "reference()", "did not finish within 3 s (--reference-timeout)"]);
+    let o = ksmith(
+        &store,
+        &[
+            "--reference-timeout",
+            "3",
+            "validate",
+            dir.to_str().unwrap(),
+        ],
+    );
+    one_problem(
+        &o,
+        &[
+            "reference.py",
+            "reference()",
+            "did not finish within 3 s (--reference-timeout)",
+        ],
+    );
     // Far below the default of 300 s (not a tight bound: the machine may be busy).
     assert!(start.elapsed().as_secs() < 200, "{:?}", start.elapsed());
     // eval too, with the limit from the environment.
@@ -260,8 +383,19 @@ fn a_reference_that_allocates_without_bound_hits_the_memory_limit() {
         NORMAL,
         "import numpy as np\n\n\ndef reference(x):\n    hog = [np.ones(2**27) for _ in range(50)]\n    return x + len(hog)\n",
     );
-    let o = ksmith(&store, &["--reference-memory", "2", "validate", dir.to_str().unwrap()]);
-    one_problem(&o, &["reference.py: reference()", "ran out of memory", "limited to 2.0 GiB", "--reference-memory"]);
+    let o = ksmith(
+        &store,
+        &["--reference-memory", "2", "validate", dir.to_str().unwrap()],
+    );
+    one_problem(
+        &o,
+        &[
+            "reference.py: reference()",
+            "ran out of memory",
+            "limited to 2.0 GiB",
+            "--reference-memory",
+        ],
+    );
     // The judge survived it and said so.
     assert!(stdout(&o).contains("0 of 1 tasks valid"), "{}", text(&o));
     let o = eval(&store, &dir, &["--reference-memory", "2"]);
@@ -285,7 +419,8 @@ fn broken_solution(tmp: &Path, edit: impl FnOnce(&str) -> String) -> PathBuf {
 fn broken_tunables_are_rejected_at_load() {
     let tmp = tempfile::tempdir().unwrap();
     let task = root().join("tasks/starter/softmax");
-    let cases: [(&str, fn(&str) -> String, &[&str]); 3] = [
+    type Edit = fn(&str) -> String;
+    let cases: [(&str, Edit, &[&str]); 3] = [
         (
             "constraint",
             |t| first(t, "\"CHUNK <= M\"", "\"CHUNK <= <= M\""),
@@ -327,7 +462,8 @@ fn managed_venv() -> Option<PathBuf> {
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| {
-            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("venv-"))
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("venv-"))
                 && p.join(".ksmith-ready").exists()
         })
 }
@@ -350,7 +486,11 @@ fn suite_deleting(tmp: &Path, link: &Path) -> PathBuf {
         let src = root().join("tasks/starter/softmax/solutions/naive");
         std::fs::copy(src.join("kernel.c"), d.join("kernel.c")).unwrap();
         let toml = std::fs::read_to_string(src.join("solution.toml")).unwrap();
-        std::fs::write(d.join("solution.toml"), toml.replace("softmax_naive", &format!("softmax_naive{i}"))).unwrap();
+        std::fs::write(
+            d.join("solution.toml"),
+            toml.replace("softmax_naive", &format!("softmax_naive{i}")),
+        )
+        .unwrap();
     }
     suite
 }
@@ -374,20 +514,34 @@ fn a_managed_environment_deleted_during_a_bench_is_named_with_how_it_recovers() 
     let suite = suite_deleting(tmp.path(), &link);
     let cache_s = cache.display().to_string();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
-        .args(["--store", store.to_str().unwrap(), "bench", suite.to_str().unwrap(), "--no-timing"])
+        .args([
+            "--store",
+            store.to_str().unwrap(),
+            "bench",
+            suite.to_str().unwrap(),
+            "--no-timing",
+        ])
         .env("KSMITH_CACHE_DIR", &cache_s)
         .env_remove("KSMITH_PYTHON")
         .current_dir(root())
         .output()
         .unwrap();
     assert!(!link.exists(), "the reference did not run");
-    assert!(venv.join(".ksmith-ready").exists(), "the real environment must be untouched");
+    assert!(
+        venv.join(".ksmith-ready").exists(),
+        "the real environment must be untouched"
+    );
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let err = stderr(&o);
-    let line = err.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default();
     assert!(
-        line.contains(&format!("the Python environment {} was removed", link.display()))
-            && line.contains("the next ksmith command recreates it"),
+        line.contains(&format!(
+            "the Python environment {} was removed",
+            link.display()
+        )) && line.contains("the next ksmith command recreates it"),
         "{err}"
     );
     assert!(!err.contains("Code(127)"), "{err}");
@@ -402,14 +556,24 @@ fn an_explicit_interpreter_deleted_during_a_bench_is_named() {
         .map(PathBuf::from)
         .or_else(|| managed_venv().map(|v| v.join("bin/python")))
         .expect("KSMITH_PYTHON or a managed environment");
-    let prefix = python.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let prefix = python
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .to_path_buf();
     let link = tmp.path().join("env");
     std::os::unix::fs::symlink(&prefix, &link).unwrap();
     let linked = link.join("bin").join(python.file_name().unwrap());
     let suite = suite_deleting(tmp.path(), &link);
     let o = ksmith(
         &store,
-        &["--python", linked.to_str().unwrap(), "bench", suite.to_str().unwrap(), "--no-timing"],
+        &[
+            "--python",
+            linked.to_str().unwrap(),
+            "bench",
+            suite.to_str().unwrap(),
+            "--no-timing",
+        ],
     );
     assert!(!link.exists(), "the reference did not run");
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));

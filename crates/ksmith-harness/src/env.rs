@@ -267,7 +267,11 @@ impl PythonEnv {
             return None;
         };
         Some(if self.managed {
-            let venv = self.python.parent().and_then(Path::parent).unwrap_or(&self.python);
+            let venv = self
+                .python
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(&self.python);
             format!(
                 "the Python environment {} was removed while ksmith ran ({} is gone); the next ksmith command recreates it (about a minute)",
                 venv.display(),

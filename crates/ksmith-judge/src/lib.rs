@@ -333,10 +333,7 @@ impl Judge {
                 self.loaded.clear();
                 let what = match req["cmd"].as_str() {
                     Some("load_task") => "importing it".to_string(),
-                    _ => format!(
-                        "{}() or an input generator",
-                        task.reference.function
-                    ),
+                    _ => format!("{}() or an input generator", task.reference.function),
                 };
                 Err(JudgeError::Task {
                     task: task.name.clone(),

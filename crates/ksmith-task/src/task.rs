@@ -622,8 +622,7 @@ impl Reader {
             .filter_map(|(i, ot)| self.output(ot, &format!("outputs[{i}]"), &axis_names))
             .collect();
         // Only an empty list: outputs that failed to parse were reported already.
-        if t
-            .get("outputs")
+        if t.get("outputs")
             .and_then(Value::as_array)
             .is_some_and(|a| a.is_empty())
         {
@@ -1017,7 +1016,12 @@ impl Reader {
 
     /// Refuses a workload whose tensors are too large to ever allocate (10^12 elements, say):
     /// one line at load time instead of a harness failure minutes later.
-    fn tensor_sizes(&mut self, prefix: &str, values: &BTreeMap<String, i64>, tensors: &[&TensorSpec]) {
+    fn tensor_sizes(
+        &mut self,
+        prefix: &str,
+        values: &BTreeMap<String, i64>,
+        tensors: &[&TensorSpec],
+    ) {
         for t in tensors {
             let mut n: Option<i64> = Some(1);
             for a in &t.shape {
@@ -1190,6 +1194,43 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
         assert_eq!(t.axes[0].name, "M");
         assert_eq!(t.workloads[0].axes["N"], 100);
         assert_eq!(t.flops_of(0), 5.0 * 64.0 * 100.0);
+    }
+
+    #[test]
+    fn a_broken_declaration_or_workload_is_reported_once_without_follow_ons() {
+        let cases = [
+            (
+                "dtype = \"float32\"\n[[outputs]]",
+                "dtype = 32\n[[outputs]]",
+                "inputs[0].dtype",
+            ),
+            ("atol = 1e-6", "atol = \"small\"", "outputs[0].atol"),
+            ("M = 64, N = 100", "M = 0, N = 100", "workloads[0].axes.M"),
+            (
+                "M = 64, N = 100",
+                "M = 1000000, N = 1000000",
+                "workloads[0].axes",
+            ),
+            (
+                "M = 64, N = 100",
+                "M = 4294967296, N = 4294967296",
+                "workloads[0].axes",
+            ),
+        ];
+        for (from, to, field) in cases {
+            assert!(GOOD.contains(from));
+            let d = write(&GOOD.replacen(from, to, 1));
+            let p = Task::load(d.path()).unwrap_err().0;
+            assert_eq!(p.len(), 1, "{to}: {p:?}");
+            assert!(
+                p[0].to_string().contains(&format!("task.toml: {field}: ")),
+                "{}",
+                p[0]
+            );
+        }
+        // 2^32 elements is still allowed.
+        let d = write(&GOOD.replacen("M = 64, N = 100", "M = 65536, N = 65536", 1));
+        assert!(Task::load(d.path()).is_ok());
     }
 
     #[test]
