@@ -65,7 +65,9 @@ class TaskState:
 
     def reference(self, *args):
         """The jitted reference on `args`, any failure one line naming the file and function."""
-        return _user(f"{self.path}: {self.fn_name}()", self.jit, *args)
+        # Blocked on inside, as dispatch is asynchronous: an error in the computation (out of
+        # memory) surfaces here, not when the result is read.
+        return _user(f"{self.path}: {self.fn_name}()", lambda *a: jax.block_until_ready(self.jit(*a)), *args)
 
     def shape(self, tensor, workload):
         axes = self.spec["workloads"][workload]["axes"]
