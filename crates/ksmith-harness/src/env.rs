@@ -454,7 +454,40 @@ fn managed_venv(
 
 #[cfg(test)]
 mod tests {
-    use super::FILES;
+    use super::{PythonEnv, FILES};
+
+    #[test]
+    fn a_deleted_environment_is_named_with_how_it_recovers() {
+        let root = std::env::temp_dir().join(format!("ksmith-gone-{}", std::process::id()));
+        let harness = root.join("harness");
+        std::fs::create_dir_all(harness.join("ksmith_harness")).unwrap();
+        let venv = root.join("venv-abc");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("bin/python"), "").unwrap();
+        let mut env = PythonEnv {
+            python: venv.join("bin/python"),
+            harness_dir: harness.clone(),
+            allocguard: None,
+            managed: true,
+        };
+        assert_eq!(env.gone(), None);
+        std::fs::remove_dir_all(&venv).unwrap();
+        let m = env.gone().unwrap();
+        assert!(
+            m.contains(&format!(
+                "the Python environment {} was removed",
+                venv.display()
+            )) && m.contains("the next ksmith command recreates it"),
+            "{m}"
+        );
+        env.managed = false;
+        assert!(env.gone().unwrap().contains("--python / KSMITH_PYTHON"));
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("bin/python"), "").unwrap();
+        std::fs::remove_dir_all(harness.join("ksmith_harness")).unwrap();
+        assert!(env.gone().unwrap().contains(&harness.display().to_string()));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     /// A module added to the harness but not embedded is missing from every installed harness
     /// (the trusted server then dies at import).

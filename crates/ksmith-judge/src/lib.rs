@@ -462,23 +462,21 @@ impl Judge {
     /// Runs the reference checks of `ksmith validate`; returns `(field, message)` problems.
     pub fn validate_task(&mut self, task: &Task) -> Result<Vec<(String, String)>, JudgeError> {
         self.ensure_loaded(task)?;
-        let v = self.trusted_call(
-            task,
-            json!({"cmd": "validate", "task": task.content_hash, "cache_dir": self.ref_cache()}),
-        )?;
-        Ok(v["problems"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|p| {
-                        (
-                            p["field"].as_str().unwrap_or("-").to_string(),
-                            p["message"].as_str().unwrap_or("").to_string(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default())
+        let mut problems = Vec::new();
+        // One request per workload: the reference timeout bounds each, not the whole task.
+        for w in 0..task.workloads.len() {
+            let v = self.trusted_call(
+                task,
+                json!({"cmd": "validate", "task": task.content_hash, "cache_dir": self.ref_cache(), "workload": w}),
+            )?;
+            problems.extend(v["problems"].as_array().into_iter().flatten().map(|p| {
+                (
+                    p["field"].as_str().unwrap_or("-").to_string(),
+                    p["message"].as_str().unwrap_or("").to_string(),
+                )
+            }));
+        }
+        Ok(problems)
     }
 
     /// Evaluates one candidate. Errors only for problems that are not the candidate's.
