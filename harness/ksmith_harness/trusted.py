@@ -598,12 +598,13 @@ def _limit_memory():
     """Caps this process's private writable memory (RLIMIT_DATA, which counts heap and anonymous
     mappings but not reserved address space) so a reference that allocates without bound fails
     with MemoryError here instead of the machine's OOM killer ending it, or the judge.
-    KSMITH_REFERENCE_MEMORY: bytes, "0" for no limit, "auto" (default): the machine's physical
-    memory on the CPU backend, no limit on an accelerator (not verified under CUDA there)."""
+    KSMITH_TRUSTED_MEMORY_BYTES (set by the judge from --reference-memory): bytes, "0" for no
+    limit, "auto" (default): the machine's physical memory on the CPU backend, no limit on an
+    accelerator (not verified under CUDA there)."""
     global _MEMORY_LIMIT
     import resource
 
-    want = os.environ.get("KSMITH_REFERENCE_MEMORY", "auto")
+    want = os.environ.get("KSMITH_TRUSTED_MEMORY_BYTES", "auto")
     if want == "auto":
         if jax.default_backend() != "cpu":
             return

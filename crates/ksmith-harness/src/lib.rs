@@ -293,7 +293,7 @@ pub fn start_trusted(env: &PythonEnv, memory: Option<u64>) -> Result<Peer, Harne
         processes: u64::MAX,
         env: env.process_env(&[
             ("GLIBC_TUNABLES", STEADY_MALLOC),
-            ("KSMITH_REFERENCE_MEMORY", &memory),
+            ("KSMITH_TRUSTED_MEMORY_BYTES", &memory),
         ]),
         isolate: false,
         nice: 10,
