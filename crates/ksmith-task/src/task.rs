@@ -594,7 +594,10 @@ impl Reader {
             },
             None => OpClass::Other,
         };
+        let before_axes = self.problems.len();
         let axes = self.axes(t);
+        // A broken axis (a const of 0) would make every formula "evaluate to 0" as well.
+        let axes_ok = self.problems.len() == before_axes;
         let axis_names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
         let input_tables = self.array_of_tables(t, "inputs");
         // Names of inputs declared but broken (bad dtype, say): workloads that give them a
@@ -685,7 +688,7 @@ impl Reader {
                 "a task needs at least one workload of the default set (cpu)",
             );
         }
-        if let (Some(f), Some(b)) = (&flops, &bytes) {
+        if let (Some(f), Some(b), true) = (&flops, &bytes, axes_ok) {
             for (i, w) in workloads.iter().enumerate() {
                 for (key, formula) in [("flops", f), ("bytes", b)] {
                     match formula.eval_f64(&w.axes) {
@@ -1228,6 +1231,18 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
                 p[0]
             );
         }
+        // A const axis of 0 used by the formulas: no "flops evaluates to 0" after it.
+        let d = write(
+            &GOOD
+                .replace(
+                    "N = { kind = \"var\" }",
+                    "N = { kind = \"var\" }\nK = { kind = \"const\", value = 0 }",
+                )
+                .replace("5 * M * N", "5 * M * N * K"),
+        );
+        let p = Task::load(d.path()).unwrap_err().0;
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].field, "axes.K.value");
         // 2^32 elements is still allowed.
         let d = write(&GOOD.replacen("M = 64, N = 100", "M = 65536, N = 65536", 1));
         assert!(Task::load(d.path()).is_ok());
