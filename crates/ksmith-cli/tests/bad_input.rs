@@ -109,7 +109,13 @@ fn eval(store: &Path, task: &Path, extra: &[&str]) -> Output {
 #[test]
 fn a_wrong_type_or_unknown_dtype_is_the_only_problem_reported() {
     let tmp = tempfile::tempdir().unwrap();
-    let cases: [(&str, &str, &str, &[&str]); 3] = [
+    let cases: [(&str, &str, &str, &[&str]); 4] = [
+        (
+            "M = { kind = \"var\" }",
+            "M = { kind = 1 }",
+            "kind",
+            &["axes.M.kind", "expected a string, found integer"],
+        ),
         (
             "dtype = \"float32\"",
             "dtype = 32",
