@@ -612,11 +612,13 @@ impl Reader {
             .collect();
         let input_tables = self.array_of_tables(t, "inputs");
         // Names of inputs declared but broken (bad dtype, say): workloads that give them a
-        // distribution are right to, so no follow-on "not a declared input" for them.
-        let declared: Vec<&str> = input_tables
+        // distribution are right to, so no follow-on "not a declared input" for them. An input
+        // without a usable name could be any of them: then none is reported.
+        let named: Vec<Option<&str>> = input_tables
             .iter()
-            .filter_map(|it| it.get("name").and_then(Value::as_str))
+            .map(|it| it.get("name").and_then(Value::as_str))
             .collect();
+        let declared: Option<Vec<&str>> = named.iter().copied().collect();
         let inputs: Vec<TensorSpec> = input_tables
             .into_iter()
             .enumerate()
@@ -687,7 +689,9 @@ impl Reader {
         let workloads: Vec<Workload> = workload_tables
             .into_iter()
             .enumerate()
-            .filter_map(|(i, wt)| self.workload(wt, i, &axes, &inputs, &declared, &tensors))
+            .filter_map(|(i, wt)| {
+                self.workload(wt, i, &axes, &inputs, declared.as_deref(), &tensors)
+            })
             .collect();
         // A broken workload was reported already; its set is not to be guessed at.
         if t.contains_key("workloads")
@@ -930,7 +934,7 @@ impl Reader {
         i: usize,
         axes: &[Axis],
         inputs: &[TensorSpec],
-        declared: &[&str],
+        declared: Option<&[&str]>,
         tensors: &[&TensorSpec],
     ) -> Option<Workload> {
         let prefix = format!("workloads[{i}]");
@@ -1018,7 +1022,8 @@ impl Reader {
             }
         }
         for k in it.keys() {
-            if !inputs.iter().any(|x| &x.name == k) && !declared.contains(&k.as_str()) {
+            let broken = declared.is_none_or(|d| d.contains(&k.as_str()));
+            if !inputs.iter().any(|x| &x.name == k) && !broken {
                 self.err(format!("{prefix}.inputs.{k}"), "not a declared input");
             }
         }
@@ -1237,6 +1242,7 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
                 "axes.M.value",
             ),
             ("M = { kind = \"var\" }", "M = 3", "axes.M"),
+            ("name = \"x\"", "name = 5", "inputs[0].name"),
             (
                 "M = 64, N = 100",
                 "M = 1000000, N = 1000000",
