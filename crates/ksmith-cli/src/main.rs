@@ -632,15 +632,21 @@ pub(crate) fn validate_dir(
                 )
             }
             // The harness's messages about task code name the file themselves.
+            // The harness's messages about task code name the file themselves. The task's
+            // code failed as a whole (import, timeout): the next set would only repeat it.
             Err(ksmith_judge::JudgeError::Task { message, .. })
                 if message.starts_with(&task.reference_path().display().to_string()) =>
             {
-                problems.push(format!("{message}{tag}"))
+                problems.push(format!("{message}{tag}"));
+                break;
             }
-            Err(ksmith_judge::JudgeError::Task { message, .. }) => problems.push(format!(
-                "{}: -{tag}: {message}",
-                task.reference_path().display()
-            )),
+            Err(ksmith_judge::JudgeError::Task { message, .. }) => {
+                problems.push(format!(
+                    "{}: -{tag}: {message}",
+                    task.reference_path().display()
+                ));
+                break;
+            }
             Err(e) => return Err(env_err(e)),
         }
     }

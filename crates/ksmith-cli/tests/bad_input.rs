@@ -224,6 +224,12 @@ fn task_code_that_fails_in_eval_is_bad_input_naming_file_and_function() {
         |body: &str| format!("{SOFTMAX}\n\ndef gen(rng, shape, dtype, axes):\n    {body}\n");
     let cases = [
         (
+            "import",
+            NORMAL,
+            format!("import ksmith_no_such_module  # noqa: F401\n{SOFTMAX}"),
+            vec!["importing it", "raised ModuleNotFoundError"],
+        ),
+        (
             "raises",
             NORMAL,
             "def reference(x):\n    raise ValueError(\"no softmax today\")\n".to_string(),
