@@ -1,6 +1,7 @@
 """JSON-lines request/reply loop shared by the trusted server and the untrusted runner."""
 
 import json
+import os
 import sys
 import traceback
 
@@ -52,5 +53,15 @@ def _default(o):
 
 
 def main_loop(handlers):
-    """Runs `serve` on stdin/stdout."""
-    serve(handlers, sys.stdin, sys.stdout)
+    """Runs `serve` on the pipes the process was started with (fds 0 and 1), moved to private
+    descriptors first: fd 1 then goes to stderr (the log) and fd 0 reads /dev/null, so task code
+    that prints (print, jax.debug.print, C code writing to fd 1) or reads stdin cannot touch the
+    protocol channel."""
+    proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    sys.stdout.flush()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    serve(handlers, proto_in, proto_out)

@@ -72,6 +72,10 @@ def digest(arr):
     return hashlib.sha256(np.ascontiguousarray(arr).view(np.uint8)).hexdigest()  # SHA-NI accelerated: 2x blake2b here
 
 
+class GeneratorError(ValueError):
+    """A task's generator returned something other than what its input declares."""
+
+
 def draw(rng, dist, shape, dtype_name, axes, generators):
     """Draws one input according to its distribution."""
     kind = dist["dist"]
@@ -88,7 +92,11 @@ def draw(rng, dist, shape, dtype_name, axes, generators):
         fn = generators(dist["function"])
         a = np.asarray(fn(rng, tuple(shape), dt, dict(axes)))
         if tuple(a.shape) != tuple(shape):
-            raise ValueError(f"generator {dist['function']} returned shape {a.shape}, expected {tuple(shape)}")
+            raise GeneratorError(f"returned shape {a.shape}, expected {tuple(shape)}")
+        # A silent cast would hide a generator that computes something else than it meant
+        # (int64 indices for a float32 input, float64 values rounded to int32).
+        if a.dtype != dt and not (dtype_name == "bool" and a.dtype == np.bool_):
+            raise GeneratorError(f"returned {a.dtype}, the input is {dtype_name} (end with .astype(dtype))")
     else:
         raise ValueError(f"unknown distribution {kind!r}")
     return np.ascontiguousarray(a.astype(dt))

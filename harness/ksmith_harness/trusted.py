@@ -28,6 +28,9 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platforms", "cpu")
 
 TASKS = {}
+# The memory limit (bytes of private writable memory, RLIMIT_DATA) of this process, None when
+# unlimited; set by `main` and named in out-of-memory messages.
+_MEMORY_LIMIT = None
 # Inputs of the workload being timed, as device arrays: (task, workload, seed) -> list.
 _DEVICE_INPUTS = {}
 
@@ -41,31 +44,61 @@ class TaskState:
         path = os.path.join(spec["dir"], ref["file"])
         name = f"ksmith_ref_{spec['content_hash'][:16]}"
         module_spec = importlib.util.spec_from_file_location(name, path)
+        self.path = path
         if module_spec is None or module_spec.loader is None:
-            raise HarnessError("cannot import the reference file")
+            raise HarnessError(f"{path}: cannot be imported as a Python module")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as e:
-            raise HarnessError(f"importing the reference failed: {type(e).__name__}: {e}") from e
+        _user(f"{path}: importing it", module_spec.loader.exec_module, module)
         self.module = module
-        self.path = path
         fn = getattr(module, ref["function"], None)
         if not callable(fn):
-            raise HarnessError(f"no function named {ref['function']!r}")
+            raise HarnessError(f"{path}: no function named {ref['function']!r} (reference.function in task.toml)")
         self.fn = fn
+        self.fn_name = ref["function"]
         self.jit = jax.jit(fn)
 
     def generator(self, name):
         fn = getattr(self.module, name, None)
         if not callable(fn):
-            raise HarnessError(f"generator function {name!r} is not defined")
+            raise HarnessError(f"{self.path}: generator function {name!r} is not defined")
         return fn
+
+    def reference(self, *args):
+        """The jitted reference on `args`, any failure one line naming the file and function."""
+        # Blocked on inside, as dispatch is asynchronous: an error in the computation (out of
+        # memory) surfaces here, not when the result is read.
+        return _user(f"{self.path}: {self.fn_name}()", lambda *a: jax.block_until_ready(self.jit(*a)), *args)
 
     def shape(self, tensor, workload):
         axes = self.spec["workloads"][workload]["axes"]
         return tuple(axes[a] for a in tensor["shape"])
+
+
+def _first_line(e):
+    text = str(e).strip().splitlines()
+    line = text[0] if text else ""
+    return line if len(line) <= 300 else line[:300] + "..."
+
+
+def _out_of_memory(e):
+    return isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in str(e) or "Out of memory" in str(e)
+
+
+def _user(where, fn, *args):
+    """Runs task code (import, reference, generator): an exception becomes one line that names
+    the file and the function (`where`), with the memory limit when it ran out of memory."""
+    try:
+        return fn(*args)
+    except HarnessError:
+        raise
+    except tensors.GeneratorError as e:
+        raise HarnessError(f"{where}: {e}") from None
+    except BaseException as e:  # SystemExit or KeyboardInterrupt in task code included
+        if _out_of_memory(e):
+            limit = f"{_MEMORY_LIMIT / 2**30:.1f} GiB" if _MEMORY_LIMIT else "no limit"
+            raise HarnessError(f"{where}: ran out of memory (the reference process is limited to {limit}; --reference-memory): {_first_line(e)}") from None
+        raise HarnessError(f"{where}: raised {type(e).__name__}: {_first_line(e)}") from None
 
 
 def _task(req):
@@ -100,7 +133,12 @@ def _generate(state, workload, seed):
     arrays = []
     for idx, inp in enumerate(spec["inputs"]):
         rng = np.random.default_rng(np.random.SeedSequence([seed, workload, idx]))
-        arrays.append(tensors.draw(rng, dists[inp["name"]], state.shape(inp, workload), inp["dtype"], w["axes"], state.generator))
+        dist = dists[inp["name"]]
+        if dist["dist"] == "generator":
+            where = f"{state.path}: generator {dist['function']}() for input {inp['name']}"
+            arrays.append(_user(where, tensors.draw, rng, dist, state.shape(inp, workload), inp["dtype"], w["axes"], state.generator))
+        else:
+            arrays.append(tensors.draw(rng, dist, state.shape(inp, workload), inp["dtype"], w["axes"], state.generator))
     return arrays
 
 
@@ -116,11 +154,20 @@ def _args(spec, arrays, wide):
     return args
 
 
-def _reference64(state, arrays):
-    outs = _as_list(state.jit(*_args(state.spec, arrays, wide=True)))
+def _reference64(state, arrays, workload):
+    outs = [np.asarray(o) for o in _as_list(state.reference(*_args(state.spec, arrays, wide=True)))]
+    where = f"{state.path}: {state.fn_name}()"
     if len(outs) != len(state.spec["outputs"]):
-        raise HarnessError(f"the reference returned {len(outs)} outputs, task declares {len(state.spec['outputs'])}")
-    return [np.asarray(o) for o in outs]
+        raise HarnessError(f"{where}: returned {len(outs)} outputs, task.toml declares {len(state.spec['outputs'])}")
+    for out, r in zip(state.spec["outputs"], outs, strict=False):
+        want = state.shape(out, workload)
+        if tuple(r.shape) != want:
+            raise HarnessError(f"{where}: output {out['name']} has shape {tuple(r.shape)}, task.toml declares {want}")
+        # Run in float64 the dtype cannot match a float declaration exactly; its kind must.
+        floating = np.issubdtype(r.dtype, np.floating)
+        if floating != (out["dtype"] in _FLOATS) or np.issubdtype(r.dtype, np.complexfloating):
+            raise HarnessError(f"{where}: output {out['name']} is {r.dtype}, task.toml declares {out['dtype']}")
+    return outs
 
 
 def prepare(req):
@@ -134,11 +181,7 @@ def prepare(req):
         return {"inputs": inp_path, "reference": ref_path, "input_hashes": meta["input_hashes"], "cached": True}
     os.makedirs(os.path.dirname(inp_path), exist_ok=True)
     arrays = _generate(state, w, seed)
-    refs = _reference64(state, arrays)
-    for out, r in zip(state.spec["outputs"], refs, strict=False):
-        want = state.shape(out, w)
-        if tuple(r.shape) != want:
-            raise HarnessError(f"the reference output {out['name']} has shape {tuple(r.shape)}, task declares {want}")
+    refs = _reference64(state, arrays, w)
     spec = state.spec
     inputs = {f"in.{i['name']}": _to_disk(a, i["dtype"]) for i, a in zip(spec["inputs"], arrays, strict=False)}
     ref = {f"ref.{o['name']}": np.ascontiguousarray(r.astype(np.float64) if o["dtype"] in _FLOATS else r) for o, r in zip(spec["outputs"], refs, strict=False)}
@@ -267,7 +310,7 @@ def check(req):
         arrays = _given_arrays(state, req["given_inputs"], w)
         refs = {
             f"ref.{o['name']}": np.asarray(r, dtype=np.float64) if o["dtype"] in _FLOATS else r
-            for o, r in zip(spec["outputs"], _reference64(state, arrays), strict=False)
+            for o, r in zip(spec["outputs"], _reference64(state, arrays, w), strict=False)
         }
     else:
         _, ref_path, meta_path = _paths(req["cache_dir"], spec["content_hash"], w, seed)
@@ -470,18 +513,24 @@ def validate(req):
     def problem(field, message):
         problems.append({"field": field, "message": message})
 
-    for w in range(len(spec["workloads"])):
+    # One workload per request when asked (the judge's time limit is per request).
+    for w in [req["workload"]] if "workload" in req else range(len(spec["workloads"])):
         try:
             prep = prepare({**req, "workload": w, "seed": 0})
-        except Exception as e:
-            problem(f"workloads[{w}]", f"running the reference failed: {e}")
+        except HarnessError as e:
+            problem(f"workloads[{w}]", str(e))
             continue
         refs = load_file(prep["reference"])
         arrays = _load_inputs(state, req, w, 0)
         try:
-            low = [np.asarray(o) for o in _as_list(state.jit(*_args(spec, arrays, wide=False)))]
-        except Exception as e:
-            problem(f"workloads[{w}]", f"running the reference at the task's dtypes failed: {e}")
+            _check_deterministic(state, w, arrays)
+        except HarnessError as e:
+            problem(f"workloads[{w}]", str(e))
+            continue
+        try:
+            low = [np.asarray(o) for o in _as_list(state.reference(*_args(spec, arrays, wide=False)))]
+        except HarnessError as e:
+            problem(f"workloads[{w}]", f"at the task's dtypes: {e}")
             continue
         try:
             seq, summed = sequential.evaluate(state.fn, _args(spec, arrays, wide=False))
@@ -534,6 +583,23 @@ def validate(req):
     return {"problems": problems}
 
 
+def _check_deterministic(state, w, arrays):
+    """Draws the inputs of (workload, seed 0) again: a generator that does not draw everything
+    from the rng it is given (global numpy state, time) would give every seed's reference to
+    inputs nobody can reproduce."""
+    dists = dict(state.spec["workloads"][w]["inputs"])
+    if not any(d["dist"] == "generator" for d in dists.values()):
+        return
+    again = _generate(state, w, 0)
+    for inp, a, b in zip(state.spec["inputs"], arrays, again, strict=False):
+        d = dists[inp["name"]]
+        if d["dist"] == "generator" and tensors.digest(a) != tensors.digest(b):
+            raise HarnessError(
+                f"{state.path}: generator {d['function']}() for input {inp['name']}: not deterministic: two calls with "
+                "the same rng returned different arrays (draw every random number from the rng argument)"
+            )
+
+
 def policy(req):
     """Static policy of a Python candidate (parsed here, never imported)."""
     syntax, violations = policy_mod.check([tuple(x) for x in req["sources"]], req["backend"])
@@ -568,7 +634,34 @@ def hello(_req):
     }
 
 
+def _limit_memory():
+    """Caps this process's private writable memory (RLIMIT_DATA, which counts heap and anonymous
+    mappings but not reserved address space) so a reference that allocates without bound fails
+    with MemoryError here instead of the machine's OOM killer ending it, or the judge.
+    KSMITH_TRUSTED_MEMORY_BYTES (set by the judge from --reference-memory): bytes, "0" for no
+    limit, "auto" (default): the machine's physical memory on the CPU backend, no limit on an
+    accelerator (not verified under CUDA there)."""
+    global _MEMORY_LIMIT
+    import resource
+
+    want = os.environ.get("KSMITH_TRUSTED_MEMORY_BYTES", "auto")
+    if want == "auto":
+        if jax.default_backend() != "cpu":
+            return
+        limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    else:
+        limit = int(want)
+    if limit <= 0:
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    _MEMORY_LIMIT = limit
+
+
 def main():
+    _limit_memory()
     main_loop(
         {
             "hello": hello,

@@ -55,6 +55,15 @@ struct Cli {
     /// result records it. Without it the judge refuses on such a machine.
     #[arg(long, global = true, env = "KSMITH_UNSAFE_NO_SANDBOX")]
     unsafe_no_sandbox: bool,
+    /// Seconds the task's reference (and its generators) may take per request before the
+    /// task is rejected (exit 2).
+    #[arg(long, global = true, env = "KSMITH_REFERENCE_TIMEOUT", default_value_t = 300.0, value_parser = parse_timeout)]
+    reference_timeout: f64,
+    /// GiB of memory the process running the reference may allocate; past it the task is
+    /// rejected (exit 2). 0: no limit. Default: this machine's memory (no limit when JAX runs
+    /// on an accelerator).
+    #[arg(long, global = true, env = "KSMITH_REFERENCE_MEMORY", value_parser = parse_gib)]
+    reference_memory: Option<f64>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -88,6 +97,14 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && (0.1..=86_400.0).contains(&v) => Ok(v),
         _ => Err("expected a number of seconds from 0.1 to 86400".into()),
+    }
+}
+
+/// `--reference-memory`: a finite number of GiB, 0 (no limit) to 2^20.
+fn parse_gib(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=1_048_576.0).contains(&v) => Ok(v),
+        _ => Err("expected a number of GiB from 0 (no limit) to 1048576".into()),
     }
 }
 
@@ -241,6 +258,15 @@ pub(crate) fn env_err(e: impl Into<anyhow::Error>) -> Exit {
     Exit(EXIT_ENV, e.into())
 }
 
+/// A judge error with its exit code: the task's own code failing (its reference or a generator
+/// raised, returned the wrong shape, never returned, ran out of memory) is bad input.
+pub(crate) fn judge_err(e: ksmith_judge::JudgeError) -> Exit {
+    match e {
+        ksmith_judge::JudgeError::Task { .. } => input(e),
+        e => env_err(e),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -265,6 +291,10 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         python: cli.python.clone(),
         threads,
         unsafe_no_sandbox: cli.unsafe_no_sandbox,
+        reference_timeout: Duration::from_secs_f64(cli.reference_timeout),
+        reference_memory: cli
+            .reference_memory
+            .map(|g| (g * (1u64 << 30) as f64) as u64),
     };
     match cli.cmd {
         Cmd::Eval {
@@ -341,6 +371,8 @@ pub(crate) struct Ctx {
     python: Option<PathBuf>,
     threads: usize,
     unsafe_no_sandbox: bool,
+    reference_timeout: Duration,
+    reference_memory: Option<u64>,
 }
 
 impl Ctx {
@@ -372,6 +404,8 @@ impl Ctx {
         config.min_time = Duration::from_millis(opts.min_time_ms);
         config.timing = !opts.no_timing;
         config.unsafe_no_sandbox = self.unsafe_no_sandbox;
+        config.reference_timeout = self.reference_timeout;
+        config.reference_memory = self.reference_memory;
         config.flush = match opts.flush {
             FlushArg::Auto => Flush::Auto,
             FlushArg::Always => Flush::Always,
@@ -413,7 +447,7 @@ pub(crate) fn evaluate_recorded_as(
 ) -> Result<(i64, ksmith_judge::EvalResult), Exit> {
     let result = judge
         .evaluate_raced(task, solution, race)
-        .map_err(env_err)?;
+        .map_err(judge_err)?;
     let id = store
         .record(key, task, solution, &result)
         .map_err(env_err)?;
@@ -511,7 +545,7 @@ pub(crate) fn compare_recorded(
     task: &Task,
     solutions: &[Solution],
 ) -> Result<(Vec<i64>, ksmith_judge::Comparison), Exit> {
-    let cmp = judge.compare(task, solutions).map_err(env_err)?;
+    let cmp = judge.compare(task, solutions).map_err(judge_err)?;
     let mut ids = Vec::new();
     for (s, r) in solutions.iter().zip(&cmp.results) {
         let key = format!("{}|together", judge.eval_key(task, s).map_err(env_err)?);
@@ -604,10 +638,22 @@ pub(crate) fn validate_dir(
                         .map(|(f, m)| format!("{}: {f}{tag}: {m}", file.display())),
                 )
             }
-            Err(ksmith_judge::JudgeError::Task { message, .. }) => problems.push(format!(
-                "{}: -{tag}: {message}",
-                task.reference_path().display()
-            )),
+            // The harness's messages about task code name the file themselves.
+            // The harness's messages about task code name the file themselves. The task's
+            // code failed as a whole (import, timeout): the next set would only repeat it.
+            Err(ksmith_judge::JudgeError::Task { message, .. })
+                if message.starts_with(&task.reference_path().display().to_string()) =>
+            {
+                problems.push(format!("{message}{tag}"));
+                break;
+            }
+            Err(ksmith_judge::JudgeError::Task { message, .. }) => {
+                problems.push(format!(
+                    "{}: -{tag}: {message}",
+                    task.reference_path().display()
+                ));
+                break;
+            }
             Err(e) => return Err(env_err(e)),
         }
     }

@@ -565,7 +565,7 @@ fn generator_inputs_come_from_the_reference_file_and_missing_ones_are_reported()
     let out = ksmith(&shared_store(), &["validate", task.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stdout(&out).contains("reference.py: -: generator function 'missing_fn' is not defined"),
+        stdout(&out).contains("reference.py: generator function 'missing_fn' is not defined"),
         "{}",
         stdout(&out)
     );

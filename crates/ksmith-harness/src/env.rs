@@ -262,6 +262,36 @@ impl PythonEnv {
         v
     }
 
+    /// Why this environment can no longer start a harness process, when its interpreter or
+    /// harness files were deleted after it was resolved (a cache cleaned during a bench, say),
+    /// with how it recovers: a managed environment is recreated by the next command.
+    pub fn gone(&self) -> Option<String> {
+        let missing = if !self.python.exists() {
+            &self.python
+        } else if !self.harness_dir.join("ksmith_harness").is_dir() {
+            &self.harness_dir
+        } else {
+            return None;
+        };
+        Some(if self.managed {
+            let venv = self
+                .python
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(&self.python);
+            format!(
+                "the Python environment {} was removed while ksmith ran ({} is gone); the next ksmith command recreates it (about a minute)",
+                venv.display(),
+                missing.display()
+            )
+        } else {
+            format!(
+                "the Python environment was removed while ksmith ran ({} is gone); restore the interpreter given by --python / KSMITH_PYTHON, or drop it to use a managed environment (created on first use); the harness files are rewritten by the next ksmith command",
+                missing.display()
+            )
+        })
+    }
+
     /// Environment for a harness process: PYTHONPATH plus `extra`; nothing else is inherited.
     pub fn process_env(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let mut env = vec![
@@ -439,7 +469,40 @@ fn managed_venv(
 
 #[cfg(test)]
 mod tests {
-    use super::FILES;
+    use super::{PythonEnv, FILES};
+
+    #[test]
+    fn a_deleted_environment_is_named_with_how_it_recovers() {
+        let root = std::env::temp_dir().join(format!("ksmith-gone-{}", std::process::id()));
+        let harness = root.join("harness");
+        std::fs::create_dir_all(harness.join("ksmith_harness")).unwrap();
+        let venv = root.join("venv-abc");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("bin/python"), "").unwrap();
+        let mut env = PythonEnv {
+            python: venv.join("bin/python"),
+            harness_dir: harness.clone(),
+            allocguard: None,
+            managed: true,
+        };
+        assert_eq!(env.gone(), None);
+        std::fs::remove_dir_all(&venv).unwrap();
+        let m = env.gone().unwrap();
+        assert!(
+            m.contains(&format!(
+                "the Python environment {} was removed",
+                venv.display()
+            )) && m.contains("the next ksmith command recreates it"),
+            "{m}"
+        );
+        env.managed = false;
+        assert!(env.gone().unwrap().contains("--python / KSMITH_PYTHON"));
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("bin/python"), "").unwrap();
+        std::fs::remove_dir_all(harness.join("ksmith_harness")).unwrap();
+        assert!(env.gone().unwrap().contains(&harness.display().to_string()));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     /// A module added to the harness but not embedded is missing from every installed harness
     /// (the trusted server then dies at import).

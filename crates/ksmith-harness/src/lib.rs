@@ -76,14 +76,17 @@ impl Peer {
             "-m".into(),
             format!("ksmith_harness.{module}"),
         ];
-        let proc = Sandboxed::spawn(&env.python, &args, &limits)?;
+        let gone = |e: HarnessError| env.gone().map_or(e, HarnessError::Setup);
+        let proc = Sandboxed::spawn(&env.python, &args, &limits).map_err(|e| gone(e.into()))?;
         let mut peer = Peer {
             proc,
             hello: Value::Null,
             next_id: random_u64(),
             frozen_between_calls: false,
         };
-        let hello = peer.call(&json!({"cmd": "hello"}), Duration::from_secs(120))?;
+        let hello = peer
+            .call(&json!({"cmd": "hello"}), Duration::from_secs(120))
+            .map_err(|e| gone(e.into()))?;
         let proto = hello.get("protocol").and_then(Value::as_u64);
         if proto != Some(PROTOCOL) {
             return Err(HarnessError::Setup(format!(
@@ -279,15 +282,20 @@ pub const STEADY_MALLOC: &str =
     "glibc.malloc.arena_max=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736";
 
 /// Starts the trusted server (reference, checks, baseline). Not sandboxed: it runs our code
-/// and the task's reference only.
-pub fn start_trusted(env: &PythonEnv) -> Result<Peer, HarnessError> {
+/// and the task's reference only. `memory`: its memory limit in bytes (`Some(0)`: none; `None`:
+/// physical memory on the CPU backend), which it sets on itself (see `trusted._limit_memory`).
+pub fn start_trusted(env: &PythonEnv, memory: Option<u64>) -> Result<Peer, HarnessError> {
+    let memory = memory.map_or("auto".to_string(), |b| b.to_string());
     let limits = Limits {
         cpu_seconds: 1 << 30,
         address_space: u64::MAX,
         file_size: u64::MAX,
         open_files: 4096,
         processes: u64::MAX,
-        env: env.process_env(&[("GLIBC_TUNABLES", STEADY_MALLOC)]),
+        env: env.process_env(&[
+            ("GLIBC_TUNABLES", STEADY_MALLOC),
+            ("KSMITH_TRUSTED_MEMORY_BYTES", &memory),
+        ]),
         isolate: false,
         nice: 10,
         ..Limits::default()

@@ -68,6 +68,12 @@ pub struct JudgeConfig {
     /// Judge untrusted code even where an isolation layer is missing (recorded in every
     /// result); without it the judge refuses.
     pub unsafe_no_sandbox: bool,
+    /// Wall-clock limit on each request to the trusted process (the reference, generators,
+    /// checks); past it the process is killed and the task blamed.
+    pub reference_timeout: Duration,
+    /// Memory limit of the trusted process in bytes (`Some(0)`: none; `None`: the machine's
+    /// physical memory on the CPU backend, none on an accelerator).
+    pub reference_memory: Option<u64>,
 }
 
 impl JudgeConfig {
@@ -85,6 +91,8 @@ impl JudgeConfig {
             plausibility_margin: 2.5,
             cache_dir,
             unsafe_no_sandbox: false,
+            reference_timeout: DEFAULT_REFERENCE_TIMEOUT,
+            reference_memory: None,
         }
     }
 }
@@ -190,7 +198,8 @@ impl Verdict {
     }
 }
 
-const TRUSTED_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default of [`JudgeConfig::reference_timeout`].
+pub const DEFAULT_REFERENCE_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl Judge {
     /// Creates a judge; the trusted server starts on first use.
@@ -280,7 +289,7 @@ impl Judge {
 
     fn trusted(&mut self) -> Result<&mut Peer, JudgeError> {
         if self.trusted.is_none() {
-            let peer = ksmith_harness::start_trusted(&self.env)?;
+            let peer = ksmith_harness::start_trusted(&self.env, self.config.reference_memory)?;
             let hello = peer.hello().clone();
             if let Some(p) = hello["poison"].as_object() {
                 self.poison = p
@@ -313,13 +322,31 @@ impl Judge {
     }
 
     fn trusted_call(&mut self, task: &Task, req: Value) -> Result<Value, JudgeError> {
+        let timeout = self.config.reference_timeout;
         let peer = self.trusted()?;
-        match peer.call(&req, TRUSTED_TIMEOUT) {
+        match peer.call(&req, timeout) {
             Ok(v) => Ok(v),
             Err(CallError::Remote { message, .. }) => Err(JudgeError::Task {
                 task: task.name.clone(),
                 message,
             }),
+            Err(CallError::Timeout(t)) => {
+                // Killed by `call`; the next request starts a fresh one.
+                self.trusted = None;
+                self.loaded.clear();
+                let what = match req["cmd"].as_str() {
+                    Some("load_task") => "importing it".to_string(),
+                    _ => format!("{}() or an input generator", task.reference.function),
+                };
+                Err(JudgeError::Task {
+                    task: task.name.clone(),
+                    message: format!(
+                        "{}: {what} did not finish within {} s (--reference-timeout)",
+                        task.reference_path().display(),
+                        t.as_secs_f64()
+                    ),
+                })
+            }
             Err(e) => {
                 // The trusted server is gone or confused; start a fresh one next time.
                 self.trusted = None;
@@ -438,23 +465,21 @@ impl Judge {
     /// Runs the reference checks of `ksmith validate`; returns `(field, message)` problems.
     pub fn validate_task(&mut self, task: &Task) -> Result<Vec<(String, String)>, JudgeError> {
         self.ensure_loaded(task)?;
-        let v = self.trusted_call(
-            task,
-            json!({"cmd": "validate", "task": task.content_hash, "cache_dir": self.ref_cache()}),
-        )?;
-        Ok(v["problems"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|p| {
-                        (
-                            p["field"].as_str().unwrap_or("-").to_string(),
-                            p["message"].as_str().unwrap_or("").to_string(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default())
+        let mut problems = Vec::new();
+        // One request per workload: the reference timeout bounds each, not the whole task.
+        for w in 0..task.workloads.len() {
+            let v = self.trusted_call(
+                task,
+                json!({"cmd": "validate", "task": task.content_hash, "cache_dir": self.ref_cache(), "workload": w}),
+            )?;
+            problems.extend(v["problems"].as_array().into_iter().flatten().map(|p| {
+                (
+                    p["field"].as_str().unwrap_or("-").to_string(),
+                    p["message"].as_str().unwrap_or("").to_string(),
+                )
+            }));
+        }
+        Ok(problems)
     }
 
     /// Evaluates one candidate. Errors only for problems that are not the candidate's.

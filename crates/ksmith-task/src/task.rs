@@ -252,6 +252,10 @@ fn ser_formula<S: serde::Serializer>(f: &Formula, s: S) -> Result<S::Ok, S::Erro
     s.serialize_str(f.text())
 }
 
+/// Most elements one tensor of a workload may have (2^32: 16 GiB of float32, 32 GiB as the
+/// float64 reference).
+pub const MAX_TENSOR_ELEMENTS: i64 = 1 << 32;
+
 /// File name of the task definition inside a task directory.
 pub const TASK_FILE: &str = "task.toml";
 
@@ -285,6 +289,7 @@ impl Task {
         let mut r = Reader {
             file: file.clone(),
             problems: Vec::new(),
+            broken_axes: Vec::new(),
         };
         let task = r.task(dir, &table, &text);
         match task {
@@ -442,6 +447,9 @@ impl Task {
 struct Reader {
     file: PathBuf,
     problems: Vec<Problem>,
+    /// Axes declared under names that are fine but with a broken spec (reported once): the
+    /// shapes, formulas and workloads that use them are not reported again.
+    broken_axes: Vec<String>,
 }
 
 impl Reader {
@@ -590,17 +598,35 @@ impl Reader {
             },
             None => OpClass::Other,
         };
+        let before_axes = self.problems.len();
         let axes = self.axes(t);
+        // A broken axis (a const of 0) would make every formula "evaluate to 0" as well.
+        let axes_ok = self.problems.len() == before_axes;
         let axis_names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
-        let inputs: Vec<TensorSpec> = self
-            .array_of_tables(t, "inputs")
+        let broken_axes = self.broken_axes.clone();
+        // Names shapes and formulas may use without a follow-on "unknown axis".
+        let known: Vec<&str> = axis_names
+            .iter()
+            .copied()
+            .chain(broken_axes.iter().map(String::as_str))
+            .collect();
+        let input_tables = self.array_of_tables(t, "inputs");
+        // Names of inputs declared but broken (bad dtype, say): workloads that give them a
+        // distribution are right to, so no follow-on "not a declared input" for them. An input
+        // without a usable name could be any of them: then none is reported.
+        let named: Vec<Option<&str>> = input_tables
+            .iter()
+            .map(|it| it.get("name").and_then(Value::as_str))
+            .collect();
+        let declared: Option<Vec<&str>> = named.iter().copied().collect();
+        let inputs: Vec<TensorSpec> = input_tables
             .into_iter()
             .enumerate()
             .filter_map(|(i, it)| {
                 self.tensor(
                     it,
                     &format!("inputs[{i}]"),
-                    &axis_names,
+                    &known,
                     &["name", "shape", "dtype"],
                 )
             })
@@ -609,9 +635,13 @@ impl Reader {
             .array_of_tables(t, "outputs")
             .into_iter()
             .enumerate()
-            .filter_map(|(i, ot)| self.output(ot, &format!("outputs[{i}]"), &axis_names))
+            .filter_map(|(i, ot)| self.output(ot, &format!("outputs[{i}]"), &known))
             .collect();
-        if outputs.is_empty() && t.contains_key("outputs") {
+        // Only an empty list: outputs that failed to parse were reported already.
+        if t.get("outputs")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.is_empty())
+        {
             self.err("outputs", "a task needs at least one output");
         }
         let mut seen = BTreeMap::new();
@@ -635,8 +665,8 @@ impl Reader {
                 self.err("outputs", format!("output `{}` is a scalar; outputs must be tensors (use shape [\"ONE\"] with a const axis of 1)", o.tensor.name));
             }
         }
-        let flops = self.formula(t, "flops", &axis_names);
-        let bytes = self.formula(t, "bytes", &axis_names);
+        let flops = self.formula(t, "flops", &known);
+        let bytes = self.formula(t, "bytes", &known);
         let reference = self.reference(t);
         let ref_path = dir.join(&reference.file);
         let ref_text = match std::fs::read(&ref_path) {
@@ -650,19 +680,30 @@ impl Reader {
                 Vec::new()
             }
         };
-        let workloads: Vec<Workload> = self
-            .array_of_tables(t, "workloads")
+        let workload_tables = self.array_of_tables(t, "workloads");
+        let n_tables = workload_tables.len();
+        let tensors: Vec<&TensorSpec> = inputs
+            .iter()
+            .chain(outputs.iter().map(|o| &o.tensor))
+            .collect();
+        let workloads: Vec<Workload> = workload_tables
             .into_iter()
             .enumerate()
-            .filter_map(|(i, wt)| self.workload(wt, i, &axes, &inputs))
+            .filter_map(|(i, wt)| {
+                self.workload(wt, i, &axes, &inputs, declared.as_deref(), &tensors)
+            })
             .collect();
-        if t.contains_key("workloads") && !workloads.iter().any(|w| w.set == WorkloadSet::Cpu) {
+        // A broken workload was reported already; its set is not to be guessed at.
+        if t.contains_key("workloads")
+            && workloads.len() == n_tables
+            && !workloads.iter().any(|w| w.set == WorkloadSet::Cpu)
+        {
             self.err(
                 "workloads",
                 "a task needs at least one workload of the default set (cpu)",
             );
         }
-        if let (Some(f), Some(b)) = (&flops, &bytes) {
+        if let (Some(f), Some(b), true) = (&flops, &bytes, axes_ok) {
             for (i, w) in workloads.iter().enumerate() {
                 for (key, formula) in [("flops", f), ("bytes", b)] {
                     match formula.eval_f64(&w.axes) {
@@ -724,6 +765,7 @@ impl Reader {
                     &field,
                     "expected { kind = \"var\" } or { kind = \"const\", value = N }",
                 );
+                self.broken_axes.push(name.clone());
                 continue;
             };
             self.unknown_keys(st, &field, &["kind", "value"]);
@@ -752,13 +794,18 @@ impl Reader {
                             name: name.clone(),
                             kind: AxisKind::Const { value: v },
                         });
+                    } else {
+                        self.broken_axes.push(name.clone());
                     }
                 }
-                Some(other) => self.err(
-                    format!("{field}.kind"),
-                    format!("unknown kind `{other}` (expected var or const)"),
-                ),
-                None => {}
+                Some(other) => {
+                    self.err(
+                        format!("{field}.kind"),
+                        format!("unknown kind `{other}` (expected var or const)"),
+                    );
+                    self.broken_axes.push(name.clone());
+                }
+                None => self.broken_axes.push(name.clone()),
             }
         }
         axes
@@ -887,8 +934,11 @@ impl Reader {
         i: usize,
         axes: &[Axis],
         inputs: &[TensorSpec],
+        declared: Option<&[&str]>,
+        tensors: &[&TensorSpec],
     ) -> Option<Workload> {
         let prefix = format!("workloads[{i}]");
+        let problems_before = self.problems.len();
         self.unknown_keys(t, &prefix, &["set", "axes", "inputs"]);
         let set = match t.get("set") {
             None => WorkloadSet::Cpu,
@@ -940,9 +990,12 @@ impl Reader {
             }
         }
         for k in at.keys() {
-            if !axes.iter().any(|a| &a.name == k) {
+            if !axes.iter().any(|a| &a.name == k) && !self.broken_axes.contains(k) {
                 self.err(format!("{prefix}.axes.{k}"), "not a declared axis");
             }
+        }
+        if self.problems.len() == problems_before {
+            self.tensor_sizes(&prefix, &values, tensors);
         }
         let it = match t.get("inputs") {
             Some(Value::Table(it)) => it,
@@ -969,15 +1022,55 @@ impl Reader {
             }
         }
         for k in it.keys() {
-            if !inputs.iter().any(|x| &x.name == k) {
+            let broken = declared.is_none_or(|d| d.contains(&k.as_str()));
+            if !inputs.iter().any(|x| &x.name == k) && !broken {
                 self.err(format!("{prefix}.inputs.{k}"), "not a declared input");
             }
+        }
+        // A workload with a problem is left out, so nothing downstream (FLOP and byte
+        // formulas) evaluates it and reports the same problem again in other words.
+        if self.problems.len() > problems_before {
+            return None;
         }
         Some(Workload {
             set,
             axes: values,
             inputs: dists,
         })
+    }
+
+    /// Refuses a workload whose tensors are too large to ever allocate (10^12 elements, say):
+    /// one line at load time instead of a harness failure minutes later.
+    fn tensor_sizes(
+        &mut self,
+        prefix: &str,
+        values: &BTreeMap<String, i64>,
+        tensors: &[&TensorSpec],
+    ) {
+        for t in tensors {
+            let mut n: Option<i64> = Some(1);
+            for a in &t.shape {
+                n = n.and_then(|n| n.checked_mul(*values.get(a).unwrap_or(&1)));
+            }
+            if n.is_none_or(|n| n > MAX_TENSOR_ELEMENTS) {
+                let dims: Vec<String> = t
+                    .shape
+                    .iter()
+                    .map(|a| format!("{a}={}", values.get(a).unwrap_or(&1)))
+                    .collect();
+                let count = n.map_or("more than 2^63".to_string(), |n| n.to_string());
+                self.err(
+                    format!("{prefix}.axes"),
+                    format!(
+                        "tensor `{}` would have {count} elements ({}); at most {MAX_TENSOR_ELEMENTS} (2^32) per tensor",
+                        t.name,
+                        dims.join(" x ")
+                    ),
+                );
+                // The other tensors share the axes: one line says it.
+                return;
+            }
+        }
     }
 
     fn distribution(&mut self, t: &Table, field: &str, inp: &TensorSpec) -> Option<Distribution> {
@@ -1126,6 +1219,67 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
         assert_eq!(t.axes[0].name, "M");
         assert_eq!(t.workloads[0].axes["N"], 100);
         assert_eq!(t.flops_of(0), 5.0 * 64.0 * 100.0);
+    }
+
+    #[test]
+    fn a_broken_declaration_or_workload_is_reported_once_without_follow_ons() {
+        let cases = [
+            (
+                "dtype = \"float32\"\n[[outputs]]",
+                "dtype = 32\n[[outputs]]",
+                "inputs[0].dtype",
+            ),
+            ("atol = 1e-6", "atol = \"small\"", "outputs[0].atol"),
+            ("M = 64, N = 100", "M = 0, N = 100", "workloads[0].axes.M"),
+            (
+                "M = { kind = \"var\" }",
+                "M = { kind = \"variable\" }",
+                "axes.M.kind",
+            ),
+            (
+                "M = { kind = \"var\" }",
+                "M = { kind = \"const\" }",
+                "axes.M.value",
+            ),
+            ("M = { kind = \"var\" }", "M = 3", "axes.M"),
+            ("name = \"x\"", "name = 5", "inputs[0].name"),
+            (
+                "M = 64, N = 100",
+                "M = 1000000, N = 1000000",
+                "workloads[0].axes",
+            ),
+            (
+                "M = 64, N = 100",
+                "M = 4294967296, N = 4294967296",
+                "workloads[0].axes",
+            ),
+        ];
+        for (from, to, field) in cases {
+            assert!(GOOD.contains(from));
+            let d = write(&GOOD.replacen(from, to, 1));
+            let p = Task::load(d.path()).unwrap_err().0;
+            assert_eq!(p.len(), 1, "{to}: {p:?}");
+            assert!(
+                p[0].to_string().contains(&format!("task.toml: {field}: ")),
+                "{}",
+                p[0]
+            );
+        }
+        // A const axis of 0 used by the formulas: no "flops evaluates to 0" after it.
+        let d = write(
+            &GOOD
+                .replace(
+                    "N = { kind = \"var\" }",
+                    "N = { kind = \"var\" }\nK = { kind = \"const\", value = 0 }",
+                )
+                .replace("5 * M * N", "5 * M * N * K"),
+        );
+        let p = Task::load(d.path()).unwrap_err().0;
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].field, "axes.K.value");
+        // 2^32 elements is still allowed.
+        let d = write(&GOOD.replacen("M = 64, N = 100", "M = 65536, N = 65536", 1));
+        assert!(Task::load(d.path()).is_ok());
     }
 
     #[test]
