@@ -25,7 +25,11 @@ from .protocol import HarnessError, main_loop
 
 # Config updates apply at trace time, so they may follow the imports.
 jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_platforms", "cpu")
+# References, checks and validation run on the host CPU (float64, deterministic); only the
+# baseline of a GPU candidate is timed on the accelerator (`_timing_device`), which this process
+# must therefore be able to see.
+_CPU = jax.devices("cpu")[0]
+jax.config.update("jax_default_device", _CPU)
 
 TASKS = {}
 # The memory limit (bytes of private writable memory, RLIMIT_DATA) of this process, None when
@@ -388,15 +392,26 @@ def _load_inputs(state, req, w, seed):
     return [_from_disk(raw[f"in.{i['name']}"], i["dtype"]) for i in state.spec["inputs"]]
 
 
-def _flusher(nbytes):
+def _accelerator():
+    """The accelerator JAX sees (a GPU), or None on a CPU-only machine."""
+    return jax.devices()[0] if jax.default_backend() != "cpu" else None
+
+
+def _timing_device(req):
+    """Where the baseline is timed: the accelerator for a GPU candidate, else the host CPU."""
+    acc = _accelerator()
+    return acc if req.get("device") == "gpu" and acc is not None else _CPU
+
+
+def _flusher(nbytes, device):
     """Evicts the last-level cache before a timed call: host memory on a CPU, L2 on a GPU."""
     if not nbytes:
         return lambda _i: None
-    if jax.default_backend() == "cpu":
+    if device.platform == "cpu":
         buf = np.zeros(nbytes // 8, dtype=np.float64)
         return buf.fill
     fill = jax.jit(lambda b, v: jnp.full_like(b, v))
-    state = {"buf": jnp.zeros(nbytes // 4, jnp.float32)}
+    state = {"buf": jax.device_put(jnp.zeros(nbytes // 4, jnp.float32), device)}
 
     def flush(i):
         state["buf"] = jax.block_until_ready(fill(state["buf"], float(i)))
@@ -412,7 +427,7 @@ def _evictor():
     if "fn" not in _EVICT:
         path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evict.so")
         fn = None
-        if jax.default_backend() == "cpu" and os.path.exists(path):
+        if os.path.exists(path):
             try:
                 fn = ctypes.CDLL(path).ksmith_evict
                 fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
@@ -434,9 +449,9 @@ def _evict_arrays(evict, arrays):
 
 def gpu_hw(req):
     """Measured device roofline: copy bandwidth and matrix-unit peaks (bf16, fp32) via XLA."""
-    if jax.default_backend() == "cpu":
+    dev = _accelerator()
+    if dev is None:
         raise HarnessError("no accelerator visible to JAX")
-    dev = jax.devices()[0]
 
     def best_of(fn, *args, reps=10):
         jax.block_until_ready(fn(*args))
@@ -448,12 +463,12 @@ def gpu_hw(req):
         return best
 
     n = 256 << 20  # 1 GiB of float32
-    x = jnp.ones((n,), jnp.float32)
+    x = jax.device_put(jnp.ones((n,), jnp.float32), dev)
     copy_s = best_of(jax.jit(lambda a: a * 1.0001), x)
     out = {"device": dev.device_kind, "copy_gbps": 2 * 4 * n / copy_s / 1e9}
     for name, dt in (("bf16", jnp.bfloat16), ("fp32", jnp.float32)):
         m = 8192
-        a = jnp.ones((m, m), dt)
+        a = jax.device_put(jnp.ones((m, m), dt), dev)
         t = best_of(jax.jit(lambda p, q: jnp.dot(p, q, preferred_element_type=jnp.float32)), a, a)
         out[f"matmul_{name}_tflops"] = 2 * m**3 / t / 1e12
     return out
@@ -463,17 +478,20 @@ def baseline(req):
     """Times one round of the jitted reference at the task's dtypes, rotating input sets."""
     state = _task(req)
     w = req["workload"]
-    key = (state.spec["content_hash"], w)
+    device = _timing_device(req)
+    key = (state.spec["content_hash"], w, str(device))
     if _DEVICE_INPUTS.get("key") != key:
         _DEVICE_INPUTS.clear()
         _DEVICE_INPUTS["key"] = key
-        _DEVICE_INPUTS["sets"] = [jax.block_until_ready(_args(state.spec, _load_inputs(state, req, w, s), wide=False)) for s in req["seeds"]]
+        _DEVICE_INPUTS["sets"] = [
+            jax.block_until_ready(jax.device_put(_args(state.spec, _load_inputs(state, req, w, s), wide=False), device)) for s in req["seeds"]
+        ]
     sets = _DEVICE_INPUTS["sets"]
     # Cold caches on a CPU: the call's own inputs and the buffers of the previous call's outputs
     # (which XLA's allocator hands out again) are evicted line by line, as the judge evicts the
     # candidate's; the last-level-cache-sized write is the fallback.
     evict = _evictor() if req.get("evict") else None
-    flush = _flusher(0 if evict else req.get("flush_bytes", 0))
+    flush = _flusher(0 if evict else req.get("flush_bytes", 0), device)
     for i in range(req.get("warmup", 0)):
         jax.block_until_ready(state.jit(*sets[i % len(sets)]))
     samples = []

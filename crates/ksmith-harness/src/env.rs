@@ -301,6 +301,12 @@ impl PythonEnv {
             ),
             ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
             ("TF_CPP_MIN_LOG_LEVEL".to_string(), "2".to_string()),
+            // The trusted server and a runner may both use one GPU: neither may take 75% of its
+            // memory up front (JAX's default).
+            (
+                "XLA_PYTHON_CLIENT_PREALLOCATE".to_string(),
+                "false".to_string(),
+            ),
         ];
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env

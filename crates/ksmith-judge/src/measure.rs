@@ -432,7 +432,8 @@ impl Judge {
         let warmup = if t.rounds == 0 { 2 } else { 0 };
         let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": t.w, "seeds": t.base_seeds,
                           "reps": t.plan.reps(&t.base), "warmup": warmup, "flush_bytes": t.flush_bytes,
-                          "evict": t.flush && !self.on_gpu, "cache_dir": self.ref_cache()});
+                          "evict": t.flush && !self.on_gpu, "device": if self.on_gpu { "gpu" } else { "cpu" },
+                          "cache_dir": self.ref_cache()});
         let started = Instant::now();
         let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
         let base_round: Vec<u64> = samples(&b).collect();
