@@ -193,7 +193,8 @@ fn definition(task: &Value, name: &str) -> Result<Value, String> {
                 });
                 // Outputs carry their tolerances, which the schema has no field for.
                 if let (Some(atol), Some(rtol)) = (t["atol"].as_f64(), t["rtol"].as_f64()) {
-                    spec["description"] = json!(format!("ksmith tolerance: atol {atol}, rtol {rtol}"));
+                    spec["description"] =
+                        json!(format!("ksmith tolerance: atol {atol}, rtol {rtol}"));
                 }
                 Ok((tname.to_string(), spec))
             })
@@ -230,7 +231,9 @@ fn judged_workloads(task: &Value, r: &EvalResult) -> Option<(String, Vec<Value>)
         .into_iter()
         .find(|&s| set_content_hash(stored, s) == r.task_hash)
         .map(|s| {
-            let all = listed("workloads").into_iter().chain(listed("other_workloads"));
+            let all = listed("workloads")
+                .into_iter()
+                .chain(listed("other_workloads"));
             (
                 s.name().to_string(),
                 all.filter(|w| w["set"] == s.name()).collect(),
@@ -282,12 +285,17 @@ fn workloads_judged(r: &EvalResult, n: usize) -> Vec<usize> {
     if r.status == Status::Passed {
         return (0..n).collect();
     }
-    let ran = matches!(r.stage, Stage::QuickCheck | Stage::FullCheck | Stage::Timing);
+    let ran = matches!(
+        r.stage,
+        Stage::QuickCheck | Stage::FullCheck | Stage::Timing
+    );
     // Results stored before `failed_workload` existed: the worst element's workload.
-    let at = r.failed_workload.or_else(|| {
-        ran.then(|| r.correctness.as_ref()?.worst.as_ref().map(|w| w.workload))
-            .flatten()
-    });
+    let at = ran
+        .then(|| {
+            r.failed_workload
+                .or_else(|| Some(r.correctness.as_ref()?.worst.as_ref()?.workload))
+        })
+        .flatten();
     match at {
         Some(w) if w < n => vec![w],
         _ => (0..n).collect(),
@@ -685,5 +693,271 @@ mod tests {
             .unwrap();
             assert_eq!(format!("{}.json", v["name"].as_str().unwrap()), *s);
         }
+    }
+
+    fn starter(name: &str) -> Task {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        Task::load(&root.join("tasks").join(name)).unwrap()
+    }
+
+    fn c_solution(name: &str, task: &str, body: &str) -> Solution {
+        Solution::from_source(
+            name,
+            Language::C,
+            task,
+            "kernel.c",
+            body.to_string(),
+            Vec::new(),
+        )
+    }
+
+    /// Records `changes` merged into a minimal result; returns the export's traces.
+    fn export_one(task: &Task, sol: &Solution, changes: Value) -> (ExportSummary, Vec<Value>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store")).unwrap();
+        let mut r = serde_json::to_value(result(task, sol)).unwrap();
+        for (k, v) in changes.as_object().unwrap() {
+            r[k] = v.clone();
+        }
+        let r: EvalResult = serde_json::from_value(r).unwrap();
+        store.record("k", task, sol, &r).unwrap();
+        let out = tmp.path().join("out");
+        let summary = export_flashinfer(&store, &out).unwrap();
+        let traces = std::fs::read_dir(out.join("traces"))
+            .unwrap()
+            .flat_map(|e| {
+                let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        (summary, traces)
+    }
+
+    fn meta(trace: &Value) -> Value {
+        let log = trace["evaluation"]["log"].as_str().unwrap();
+        let first = log.lines().next().unwrap();
+        serde_json::from_str(first.strip_prefix("ksmith: ").unwrap()).unwrap()
+    }
+
+    fn correctness() -> Value {
+        json!({"checks": 4, "seeds": [1, 2, 3], "max_abs_error": 0.5, "max_rel_error": 2.0,
+               "worst": null, "fraction_bad": 0.25})
+    }
+
+    #[test]
+    fn every_status_maps_to_theirs_with_what_their_validator_demands() {
+        let task = task();
+        let sol = c_solution("s", "vector_add", "// s\n");
+        let cases = [
+            ("COMPILE_ERROR", "build", "COMPILE_ERROR"),
+            ("RUNTIME_ERROR", "load", "RUNTIME_ERROR"),
+            ("TIMEOUT", "full_check", "TIMEOUT"),
+            ("INCORRECT_SHAPE", "quick_check", "INCORRECT_SHAPE"),
+            ("INCORRECT_DTYPE", "full_check", "INCORRECT_DTYPE"),
+            ("INCORRECT_NUMERICAL", "full_check", "INCORRECT_NUMERICAL"),
+            ("POLICY_REJECTED", "policy", "COMPILE_ERROR"),
+            ("POLICY_REJECTED", "build", "COMPILE_ERROR"),
+            ("POLICY_REJECTED", "timing", "RUNTIME_ERROR"),
+        ];
+        for (ours, stage, theirs) in cases {
+            let with_corr = ours == "INCORRECT_NUMERICAL" || ours == "INCORRECT_SHAPE";
+            let (_, traces) = export_one(
+                &task,
+                &sol,
+                json!({"status": ours, "stage": stage, "failed_workload": 1,
+                       "correctness": if with_corr { correctness() } else { Value::Null }}),
+            );
+            let ran = matches!(stage, "quick_check" | "full_check" | "timing");
+            // A failure on a workload is that workload's only; one before any call, every one's.
+            assert_eq!(traces.len(), if ran { 1 } else { 3 }, "{ours} at {stage}");
+            for t in &traces {
+                let e = &t["evaluation"];
+                assert_eq!(e["status"], theirs, "{ours} at {stage}");
+                assert_eq!(meta(t)["status"], ours);
+                assert_eq!(
+                    e["correctness"].is_object(),
+                    theirs == "INCORRECT_NUMERICAL"
+                );
+                assert!(e["performance"].is_null());
+                assert!(e["environment"]["hardware"]
+                    .as_str()
+                    .is_some_and(|h| !h.is_empty()));
+                if ran {
+                    assert_eq!(meta(t)["workload"], 1);
+                    assert_eq!(
+                        t["workload"]["axes"],
+                        json!({"N": task.workloads[1].axes["N"]})
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn incorrect_numerical_without_figures_says_nan_not_zero() {
+        let task = task();
+        let sol = c_solution("s", "vector_add", "// s\n");
+        let (_, traces) = export_one(
+            &task,
+            &sol,
+            json!({"status": "INCORRECT_NUMERICAL", "stage": "full_check", "failed_workload": 2,
+                   "reason": "input_mutated"}),
+        );
+        let c = &traces[0]["evaluation"]["correctness"];
+        assert_eq!(c["max_absolute_error"], "NaN");
+        assert_eq!(c["max_relative_error"], "NaN");
+    }
+
+    #[test]
+    fn a_pass_is_every_workload_and_an_untimed_one_says_why() {
+        let task = task();
+        let sol = c_solution("s", "vector_add", "// s\n");
+        let (_, traces) = export_one(
+            &task,
+            &sol,
+            json!({"status": "PASSED", "reason": null, "stage": "done", "correctness": correctness()}),
+        );
+        assert_eq!(traces.len(), task.workloads.len());
+        for (i, t) in traces.iter().enumerate() {
+            let e = &t["evaluation"];
+            assert_eq!(e["status"], "PASSED");
+            assert_eq!(e["performance"], json!({}));
+            assert_eq!(e["correctness"]["max_absolute_error"], 0.5);
+            assert_eq!(e["correctness"]["extra"]["checks"], 4);
+            let m = meta(t);
+            assert_eq!(m["workload"], i);
+            assert!(m["not_timed"].as_str().unwrap().contains("--no-timing"));
+            // Each workload's own distributions, as declared.
+            assert_eq!(
+                m["inputs"]["a"],
+                serde_json::to_value(&task.workloads[i].inputs[0].1).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn an_interpreted_evaluation_lists_the_interpret_set() {
+        let task = task();
+        let interpret = task.for_set(WorkloadSet::Interpret).unwrap();
+        let sol = c_solution("s", "vector_add", "// s\n");
+        let (_, traces) = export_one(
+            &task,
+            &sol,
+            json!({"status": "PASSED", "reason": null, "stage": "done", "correctness": correctness(),
+                   "task_hash": interpret.content_hash,
+                   "timing_unavailable": "the candidate ran in its interpreter"}),
+        );
+        let axes: Vec<&Value> = traces.iter().map(|t| &t["workload"]["axes"]).collect();
+        let want: Vec<Value> = interpret.workloads.iter().map(|w| json!(w.axes)).collect();
+        assert_eq!(axes, want.iter().collect::<Vec<_>>());
+        assert_eq!(meta(&traces[0])["workload_set"], "interpret");
+        assert!(meta(&traces[0])["not_timed"]
+            .as_str()
+            .unwrap()
+            .contains("interpreter"));
+        // Workload ids are per set: none is shared with the CPU set's.
+        let cpu_uuid = uuid_like(&format!("{}:0", task.content_hash));
+        assert!(traces.iter().all(|t| t["workload"]["uuid"] != cpu_uuid));
+    }
+
+    #[test]
+    fn scalar_constants_are_scalar_inputs_and_the_reference_gets_a_run() {
+        let task = starter("ksbench/matmul_swish_scaling");
+        let sol = c_solution("s", &task.name, "// s\n");
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store")).unwrap();
+        store
+            .record("k", &task, &sol, &result(&task, &sol))
+            .unwrap();
+        let out = tmp.path().join("out");
+        export_flashinfer(&store, &out).unwrap();
+        let def: Value = serde_json::from_slice(
+            &std::fs::read(out.join("definitions/matmul_swish_scaling.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(def["inputs"]["scale"]["shape"], Value::Null);
+        let reference = def["reference"].as_str().unwrap();
+        assert!(
+            reference.contains("def run(*inputs):\n    return reference(*inputs)"),
+            "{reference}"
+        );
+        let line = std::fs::read_to_string(out.join("traces/matmul_swish_scaling.jsonl")).unwrap();
+        let t: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+        assert_eq!(
+            t["workload"]["inputs"]["scale"],
+            json!({"type": "scalar", "value": 2.0})
+        );
+        assert_eq!(t["workload"]["inputs"]["x"], json!({"type": "random"}));
+    }
+
+    #[test]
+    fn a_reference_gone_since_still_makes_a_loadable_definition() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("vector_add");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/vector_add");
+        for f in ["task.toml", "reference.py"] {
+            std::fs::copy(src.join(f), dir.join(f)).unwrap();
+        }
+        let task = Task::load(&dir).unwrap();
+        std::fs::remove_file(dir.join("reference.py")).unwrap();
+        let sol = c_solution("s", "vector_add", "// s\n");
+        let mut store = Store::open(&tmp.path().join("store")).unwrap();
+        store
+            .record("k", &task, &sol, &result(&task, &sol))
+            .unwrap();
+        export_flashinfer(&store, &tmp.path().join("out")).unwrap();
+        let def: Value = serde_json::from_slice(
+            &std::fs::read(tmp.path().join("out/definitions/vector_add.json")).unwrap(),
+        )
+        .unwrap();
+        let reference = def["reference"].as_str().unwrap();
+        assert!(
+            reference.starts_with("def run(*inputs):\n    raise FileNotFoundError("),
+            "{reference}"
+        );
+    }
+
+    #[test]
+    fn a_dtype_their_schema_lacks_is_reported_not_exported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("vector_add");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/vector_add");
+        let toml = std::fs::read_to_string(src.join("task.toml")).unwrap();
+        std::fs::write(dir.join("task.toml"), toml.replace("float32", "float64")).unwrap();
+        std::fs::copy(src.join("reference.py"), dir.join("reference.py")).unwrap();
+        let task = Task::load(&dir).unwrap();
+        let sol = c_solution("s", "vector_add", "// s\n");
+        let mut store = Store::open(&tmp.path().join("store")).unwrap();
+        store
+            .record("k", &task, &sol, &result(&task, &sol))
+            .unwrap();
+        let s = export_flashinfer(&store, &tmp.path().join("out")).unwrap();
+        assert_eq!((s.definitions, s.solutions, s.traces), (0, 0, 0));
+        assert_eq!(s.skipped.len(), 1);
+        assert!(s.skipped[0].contains("float64"), "{:?}", s.skipped);
+    }
+
+    #[test]
+    fn one_solution_on_two_tasks_gets_two_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store")).unwrap();
+        let (a, b) = (task(), starter("starter/softmax"));
+        // Identical code (and so hash), judged on two tasks.
+        let sol = c_solution("same", "vector_add", "// same\n");
+        store.record("k1", &a, &sol, &result(&a, &sol)).unwrap();
+        store.record("k2", &b, &sol, &result(&b, &sol)).unwrap();
+        let s = export_flashinfer(&store, &tmp.path().join("out")).unwrap();
+        assert_eq!(s.solutions, 2);
+        let names: Vec<String> = ["vector_add", "softmax"]
+            .iter()
+            .flat_map(|d| std::fs::read_dir(tmp.path().join("out/solutions").join(d)).unwrap())
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2);
+        assert_ne!(names[0], names[1]);
     }
 }

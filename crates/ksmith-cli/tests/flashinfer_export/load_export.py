@@ -80,7 +80,7 @@ def main():
                     "solution": t.solution,
                     "uuid": t.workload.uuid,
                     "axes": t.workload.axes,
-                    "inputs": {k: v.type for k, v in t.workload.inputs.items()},
+                    "inputs": {k: v.model_dump(mode="json") for k, v in t.workload.inputs.items()},
                     "status": e.status.value,
                     "hardware": e.environment.hardware,
                     "libs": e.environment.libs,
