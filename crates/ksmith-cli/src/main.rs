@@ -218,7 +218,8 @@ enum TaskCmd {
 
 #[derive(Copy, Clone, ValueEnum)]
 enum ExportFormat {
-    /// FlashInfer Trace schema (definitions/, solutions/, traces/*.jsonl).
+    /// FlashInfer Trace schema as flashinfer-bench 0.1.2 loads it (definitions/, solutions/,
+    /// traces/*.jsonl: one trace per evaluation and workload; docs/trace.md).
     FlashinferTrace,
     /// An installable Python package calling the best kernels from JAX (docs/deploy.md).
     Jax,
