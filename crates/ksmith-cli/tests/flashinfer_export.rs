@@ -172,7 +172,7 @@ fn flashinfer_bench_loads_every_exported_record() {
             &broken,
             &forbidden,
         ],
-        &["--no-timing", "--timeout", "2"],
+        &["--no-timing", "--timeout", "5"],
     )
     .try_into()
     .unwrap();
