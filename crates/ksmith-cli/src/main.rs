@@ -240,7 +240,8 @@ enum TaskCmd {
 
 #[derive(Copy, Clone, ValueEnum)]
 enum ExportFormat {
-    /// FlashInfer Trace schema (definitions/, solutions/, traces/*.jsonl).
+    /// FlashInfer Trace schema as flashinfer-bench 0.1.2 loads it (definitions/, solutions/,
+    /// traces/*.jsonl: one trace per evaluation and workload; docs/trace.md).
     FlashinferTrace,
     /// An installable Python package calling the best kernels from JAX (docs/deploy.md).
     Jax,
@@ -338,8 +339,17 @@ fn run(cli: Cli) -> Result<u8, Exit> {
             }
             let out = out.unwrap_or_else(|| PathBuf::from("ksmith-traces"));
             let store = ctx.store()?;
-            let n = ksmith_store::export_flashinfer(&store, &out).map_err(env_err)?;
-            say!("wrote {n} traces to {}", out.display());
+            let s = ksmith_store::export_flashinfer(&store, &out).map_err(env_err)?;
+            for why in &s.skipped {
+                note!("ksmith: not exported: {}", term::one(why));
+            }
+            say!(
+                "wrote {} definitions, {} solutions and {} traces to {}",
+                s.definitions,
+                s.solutions,
+                s.traces,
+                out.display()
+            );
             Ok(0)
         }
         Cmd::Export {

@@ -164,6 +164,9 @@ pub struct Judge {
     parked: Option<together::Parked>,
     /// One check seed per workload instead of all ([`Judge::compare_checked`]).
     light_checks: bool,
+    /// The workload the candidate's current call or check is on (a failure is attributed to
+    /// it); None before the first.
+    at: Option<usize>,
 }
 
 /// Where the runner writes each output for a dump `prefix`: the judge names the files itself,
@@ -186,6 +189,8 @@ struct Verdict {
     status: Status,
     reason: String,
     detail: String,
+    /// The workload the failure happened on, when it concerns one.
+    workload: Option<usize>,
 }
 
 impl Verdict {
@@ -194,7 +199,14 @@ impl Verdict {
             status,
             reason: reason.into(),
             detail: detail.into(),
+            workload: None,
         }
+    }
+
+    /// Attributes the failure to workload `w` unless it already names one.
+    fn at(mut self, w: Option<usize>) -> Verdict {
+        self.workload = self.workload.or(w);
+        self
     }
 }
 
@@ -247,6 +259,7 @@ impl Judge {
             park: None,
             parked: None,
             light_checks: false,
+            at: None,
         }
     }
 
@@ -571,6 +584,7 @@ impl Judge {
             references_computed: 0,
             timing_unavailable: None,
             device_kernels: None,
+            failed_workload: None,
         }
     }
 
@@ -712,12 +726,13 @@ impl Judge {
         load["outputs"] = json!(task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>());
         load["naxes"] = json!(task.axes.len());
         load["device_gpu"] = json!(self.on_gpu);
+        self.at = None;
         let outcome = self.run_checks(task, &mut runner, load, r);
         r.log = runner.log();
         let park = self.park.take();
         let verdict = match outcome {
-            Ok(v) => v,
-            Err(Failure::Candidate(e)) => Some(classify(e, &runner)),
+            Ok(v) => v.map(|v| v.at(self.at)),
+            Err(Failure::Candidate(e)) => Some(classify(e, &runner).at(self.at)),
             Err(Failure::Judge(e)) => return Err(e),
         };
         match (park, &verdict) {
@@ -917,6 +932,7 @@ impl Judge {
             if i == 1 {
                 r.stage = Stage::FullCheck;
             }
+            self.at = Some(w);
             let started = Instant::now();
             let cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
             let inputs = self
@@ -1039,6 +1055,7 @@ impl Judge {
                     p.workload, p.candidate.median_ms, p.roofline_fraction, p.floor_ms
                 ),
             )
+            .at(Some(p.workload))
         })
     }
 
@@ -1129,7 +1146,7 @@ impl Judge {
             "workload {w} seed {seed}: {}",
             v["detail"].as_str().unwrap_or("")
         );
-        Ok(Some(Verdict::new(status, reason, detail)))
+        Ok(Some(Verdict::new(status, reason, detail).at(Some(w))))
     }
 }
 
@@ -1253,6 +1270,7 @@ fn apply_verdict(r: &mut EvalResult, verdict: Option<Verdict>) {
             r.status = v.status;
             r.reason = Some(v.reason);
             r.detail = Some(v.detail);
+            r.failed_workload = v.workload;
         }
         None => r.stage = Stage::Done,
     }

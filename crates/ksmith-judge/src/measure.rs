@@ -260,6 +260,7 @@ impl Judge {
     ) -> Result<Result<Timed, Verdict>, Failure> {
         let mut timers = Vec::new();
         for (w, &est) in est_ns.iter().enumerate() {
+            self.at = Some(w);
             let started = Instant::now();
             timers.push(self.timer(task, runner, w, est)?);
             self.split.buffers_s += started.elapsed().as_secs_f64();
@@ -268,6 +269,7 @@ impl Judge {
         if let Some(race) = self.race.clone() {
             for t in &mut timers {
                 while t.rounds < race.min_rounds.min(self.config.max_rounds) {
+                    self.at = Some(t.w);
                     self.round(task, runner, t, channel)?;
                     if let Some(v) = self.timed_recheck(task, t, r)? {
                         return Ok(Err(v));
@@ -288,6 +290,7 @@ impl Judge {
                 while t.rounds < self.config.max_rounds
                     && !t.plan.done(t.rounds, &t.cand, &t.base, t.paired())
                 {
+                    self.at = Some(t.w);
                     self.round(task, runner, t, channel)?;
                     if let Some(v) = self.timed_recheck(task, t, r)? {
                         return Ok(Err(v));

@@ -336,6 +336,10 @@ pub struct EvalResult {
     /// Device kernels seen by the profiler during the quick check (GPU, Triton and CUDA).
     #[serde(default)]
     pub device_kernels: Option<Vec<String>>,
+    /// The workload (index in the judged set) a failure happened on; None when passed or when
+    /// the failure concerns no single workload (policy, build, load).
+    #[serde(default)]
+    pub failed_workload: Option<usize>,
 }
 
 /// Breakdown of an evaluation's wall time; `harness_s` is what the judge itself costs.

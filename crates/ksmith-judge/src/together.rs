@@ -158,7 +158,8 @@ impl Judge {
                     Ok(t) => ts.push(t),
                     Err(Failure::Judge(e)) => failure = Some(e),
                     Err(Failure::Candidate(e)) => {
-                        apply_verdict(&mut results[*idx], Some(classify(e, &p.runner)));
+                        let v = classify(e, &p.runner).at(Some(w));
+                        apply_verdict(&mut results[*idx], Some(v));
                         alive[c] = false;
                         break;
                     }
@@ -201,7 +202,7 @@ impl Judge {
                         Err(Failure::Judge(e)) => return Err(self.abandon(parked, e)),
                     };
                     if let Some(v) = verdict {
-                        apply_verdict(&mut results[*idx], Some(v));
+                        apply_verdict(&mut results[*idx], Some(v.at(Some(w))));
                         alive[c] = false;
                         p.runner.kill();
                     }

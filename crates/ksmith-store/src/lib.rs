@@ -9,7 +9,7 @@ mod trace;
 pub use query::{BenchItemRow, BenchRunRow, EvalFilter};
 pub use runs::{CallRow, RunRow, SnapshotRow};
 
-pub use trace::export_flashinfer;
+pub use trace::{export_flashinfer, ExportSummary};
 
 use ksmith_judge::EvalResult;
 use ksmith_task::{Solution, Task};

@@ -21,8 +21,8 @@ pub use solution::{
 };
 pub use task::TASK_FILE as TASK_FILE_NAME;
 pub use task::{
-    Axis, AxisKind, Distribution, OpClass, OutputSpec, ReferenceSpec, Task, TensorSpec, Workload,
-    WorkloadSet,
+    set_content_hash, Axis, AxisKind, Distribution, OpClass, OutputSpec, ReferenceSpec, Task,
+    TensorSpec, Workload, WorkloadSet,
 };
 
 use std::fmt;

@@ -206,6 +206,13 @@ impl WorkloadSet {
     }
 }
 
+/// The content hash of a task with content hash `task_hash` restricted to `set` by
+/// [`Task::for_set`] (when that set is not the one in use): an evaluation's `task_hash` names the
+/// set it was judged on.
+pub fn set_content_hash(task_hash: &str, set: WorkloadSet) -> String {
+    content_hash(format!("{task_hash}|{}", set.name()).as_bytes())
+}
+
 /// Where the reference lives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReferenceSpec {
@@ -314,7 +321,7 @@ impl Task {
         let mut t = self.clone();
         t.workloads = mine;
         t.other_workloads = others;
-        t.content_hash = content_hash(format!("{}|{}", self.content_hash, set.name()).as_bytes());
+        t.content_hash = set_content_hash(&self.content_hash, set);
         Some(t)
     }
 
