@@ -94,10 +94,13 @@ fn new_run_id() -> String {
 
 impl Session {
     fn open(run: RunRow, opts: RunOptions, store: Store) -> Result<Session, Exit> {
-        let (spec, config) = preflight(&run.model, &opts.budget)?;
-        let price = config.price(&spec);
+        // Flags first (a typo in the model, the prompts or the knowledge directories), then
+        // the provider's setup.
+        ModelSpec::parse(&run.model).map_err(|e| input(anyhow!("--model: {e}")))?;
         let prompts = Prompts::load(opts.prompts.as_deref()).map_err(input)?;
         let knowledge = Knowledge::open(&opts.knowledge).map_err(input)?;
+        let (spec, config) = preflight(&run.model, &opts.budget)?;
+        let price = config.price(&spec);
         let calls: Vec<CallRow> = store
             .calls(&run.id)
             .map_err(env_err)?
@@ -138,9 +141,9 @@ impl Session {
         mode: &str,
         opts: RunOptions,
     ) -> Result<Session, Exit> {
-        // Check the model before anything is stored: a typo or a missing key is an input
-        // error, not a failed run.
-        preflight(model, &opts.budget)?;
+        // The model is checked (in `open`) before anything is stored: a typo or a missing key
+        // is an input error, not a failed run.
+        ModelSpec::parse(model).map_err(|e| input(anyhow!("--model: {e}")))?;
         let store = ctx.store()?;
         let run = RunRow {
             id: new_run_id(),
