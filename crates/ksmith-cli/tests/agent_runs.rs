@@ -154,7 +154,11 @@ fn a_run_is_driven_by_one_process_ends_on_signals_as_interrupted_and_resumes_aft
         t.elapsed() < Duration::from_secs(60),
         "refused at once, not after judging"
     );
-    assert_eq!(count(&store, "llm_calls"), 0, "the refused resume called nobody");
+    assert_eq!(
+        count(&store, "llm_calls"),
+        0,
+        "the refused resume called nobody"
+    );
 
     // 2. SIGKILL: nothing recorded, but `runs` finds the process gone; resume takes over.
     let (st, _) = bg.signal(libc::SIGKILL);
@@ -170,11 +174,7 @@ fn a_run_is_driven_by_one_process_ends_on_signals_as_interrupted_and_resumes_aft
         text(&listed)
     );
     std::fs::remove_file(inbox.join("0000-planner.prompt.md")).unwrap();
-    let mut bg = Bg::spawn(
-        &store,
-        &["resume", &id],
-        dir.path().join("resume1.err"),
-    );
+    let mut bg = Bg::spawn(&store, &["resume", &id], dir.path().join("resume1.err"));
     bg.wait_until("asking the planner again", asking(&inbox));
     assert!(
         bg.stderr().contains("(its process is gone)"),
@@ -189,7 +189,10 @@ fn a_run_is_driven_by_one_process_ends_on_signals_as_interrupted_and_resumes_aft
     // 3. SIGTERM: recorded as interrupted (an honest end), exit 128 + 15.
     let (st, err) = bg.signal(libc::SIGTERM);
     assert_eq!(st.code(), Some(143), "{err}");
-    assert!(err.contains(&format!("SIGTERM: run {id} interrupted")), "{err}");
+    assert!(
+        err.contains(&format!("SIGTERM: run {id} interrupted")),
+        "{err}"
+    );
     let run = the_run(&store);
     assert_eq!(run["status"], "interrupted", "{run}");
     assert_eq!(run["stored_status"], "interrupted", "{run}");
@@ -208,11 +211,7 @@ fn a_run_is_driven_by_one_process_ends_on_signals_as_interrupted_and_resumes_aft
 
     // 5. SIGINT (Ctrl-C): the same, exit 128 + 2.
     std::fs::remove_file(inbox.join("0000-planner.prompt.md")).unwrap();
-    let mut bg = Bg::spawn(
-        &store,
-        &["resume", &id],
-        dir.path().join("resume2.err"),
-    );
+    let mut bg = Bg::spawn(&store, &["resume", &id], dir.path().join("resume2.err"));
     bg.wait_until("asking the planner a third time", asking(&inbox));
     let (st, err) = bg.signal(libc::SIGINT);
     assert_eq!(st.code(), Some(130), "{err}");
@@ -269,6 +268,9 @@ fn a_run_is_driven_by_one_process_ends_on_signals_as_interrupted_and_resumes_aft
     );
 }
 
+/// Arguments, environment, what the error must say.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+
 #[test]
 fn a_provider_that_cannot_work_is_refused_before_any_work_naming_what_to_set() {
     let dir = tempfile::tempdir().unwrap();
@@ -293,7 +295,7 @@ fn a_provider_that_cannot_work_is_refused_before_any_work_naming_what_to_set() {
         env.extend_from_slice(extra);
         env
     };
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             vec!["optimize", task, "--model", "gemini:gemini-2.5-pro"],
             with(&[]),
@@ -320,7 +322,12 @@ fn a_provider_that_cannot_work_is_refused_before_any_work_naming_what_to_set() {
             "has no host",
         ),
         (
-            vec!["optimize", task, "--model", "command:no-such-llm-cli --fast"],
+            vec![
+                "optimize",
+                task,
+                "--model",
+                "command:no-such-llm-cli --fast",
+            ],
             with(&[]),
             "`no-such-llm-cli` not found on PATH",
         ),
@@ -347,17 +354,38 @@ fn a_provider_that_cannot_work_is_refused_before_any_work_naming_what_to_set() {
             "no price is known for openai:gpt-unpriced-x",
         ),
         (
-            vec!["optimize", task, "--model", "manual:/tmp/x", "--max-cost", "0"],
+            vec![
+                "optimize",
+                task,
+                "--model",
+                "manual:/tmp/x",
+                "--max-cost",
+                "0",
+            ],
             with(&[]),
             "--max-cost",
         ),
         (
-            vec!["optimize", task, "--model", "manual:/tmp/x", "--iterations", "0"],
+            vec![
+                "optimize",
+                task,
+                "--model",
+                "manual:/tmp/x",
+                "--iterations",
+                "0",
+            ],
             with(&[]),
             "--iterations",
         ),
         (
-            vec!["optimize", task, "--model", "manual:/tmp/x", "--max-wall", "nan"],
+            vec![
+                "optimize",
+                task,
+                "--model",
+                "manual:/tmp/x",
+                "--max-wall",
+                "nan",
+            ],
             with(&[]),
             "--max-wall",
         ),
@@ -406,17 +434,25 @@ fn validate_json_lists_every_task_with_its_problems() {
         }
     }
     let toml = suite.join("softmax/task.toml");
-    let broken = std::fs::read_to_string(&toml)
-        .unwrap()
-        .replacen("name = \"softmax\"", "name = \"softmax\"\nbogus_field = 1", 1);
+    let broken = std::fs::read_to_string(&toml).unwrap().replacen(
+        "name = \"softmax\"",
+        "name = \"softmax\"\nbogus_field = 1",
+        1,
+    );
     std::fs::write(&toml, broken).unwrap();
-    let o = ksmith(&store, &["validate", suite.to_str().unwrap(), "--no-run", "--json"]);
+    let o = ksmith(
+        &store,
+        &["validate", suite.to_str().unwrap(), "--no-run", "--json"],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let v = json(&o);
     assert_eq!(v["total"], 2, "{v}");
     assert_eq!(v["valid"], 1, "{v}");
     let tasks = v["tasks"].as_array().unwrap();
-    assert!(tasks[0]["path"].as_str().unwrap().ends_with("softmax"), "{v}");
+    assert!(
+        tasks[0]["path"].as_str().unwrap().ends_with("softmax"),
+        "{v}"
+    );
     assert_eq!(tasks[0]["valid"], false);
     let problems = tasks[0]["problems"].as_array().unwrap();
     assert!(
@@ -461,7 +497,13 @@ fn a_read_only_store_can_be_read_and_refuses_writes_once() {
     let task = "tasks/starter/vector_add";
     let o = ksmith(
         &store,
-        &["eval", task, &format!("{task}/solutions/naive"), "--no-timing", "--json"],
+        &[
+            "eval",
+            task,
+            &format!("{task}/solutions/naive"),
+            "--no-timing",
+            "--json",
+        ],
     );
     assert!(o.status.success(), "{}", text(&o));
     let eval_id = json(&o)["id"].as_i64().unwrap();
@@ -505,7 +547,11 @@ fn a_read_only_store_can_be_read_and_refuses_writes_once() {
     assert_eq!(v["runs"][0]["process_gone"], true, "{v}");
     assert_eq!(v["runs"][0]["calls"], 1, "{v}");
     let o = as_reader(&store, &["runs"]);
-    assert!(text(&o).contains("interrupted (process gone)"), "{}", text(&o));
+    assert!(
+        text(&o).contains("interrupted (process gone)"),
+        "{}",
+        text(&o)
+    );
     let o = as_reader(&store, &["show", &eval_id.to_string(), "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(json(&o)["status"], "PASSED");
@@ -543,7 +589,12 @@ fn a_read_only_store_can_be_read_and_refuses_writes_once() {
     ] {
         let o = as_reader(&store, &args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
-        assert_eq!(text(&o).matches(&needle).count(), 1, "{args:?}: {}", text(&o));
+        assert_eq!(
+            text(&o).matches(&needle).count(),
+            1,
+            "{args:?}: {}",
+            text(&o)
+        );
     }
     assert_eq!(std::fs::read(store.join("ksmith.db")).unwrap(), before);
     assert!(!store.join("locks").exists());

@@ -109,7 +109,9 @@ pub(crate) fn check_program(command: &str) -> Result<(), LlmError> {
         };
     };
     if SHELL_WORDS.contains(&prog)
-        || prog.contains(['$', '`', '(', ')', '{', '}', '\'', '"', ';', '|', '&', '<', '>', '*'])
+        || prog.contains([
+            '$', '`', '(', ')', '{', '}', '\'', '"', ';', '|', '&', '<', '>', '*',
+        ])
     {
         return Ok(());
     }
@@ -120,7 +122,9 @@ pub(crate) fn check_program(command: &str) -> Result<(), LlmError> {
         if executable(std::path::Path::new(prog)) {
             return Ok(());
         }
-        return Err(fail(format!("program `{prog}` does not exist or is not executable")));
+        return Err(fail(format!(
+            "program `{prog}` does not exist or is not executable"
+        )));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     if std::env::split_paths(&path).any(|d| executable(&d.join(prog))) {
@@ -293,10 +297,19 @@ mod tests {
 
     #[test]
     fn the_program_must_exist_before_the_run_starts() {
-        for ok in ["cat", "FOO=1 cat -", "/bin/sh -c 'cat'", "exec cat", "(cat)", "$HOME/x"] {
+        for ok in [
+            "cat",
+            "FOO=1 cat -",
+            "/bin/sh -c 'cat'",
+            "exec cat",
+            "(cat)",
+            "$HOME/x",
+        ] {
             assert!(check_program(ok).is_ok(), "{ok}");
         }
-        let err = check_program("no-such-llm-cli --model x").unwrap_err().to_string();
+        let err = check_program("no-such-llm-cli --model x")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`no-such-llm-cli` not found on PATH"), "{err}");
         let err = check_program("/nonexistent/llm").unwrap_err().to_string();
         assert!(err.contains("does not exist"), "{err}");

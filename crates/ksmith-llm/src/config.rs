@@ -420,7 +420,10 @@ fn check_base_url(url: &str) -> Result<(), &'static str> {
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err("contains spaces or control characters");
     }
-    if let Some((_, port)) = host_only.rsplit_once(':').filter(|_| !host_only.ends_with(']')) {
+    if let Some((_, port)) = host_only
+        .rsplit_once(':')
+        .filter(|_| !host_only.ends_with(']'))
+    {
         if port.is_empty() || port.parse::<u16>().is_err() {
             return Err("has an invalid port");
         }
@@ -927,7 +930,11 @@ output_per_mtok = 12.0
             assert!(err.contains(why), "{url}: {err}");
             assert!(err.contains("from KSMITH_OPENAI_COMPAT_BASE_URL"), "{err}");
         }
-        for ok in ["http://localhost:8000/v1", "https://[::1]:1/v1", "http://u@h"] {
+        for ok in [
+            "http://localhost:8000/v1",
+            "https://[::1]:1/v1",
+            "http://u@h",
+        ] {
             assert_eq!(check_base_url(ok), Ok(()), "{ok}");
         }
     }

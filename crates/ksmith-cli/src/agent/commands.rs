@@ -105,8 +105,7 @@ pub(crate) fn cmd_runs(ctx: &Ctx, json: bool) -> Result<u8, Exit> {
     }
     if json {
         crate::term::json(
-            &serde_json::to_string_pretty(&serde_json::json!({ "runs": rows }))
-                .map_err(env_err)?,
+            &serde_json::to_string_pretty(&serde_json::json!({ "runs": rows })).map_err(env_err)?,
         );
     } else {
         say!("{t}");

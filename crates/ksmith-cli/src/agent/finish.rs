@@ -99,11 +99,7 @@ pub(super) fn finalize(
             snaps.len(),
             crate::term::one(&why)
         );
-        return Ok((
-            status,
-            Some(format!("{why}; no correct kernel")),
-            1,
-        ));
+        return Ok((status, Some(format!("{why}; no correct kernel")), 1));
     };
     let bi = *bi;
     // Finalists: the start (when it passed), then the fastest correct snapshots by the figure

@@ -77,9 +77,7 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
     }
     let (status, reason, code) = match outcome {
         // The iteration count is the natural end; any other limit is a budget stop.
-        Ok((state, Limit::Iterations, msg)) => {
-            finalize(&mut s, state, RunStatus::Finished, msg)?
-        }
+        Ok((state, Limit::Iterations, msg)) => finalize(&mut s, state, RunStatus::Finished, msg)?,
         Ok((state, limit, msg)) => {
             let why = format!("budget reached: {limit} ({msg})");
             finalize(&mut s, state, RunStatus::Stopped, why)?
