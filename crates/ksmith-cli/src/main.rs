@@ -168,7 +168,8 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },
-    /// Continue an agent run that was quit, stopped by a budget, failed or killed.
+    /// Continue an agent run that was quit, stopped by a budget, interrupted, failed or killed
+    /// (refused, exit 2, while another process drives it).
     Resume(agent::ResumeArgs),
     /// List agent runs (a run whose process died is shown as "interrupted (process gone)").
     Runs {
