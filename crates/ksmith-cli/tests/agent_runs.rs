@@ -610,3 +610,79 @@ fn a_read_only_store_can_be_read_and_refuses_writes_once() {
         }
     }
 }
+
+/// Whether `pid` is alive (a zombie, waiting for a reaper, counts as ended).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+    }
+}
+
+#[test]
+fn a_hangup_during_a_command_call_ends_the_command_and_marks_the_run_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let task = small_task(
+        "vector_add",
+        dir.path(),
+        "[[workloads]]\naxes = { N = 300000 }\n[workloads.inputs]\na = { dist = \"normal\", mean = 0.0, std = 1.0 }\nb = { dist = \"normal\", mean = 0.0, std = 1.0 }\n",
+    );
+    let naive = root().join("tasks/starter/vector_add/solutions/naive");
+    // A "model" that takes its time (a paid call in flight): it records its pid and sleeps.
+    let pidfile = dir.path().join("llm.pid");
+    let script = dir.path().join("llm.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "echo $$ > {}.tmp\nmv {}.tmp {}\nexec sleep 600\n",
+            pidfile.display(),
+            pidfile.display(),
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    let model = format!("command:sh {}", script.display());
+    let mut bg = Bg::spawn(
+        &store,
+        &[
+            "optimize",
+            task.to_str().unwrap(),
+            "--from",
+            naive.to_str().unwrap(),
+            "--model",
+            &model,
+            "--iterations",
+            "1",
+            "--no-profile",
+            "--tune-budget",
+            "0",
+            "--min-time-ms",
+            "20",
+        ],
+        dir.path().join("optimize.err"),
+    );
+    bg.wait_until("calling the command", || pidfile.exists());
+    let llm: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(llm));
+    let (st, err) = bg.signal(libc::SIGHUP);
+    assert_eq!(st.code(), Some(129), "{err}");
+    let run = the_run(&store);
+    assert_eq!(run["status"], "interrupted", "{run}");
+    assert_eq!(run["stop_reason"], "interrupted by SIGHUP", "{run}");
+    let start = Instant::now();
+    while alive(llm) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the command's process {llm} outlived the run"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
