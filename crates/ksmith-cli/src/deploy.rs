@@ -73,7 +73,7 @@ pub(crate) fn export_jax(
         }
     }
     check_package_name(ctx, package)?;
-    let store = ctx.store()?;
+    let store = ctx.store_read()?;
     // Evaluations named with --eval, matched to their task by name.
     let mut named: Vec<(i64, Option<usize>)> = Vec::new();
     for &id in evals {

@@ -158,6 +158,9 @@ enum Cmd {
         /// Static checks only (do not run the reference).
         #[arg(long)]
         no_run: bool,
+        /// Print {"tasks": [{"path", "valid", "problems": [..]}], "valid", "total"} on stdout.
+        #[arg(long)]
+        json: bool,
     },
     /// Measure (once, then cached) and show this machine's roofline.
     Hw {
@@ -183,10 +186,15 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },
-    /// Continue an agent run that was quit, stopped by a budget, failed or killed.
+    /// Continue an agent run that was quit, stopped by a budget, interrupted, failed or killed
+    /// (refused, exit 2, while another process drives it).
     Resume(agent::ResumeArgs),
-    /// List agent runs.
-    Runs,
+    /// List agent runs (a run whose process died is shown as "interrupted (process gone)").
+    Runs {
+        /// Print {"runs": [{"id", "status", "process_gone", "pid", "calls", "best_speedup", ...}]}.
+        #[arg(long)]
+        json: bool,
+    },
     /// List stored evaluations (newest first), with filters.
     Evals(results::EvalsArgs),
     /// Compare two bench runs or agent runs per task, with the noise; optionally a regression gate.
@@ -198,6 +206,10 @@ enum Cmd {
         /// Print every prompt and reply in full.
         #[arg(long)]
         full: bool,
+        /// Print {"run", "calls": [{"seq", "role", "tokens_in", "cost", ...}], "totals"} (with
+        /// --full, each call also has "system", "prompt" and "reply").
+        #[arg(long)]
+        json: bool,
     },
     /// Task authoring.
     #[command(subcommand)]
@@ -297,6 +309,10 @@ fn run(cli: Cli) -> Result<u8, Exit> {
             .reference_memory
             .map(|g| (g * (1u64 << 30) as f64) as u64),
     };
+    // A command that records into a store it cannot write says so once, before any work.
+    if writes_store(&cli.cmd, &ctx.store_dir) && !Store::is_writable(&ctx.store_dir) {
+        return Err(read_only(&ctx.store_dir));
+    }
     match cli.cmd {
         Cmd::Eval {
             task,
@@ -310,7 +326,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         Cmd::Bench(args) => bench::run(&ctx, &args),
         Cmd::Tune(args) => tune::run(&ctx, &args),
         Cmd::Optimize(args) => optimize::run(&ctx, &args),
-        Cmd::Validate { path, no_run } => cmd_validate(&ctx, &path, no_run),
+        Cmd::Validate { path, no_run, json } => cmd_validate(&ctx, &path, no_run, json),
         Cmd::Hw { refresh, json, gpu } => cmd_hw(&ctx, refresh, json, gpu),
         Cmd::Show { id, json, write } => match id.parse::<i64>() {
             Ok(_) if write.is_some() => Err(input(anyhow!(
@@ -320,10 +336,10 @@ fn run(cli: Cli) -> Result<u8, Exit> {
             Err(_) => agent::cmd_show_run(&ctx, &id, json, write.as_deref()),
         },
         Cmd::Resume(args) => agent::resume(&ctx, &args),
-        Cmd::Runs => agent::cmd_runs(&ctx),
+        Cmd::Runs { json } => agent::cmd_runs(&ctx, json),
         Cmd::Evals(args) => results::cmd_evals(&ctx, &args),
         Cmd::Compare(args) => results::cmd_compare(&ctx, &args),
-        Cmd::Calls { run, full } => agent::cmd_calls(&ctx, &run, full),
+        Cmd::Calls { run, full, json } => agent::cmd_calls(&ctx, &run, full, json),
         Cmd::Task(TaskCmd::New(args)) => agent::cmd_task_new(&ctx, &args),
         Cmd::Export {
             format: ExportFormat::FlashinferTrace,
@@ -338,7 +354,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
                 )));
             }
             let out = out.unwrap_or_else(|| PathBuf::from("ksmith-traces"));
-            let store = ctx.store()?;
+            let store = ctx.store_read()?;
             let s = ksmith_store::export_flashinfer(&store, &out).map_err(env_err)?;
             for why in &s.skipped {
                 note!("ksmith: not exported: {}", term::one(why));
@@ -375,6 +391,39 @@ fn run(cli: Cli) -> Result<u8, Exit> {
     }
 }
 
+/// Whether `cmd` records anything into the store (evaluations, runs, caches, the roofline);
+/// the others (`show`, `runs`, `calls`, `export`, `validate --no-run`) work on a read-only one.
+fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
+    match cmd {
+        Cmd::Show { .. }
+        | Cmd::Runs { .. }
+        | Cmd::Calls { .. }
+        | Cmd::Export { .. }
+        | Cmd::Evals(_)
+        | Cmd::Compare(_)
+        | Cmd::VerifyExport(_) => false,
+        Cmd::Validate { no_run, .. } => !no_run,
+        Cmd::Hw { refresh, gpu, .. } => *refresh || *gpu || !store_dir.join("hw.json").exists(),
+        Cmd::Eval { .. }
+        | Cmd::Bench(_)
+        | Cmd::Optimize(_)
+        | Cmd::Tune(_)
+        | Cmd::Resume(_)
+        | Cmd::Task(_) => true,
+    }
+}
+
+/// The one error for a write into a store this user cannot write (exit 2: the store given
+/// is the wrong one for this command).
+fn read_only(store_dir: &Path) -> Exit {
+    input(anyhow!(
+        "{}; this command records into the store: pass --store (or KSMITH_STORE) with a writable directory",
+        ksmith_store::StoreError::ReadOnly {
+            root: store_dir.to_path_buf()
+        }
+    ))
+}
+
 /// What every command needs to build a judge or open the store.
 pub(crate) struct Ctx {
     store_dir: PathBuf,
@@ -387,7 +436,15 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     fn store(&self) -> Result<Store, Exit> {
+        if !Store::is_writable(&self.store_dir) {
+            return Err(read_only(&self.store_dir));
+        }
         Store::open(&self.store_dir).map_err(env_err)
+    }
+
+    /// The store for a command that only reads it (works on a read-only store).
+    pub(crate) fn store_read(&self) -> Result<Store, Exit> {
+        Store::open_read(&self.store_dir).map_err(env_err)
     }
 
     fn hardware(&self, compiler: &Compiler, refresh: bool) -> Result<hw::Hardware, Exit> {
@@ -587,12 +644,22 @@ pub(crate) fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {
 
 pub(crate) use task_dirs as suite_tasks;
 
-fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool) -> Result<u8, Exit> {
+fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool, json: bool) -> Result<u8, Exit> {
     let dirs = task_dirs(path)?;
     let mut judge = None;
     let mut bad = 0usize;
+    let mut rows = Vec::new();
     for dir in &dirs {
         let problems = validate_dir(ctx, &mut judge, dir, no_run)?;
+        if json {
+            bad += usize::from(!problems.is_empty());
+            rows.push(serde_json::json!({
+                "path": dir.display().to_string(),
+                "valid": problems.is_empty(),
+                "problems": problems,
+            }));
+            continue;
+        }
         if problems.is_empty() {
             say!("ok    {}", dir.display());
         } else {
@@ -603,7 +670,12 @@ fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool) -> Result<u8, Exit> {
             }
         }
     }
-    say!("{} of {} tasks valid", dirs.len() - bad, dirs.len());
+    if json {
+        let v = serde_json::json!({"tasks": rows, "valid": dirs.len() - bad, "total": dirs.len()});
+        term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
+    } else {
+        say!("{} of {} tasks valid", dirs.len() - bad, dirs.len());
+    }
     Ok(if bad > 0 { EXIT_INPUT } else { 0 })
 }
 
@@ -714,7 +786,7 @@ fn cmd_hw(ctx: &Ctx, refresh: bool, json: bool, gpu: bool) -> Result<u8, Exit> {
 }
 
 fn cmd_show(ctx: &Ctx, id: i64, json: bool) -> Result<u8, Exit> {
-    let store = ctx.store()?;
+    let store = ctx.store_read()?;
     let ev = store.get(id).map_err(env_err)?.ok_or_else(|| {
         input(anyhow!(
             "no evaluation with id {id} in {}",

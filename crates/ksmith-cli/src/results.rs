@@ -316,7 +316,7 @@ fn language(e: &StoredEval) -> String {
 
 /// `ksmith evals`: one line per stored evaluation, newest first.
 pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
-    let store = ctx.store()?;
+    let store = ctx.store_read()?;
     let filter = EvalFilter {
         task: a.task.clone(),
         solution: a.solution.clone(),
@@ -673,7 +673,7 @@ fn cell(e: Option<&Entry>) -> String {
 
 /// `ksmith compare A B`: per task, A's and B's speedup vs XLA, B/A with its interval and a verdict.
 pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
-    let store = ctx.store()?;
+    let store = ctx.store_read()?;
     let a = load_side(&store, &args.a)?;
     let b = load_side(&store, &args.b)?;
     let (fa, fb) = (a.fingerprints(), b.fingerprints());

@@ -6,9 +6,10 @@
 //! `KSMITH_CALL_SEQ` tell it which agent is calling and the call's index.
 
 use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,96 @@ impl CommandProvider {
             detail,
         }
     }
+}
+
+/// Process groups of the commands running now, so that an interrupted ksmith can end them
+/// (each leads its own group, out of reach of the terminal's Ctrl-C).
+static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Registers a running command's group for [`kill_running`]; unregisters on drop.
+struct Live(i32);
+
+impl Live {
+    fn register(pid: u32) -> Live {
+        let pid = i32::try_from(pid).unwrap_or(0);
+        if let Ok(mut l) = LIVE.lock() {
+            l.push(pid);
+        }
+        Live(pid)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Ok(mut l) = LIVE.lock() {
+            l.retain(|p| *p != self.0);
+        }
+    }
+}
+
+/// Kills every `command:` provider process group still running (SIGKILL).
+pub fn kill_running() {
+    let Ok(l) = LIVE.lock() else { return };
+    for &pid in l.iter().filter(|p| **p > 0) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Words that start a shell command without naming a program on PATH.
+const SHELL_WORDS: &[&str] = &[
+    "exec", "command", "env", "if", "for", "while", "until", "case", "{", "(", "!", "cd", "set",
+    "export", "eval", ".", "source", "time", "nice", "nohup", "builtin", "echo", "printf", "read",
+    "test", "[", "true", "false", ":",
+];
+
+/// Checks that the program a `command:` shell line starts with exists: a path must be an
+/// executable file, a bare name must be on PATH. Lines starting with shell syntax (a
+/// keyword, a builtin, a subshell) are left for the shell to judge.
+pub(crate) fn check_program(command: &str) -> Result<(), LlmError> {
+    let fail = |detail: String| LlmError::Config {
+        origin: format!("command:{command}"),
+        detail,
+    };
+    let words = command.split_whitespace();
+    // `VAR=value prog ...`: the program is the first word that is not an assignment.
+    let Some(prog) = words
+        .into_iter()
+        .find(|w| !(w.contains('=') && !w.starts_with('=') && !w.contains('/')))
+    else {
+        return if command.trim().is_empty() {
+            Err(fail("empty command; write command:PROGRAM ARGS".into()))
+        } else {
+            Ok(())
+        };
+    };
+    if SHELL_WORDS.contains(&prog)
+        || prog.contains([
+            '$', '`', '(', ')', '{', '}', '\'', '"', ';', '|', '&', '<', '>', '*',
+        ])
+    {
+        return Ok(());
+    }
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if prog.contains('/') {
+        if executable(std::path::Path::new(prog)) {
+            return Ok(());
+        }
+        return Err(fail(format!(
+            "program `{prog}` does not exist or is not executable"
+        )));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|d| executable(&d.join(prog))) {
+        return Ok(());
+    }
+    Err(fail(format!(
+        "program `{prog}` not found on PATH; install it or give its full path"
+    )))
 }
 
 /// What the command reads on stdin.
@@ -120,6 +211,7 @@ impl Provider for CommandProvider {
             .process_group(0)
             .spawn()
             .map_err(|e| self.fail(format!("cannot start `sh`: {e}")))?;
+        let _live = Live::register(child.id());
 
         let input = stdin_text(req);
         if let Some(mut stdin) = child.stdin.take() {
@@ -201,6 +293,27 @@ mod tests {
             },
         );
         CommandProvider::open(&ModelSpec::parse(&format!("command:{cmd}")).unwrap(), &cfg)
+    }
+
+    #[test]
+    fn the_program_must_exist_before_the_run_starts() {
+        for ok in [
+            "cat",
+            "FOO=1 cat -",
+            "/bin/sh -c 'cat'",
+            "exec cat",
+            "(cat)",
+            "$HOME/x",
+        ] {
+            assert!(check_program(ok).is_ok(), "{ok}");
+        }
+        let err = check_program("no-such-llm-cli --model x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`no-such-llm-cli` not found on PATH"), "{err}");
+        let err = check_program("/nonexistent/llm").unwrap_err().to_string();
+        assert!(err.contains("does not exist"), "{err}");
+        assert!(check_program("  ").is_err());
     }
 
     fn req() -> Request {

@@ -329,9 +329,14 @@ impl Config {
             (ProviderKind::OpenAiCompat, Some(alias)) => Some(alias.default_base_url()),
             _ => None,
         };
-        let base_url = env_str(&base_var)
-            .or_else(|| section.and_then(|s| s.base_url.clone()))
-            .or_else(|| default_base.map(str::to_string))
+        let (base_url, base_origin) = env_str(&base_var)
+            .map(|u| (u, base_var.clone()))
+            .or_else(|| {
+                section
+                    .and_then(|s| s.base_url.clone())
+                    .map(|u| (u, format!("base_url in [providers.{name}]")))
+            })
+            .or_else(|| default_base.map(|u| (u.to_string(), "the default".to_string())))
             .ok_or_else(|| LlmError::Config {
                 origin: format!("model spec `{spec}`"),
                 detail: format!(
@@ -340,6 +345,15 @@ impl Config {
                 ),
             })?;
         let base_url = base_url.trim_end_matches('/').to_string();
+        if let Err(why) = check_base_url(&base_url) {
+            return Err(LlmError::Config {
+                origin: format!("model spec `{spec}`"),
+                detail: format!(
+                    "{name} base URL `{base_url}` (from {base_origin}) {why}; set {base_var} \
+                     to e.g. http://localhost:8000/v1"
+                ),
+            });
+        }
 
         // Hosted APIs always need a key; OpenAI-compatible servers only when the
         // user says so. We deliberately do not forward OPENAI_API_KEY to
@@ -390,6 +404,31 @@ impl Config {
             policy: self.retry_for(name),
         })
     }
+}
+
+/// Why `url` is not an `http://` or `https://` URL with a host, if it is not.
+fn check_base_url(url: &str) -> Result<(), &'static str> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or("does not start with http:// or https://")?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_only = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    if host_only.is_empty() || host_only.starts_with(':') {
+        return Err("has no host");
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("contains spaces or control characters");
+    }
+    if let Some((_, port)) = host_only
+        .rsplit_once(':')
+        .filter(|_| !host_only.ends_with(']'))
+    {
+        if port.is_empty() || port.parse::<u16>().is_err() {
+            return Err("has an invalid port");
+        }
+    }
+    Ok(())
 }
 
 /// The config file `discover` would load, if any.
@@ -870,6 +909,34 @@ output_per_mtok = 12.0
             )
             .unwrap();
         assert_eq!(s.key.as_deref(), Some("lit"));
+    }
+
+    #[test]
+    fn malformed_base_urls_are_refused_naming_their_origin() {
+        let cfg = Config::default();
+        for (url, why) in [
+            ("localhost:8000/v1", "does not start with http"),
+            ("http:///v1", "has no host"),
+            ("http://h:port/v1", "invalid port"),
+            ("http://h /v1", "spaces"),
+        ] {
+            let err = cfg
+                .http_setup_with(
+                    &spec("openai-compat:m"),
+                    &env_of(&[("KSMITH_OPENAI_COMPAT_BASE_URL", url)]),
+                )
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{url}: {err}");
+            assert!(err.contains("from KSMITH_OPENAI_COMPAT_BASE_URL"), "{err}");
+        }
+        for ok in [
+            "http://localhost:8000/v1",
+            "https://[::1]:1/v1",
+            "http://u@h",
+        ] {
+            assert_eq!(check_base_url(ok), Ok(()), "{ok}");
+        }
     }
 
     #[test]

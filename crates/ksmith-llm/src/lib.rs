@@ -32,6 +32,7 @@ mod spec;
 
 use std::time::Duration;
 
+pub use command::kill_running as kill_running_commands;
 pub use config::{Config, Price, ProviderConfig, RetryPolicy};
 pub use error::LlmError;
 pub use spec::{CompatAlias, ModelSpec, ProviderKind, VALID_PROVIDERS};
@@ -95,6 +96,25 @@ pub fn open(spec: &ModelSpec, cfg: &Config) -> Result<Box<dyn Provider>, LlmErro
         ProviderKind::Manual => Box::new(manual::Manual::open(spec, cfg)),
         ProviderKind::Scripted => Box::new(scripted::Scripted::open(spec)?),
     })
+}
+
+/// Checks, without calling the model, everything about `spec` that would otherwise fail at
+/// its first call: the API key (naming the variable to set), the base URL and its form, a
+/// `scripted:` file that must read and parse, a `manual:` directory that must be creatable, a
+/// `command:` whose program must exist. Cheap and free: no network.
+pub fn preflight(spec: &ModelSpec, cfg: &Config) -> Result<(), LlmError> {
+    match spec.provider {
+        ProviderKind::Manual => {
+            let dir = std::path::Path::new(&spec.model);
+            std::fs::create_dir_all(dir).map_err(|e| LlmError::Config {
+                origin: format!("model spec `{spec}`"),
+                detail: format!("manual: cannot create directory {}: {e}", dir.display()),
+            })?;
+        }
+        ProviderKind::Command => command::check_program(&spec.model)?,
+        _ => {}
+    }
+    open(spec, cfg).map(drop)
 }
 
 /// Rough token count: one token per four characters, rounded up.

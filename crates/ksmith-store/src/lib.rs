@@ -2,12 +2,14 @@
 //! ksmith loses at most the evaluation in flight), artifacts content-addressed on disk, bench
 //! runs for resuming, and export in the FlashInfer Trace schema.
 
+mod lock;
 mod query;
 mod runs;
 mod trace;
 
+pub use lock::{RunHolder, RunLock};
 pub use query::{BenchItemRow, BenchRunRow, EvalFilter};
-pub use runs::{CallRow, RunRow, SnapshotRow};
+pub use runs::{CallRow, RunRow, RunStatus, SnapshotRow};
 
 pub use trace::{export_flashinfer, ExportSummary};
 
@@ -34,6 +36,20 @@ pub enum StoreError {
         path: PathBuf,
         /// Underlying error.
         source: std::io::Error,
+    },
+    /// The store cannot be written (directory or database not writable by this user).
+    #[error("read-only store: {}", root.display())]
+    ReadOnly {
+        /// Store root.
+        root: PathBuf,
+    },
+    /// Another live process drives this agent run.
+    #[error("run {run} is in use by {}; wait for it to end or stop it first", match pid { Some(p) => format!("ksmith process {p}"), None => "another ksmith process".to_string() })]
+    RunBusy {
+        /// Run id.
+        run: String,
+        /// The holder's pid, when known.
+        pid: Option<u32>,
     },
     /// A stored result could not be decoded.
     #[error("evaluation {id}: stored result is unreadable: {message}")]
@@ -76,6 +92,8 @@ pub struct Store {
     conn: Connection,
     root: PathBuf,
     db_path: PathBuf,
+    /// Opened by [`Store::open_read`] on a store this user cannot write.
+    read_only: bool,
 }
 
 const SCHEMA: &str = r#"
@@ -149,6 +167,7 @@ impl Store {
                         conn,
                         root: root.to_path_buf(),
                         db_path,
+                        read_only: false,
                     })
                 }
                 Err(e) if attempt < 20 && is_busy(&e) => {
@@ -158,6 +177,86 @@ impl Store {
                 Err(e) => return Err(sql(e)),
             }
         }
+    }
+
+    /// Whether this user can write the store at `root` (an absent store counts as writable
+    /// when it can be created).
+    pub fn is_writable(root: &Path) -> bool {
+        use nix::unistd::{access, AccessFlags};
+        let w = |p: &Path| access(p, AccessFlags::W_OK).is_ok();
+        if !root.exists() {
+            // The nearest existing ancestor decides whether it can be created.
+            return root.ancestors().skip(1).find(|a| a.exists()).is_some_and(w);
+        }
+        let db = root.join("ksmith.db");
+        w(root) && (!db.exists() || w(&db))
+    }
+
+    /// Opens the store for reading: as [`Store::open`] when this user can write it, else
+    /// read-only (SQLite read-only, without creating anything), so that `show`, `runs`, `calls`
+    /// and `export` work on a store shared read-only. Writes then fail with
+    /// [`StoreError::ReadOnly`] or SQLite's read-only error.
+    pub fn open_read(root: &Path) -> Result<Store, StoreError> {
+        if Store::is_writable(root) {
+            return Store::open(root);
+        }
+        let db_path = root.join("ksmith.db");
+        let sql = |e| StoreError::Sql {
+            path: db_path.clone(),
+            source: e,
+        };
+        let conn = if db_path.exists() {
+            Self::connect_read_only(&db_path).map_err(sql)?
+        } else {
+            // Nothing recorded yet: an empty store, in memory.
+            let conn = Connection::open_in_memory().map_err(sql)?;
+            conn.execute_batch(SCHEMA).map_err(sql)?;
+            conn.execute_batch(runs::SCHEMA).map_err(sql)?;
+            conn
+        };
+        Ok(Store {
+            conn,
+            root: root.to_path_buf(),
+            db_path,
+            read_only: true,
+        })
+    }
+
+    fn connect_read_only(db_path: &Path) -> Result<Connection, rusqlite::Error> {
+        use rusqlite::OpenFlags;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
+        // A WAL database needs its -shm file, which SQLite cannot create in a directory it
+        // cannot write; then read it as immutable (nobody can be writing it either).
+        let plain = Connection::open_with_flags(db_path, flags).and_then(|c| {
+            c.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok(c)
+        });
+        match plain {
+            Ok(c) => Ok(c),
+            Err(_) => {
+                let uri = format!(
+                    "file:{}?immutable=1",
+                    db_path
+                        .display()
+                        .to_string()
+                        .replace('%', "%25")
+                        .replace('?', "%3f")
+                        .replace('#', "%23")
+                );
+                let c = Connection::open_with_flags(uri, flags)?;
+                c.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+                    r.get::<_, i64>(0)
+                })?;
+                Ok(c)
+            }
+        }
+    }
+
+    /// True when opened read-only ([`Store::open_read`] on a store this user cannot write).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     fn connect(db_path: &Path) -> Result<Connection, rusqlite::Error> {
@@ -200,6 +299,11 @@ impl Store {
         let path = self.artifact_path(&hash);
         if path.exists() {
             return Ok(hash);
+        }
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                root: self.root.clone(),
+            });
         }
         let io = |e| StoreError::Io {
             path: path.clone(),

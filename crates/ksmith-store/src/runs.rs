@@ -61,6 +61,73 @@ CREATE TABLE IF NOT EXISTS snapshots (
 );
 "#;
 
+/// Where an agent run stands, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    /// A process is driving it (or was, until it died without a word: see [`crate::RunHolder`]).
+    Running,
+    /// The user quit an interactive run.
+    Paused,
+    /// Its iterations ran out; the result is written.
+    Finished,
+    /// A budget stopped it.
+    Stopped,
+    /// A signal (SIGTERM, SIGINT, SIGHUP) ended the process driving it.
+    Interrupted,
+    /// A provider or environment failure, or an input that cannot be run.
+    Failed,
+}
+
+impl RunStatus {
+    /// Every status, in the order a run usually meets them.
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Running,
+        RunStatus::Paused,
+        RunStatus::Finished,
+        RunStatus::Stopped,
+        RunStatus::Interrupted,
+        RunStatus::Failed,
+    ];
+
+    /// The stored (and `--json`) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Paused => "paused",
+            RunStatus::Finished => "finished",
+            RunStatus::Stopped => "stopped",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    /// The status a stored spelling names.
+    pub fn from_name(s: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl rusqlite::types::ToSql for RunStatus {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for RunStatus {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let s = v.as_str()?;
+        RunStatus::from_name(s).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("unknown run status `{s}`").into())
+        })
+    }
+}
+
 /// One agent run as stored.
 #[derive(Debug, Clone)]
 pub struct RunRow {
@@ -82,8 +149,8 @@ pub struct RunRow {
     pub mode: String,
     /// The run's options (JSON, owned by the agent loop).
     pub options: String,
-    /// `running`, `paused`, `finished`, `stopped`, `failed`.
-    pub status: String,
+    /// Where it stands.
+    pub status: RunStatus,
     /// Why it stopped, when it did.
     pub stop_reason: Option<String>,
     /// Seconds spent running, over all sessions.
@@ -396,7 +463,7 @@ mod tests {
             model: "scripted:x.toml".into(),
             mode: "autonomous".into(),
             options: "{}".into(),
-            status: "running".into(),
+            status: RunStatus::Running,
             stop_reason: None,
             active_s: 0.0,
             out_dir: None,
@@ -409,8 +476,8 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         store.create_run(&run("r1")).unwrap();
         let mut r = store.run("r1").unwrap().unwrap();
-        assert_eq!(r.status, "running");
-        r.status = "stopped".into();
+        assert_eq!(r.status, RunStatus::Running);
+        r.status = RunStatus::Stopped;
         r.stop_reason = Some("budget: llm calls (4)".into());
         r.active_s = 12.5;
         store.update_run(&r).unwrap();
@@ -462,5 +529,8 @@ mod tests {
         assert_eq!(store.snapshots("r1").unwrap()[0].status, "compile_error");
         assert!(store.run("nope").unwrap().is_none());
         assert_eq!(store.runs().unwrap().len(), 1);
+        for st in RunStatus::ALL {
+            assert_eq!(RunStatus::from_name(st.as_str()), Some(st));
+        }
     }
 }

@@ -4,14 +4,64 @@ use crate::term::one;
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use comfy_table::Table;
+use ksmith_store::{RunHolder, RunRow, RunStatus, Store};
 use ksmith_task::{Solution, Task};
 use std::path::{Path, PathBuf};
 
+/// Where a run stands as shown: a `running` run whose process is gone (its run lock is free:
+/// killed, crashed, machine rebooted) is shown as interrupted, and resumes like one.
+struct Shown {
+    status: RunStatus,
+    /// The pid driving it, when running and known.
+    pid: Option<u32>,
+    /// Marked running, but no process holds it.
+    gone: bool,
+}
+
+impl Shown {
+    fn of(store: &Store, run: &RunRow) -> Shown {
+        if run.status != RunStatus::Running {
+            return Shown {
+                status: run.status,
+                pid: None,
+                gone: false,
+            };
+        }
+        match store.run_holder(&run.id) {
+            RunHolder::Held(pid) => Shown {
+                status: RunStatus::Running,
+                pid,
+                gone: false,
+            },
+            RunHolder::Free => Shown {
+                status: RunStatus::Interrupted,
+                pid: None,
+                gone: true,
+            },
+        }
+    }
+
+    fn text(&self) -> String {
+        match (self.status, self.pid, self.gone) {
+            (_, _, true) => "interrupted (process gone)".to_string(),
+            (RunStatus::Running, Some(pid), _) => format!("running (pid {pid})"),
+            (s, ..) => s.to_string(),
+        }
+    }
+
+    fn why(&self, run: &RunRow) -> String {
+        if self.gone {
+            return "its process ended without a word (killed or crashed); `ksmith resume` continues it".into();
+        }
+        run.stop_reason.clone().unwrap_or_default()
+    }
+}
+
 /// `ksmith runs`: every run, newest first.
-pub(crate) fn cmd_runs(ctx: &Ctx) -> Result<u8, Exit> {
-    let store = ctx.store()?;
+pub(crate) fn cmd_runs(ctx: &Ctx, json: bool) -> Result<u8, Exit> {
+    let store = ctx.store_read()?;
     let runs = store.runs().map_err(env_err)?;
-    if runs.is_empty() {
+    if runs.is_empty() && !json {
         say!("no runs yet (start one with `ksmith optimize TASK --model PROVIDER:MODEL`)");
         return Ok(0);
     }
@@ -19,6 +69,7 @@ pub(crate) fn cmd_runs(ctx: &Ctx) -> Result<u8, Exit> {
     t.set_header([
         "run", "created", "task", "model", "mode", "status", "calls", "best", "why",
     ]);
+    let mut rows = Vec::new();
     for r in runs {
         let calls = store.calls(&r.id).map_err(env_err)?;
         let best = store
@@ -27,19 +78,38 @@ pub(crate) fn cmd_runs(ctx: &Ctx) -> Result<u8, Exit> {
             .iter()
             .filter_map(|s| s.speedup)
             .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+        let shown = Shown::of(&store, &r);
+        if json {
+            rows.push(serde_json::json!({
+                "id": r.id, "created_at": r.created_at, "updated_at": r.updated_at,
+                "task": r.task, "task_dir": r.task_dir, "model": r.model, "mode": r.mode,
+                "status": shown.status.as_str(), "stored_status": r.status.as_str(),
+                "process_gone": shown.gone, "pid": shown.pid,
+                "calls": calls.len(), "failed_calls": calls.iter().filter(|c| c.error.is_some()).count(),
+                "best_speedup": best, "stop_reason": r.stop_reason, "active_s": r.active_s,
+                "out_dir": r.out_dir,
+            }));
+            continue;
+        }
         t.add_row([
             one(&r.id).into_owned(),
             one(&r.created_at).into_owned(),
             one(&r.task).into_owned(),
             one(&r.model).into_owned(),
             one(&r.mode).into_owned(),
-            one(&r.status).into_owned(),
+            shown.text(),
             calls.len().to_string(),
             best.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
-            short(r.stop_reason.as_deref().unwrap_or_default(), 70),
+            short(&shown.why(&r), 70),
         ]);
     }
-    say!("{t}");
+    if json {
+        crate::term::json(
+            &serde_json::to_string_pretty(&serde_json::json!({ "runs": rows })).map_err(env_err)?,
+        );
+    } else {
+        say!("{t}");
+    }
     Ok(0)
 }
 
@@ -54,8 +124,8 @@ fn short(s: &str, n: usize) -> String {
     one(&t).into_owned()
 }
 
-fn load_run(ctx: &Ctx, id: &str) -> Result<(ksmith_store::Store, ksmith_store::RunRow), Exit> {
-    let store = ctx.store()?;
+fn load_run(ctx: &Ctx, id: &str) -> Result<(Store, RunRow), Exit> {
+    let store = ctx.store_read()?;
     let run = store.run(id).map_err(env_err)?.ok_or_else(|| {
         input(anyhow!(
             "no run `{id}` in {} (see `ksmith runs`)",
@@ -69,8 +139,8 @@ fn load_run(ctx: &Ctx, id: &str) -> Result<(ksmith_store::Store, ksmith_store::R
 /// the run's start), so that they can be judged again, e.g. side by side with
 /// `ksmith eval TASK DIR/iter0 DIR/iter1 ...`.
 fn write_snapshots(
-    store: &ksmith_store::Store,
-    run: &ksmith_store::RunRow,
+    store: &Store,
+    run: &RunRow,
     snaps: &[ksmith_store::SnapshotRow],
     dir: &Path,
 ) -> Result<Vec<PathBuf>, Exit> {
@@ -180,10 +250,13 @@ pub(crate) fn cmd_show_run(
     let (tin, tout, cost) = calls.iter().fold((0u64, 0u64, 0.0f64), |a, c| {
         (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost)
     });
+    let shown = Shown::of(&store, &run);
     if json {
         let v = serde_json::json!({
             "id": run.id, "task": run.task, "task_dir": run.task_dir, "tests_hash": run.tests_hash,
-            "model": run.model, "mode": run.mode, "status": run.status, "stop_reason": run.stop_reason,
+            "model": run.model, "mode": run.mode, "status": shown.status.as_str(),
+            "stored_status": run.status.as_str(), "process_gone": shown.gone, "pid": shown.pid,
+            "stop_reason": run.stop_reason,
             "created_at": run.created_at, "updated_at": run.updated_at, "active_s": run.active_s,
             "out_dir": run.out_dir,
             "options": serde_json::from_str::<serde_json::Value>(&run.options).unwrap_or_default(),
@@ -200,7 +273,7 @@ pub(crate) fn cmd_show_run(
         "run {}  ({} mode, {})",
         one(&run.id),
         one(&run.mode),
-        one(&run.status)
+        shown.text()
     );
     say!(
         "task {} ({}), tests hash {}",
@@ -215,7 +288,9 @@ pub(crate) fn cmd_show_run(
         run.updated_at,
         run.active_s
     );
-    if let Some(r) = &run.stop_reason {
+    if shown.gone {
+        say!("ended: {}", shown.why(&run));
+    } else if let Some(r) = &run.stop_reason {
         say!("ended: {}", crate::term::continued(r, "  "));
     }
     if let Some(o) = &run.out_dir {
@@ -247,16 +322,48 @@ pub(crate) fn cmd_show_run(
         ]);
     }
     say!("{t}");
-    if run.status != "finished" {
+    if shown.status != RunStatus::Finished && shown.status != RunStatus::Running {
         say!("continue with `ksmith resume {}`", one(&run.id));
     }
     Ok(0)
 }
 
 /// `ksmith calls RUN`: every LLM call of a run.
-pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool) -> Result<u8, Exit> {
+pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool, json: bool) -> Result<u8, Exit> {
     let (store, _) = load_run(ctx, id)?;
     let calls = store.calls(id).map_err(env_err)?;
+    if json {
+        let rows: Vec<serde_json::Value> = calls
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::json!({
+                    "seq": c.seq, "created_at": c.created_at, "role": c.role, "step": c.step,
+                    "model": c.model, "tokens_in": c.tokens_in, "tokens_out": c.tokens_out,
+                    "estimated": c.estimated, "cost": c.cost, "latency_ms": c.latency_ms,
+                    "attempts": c.attempts, "error": c.error, "reply_chars": c.reply.chars().count(),
+                });
+                if full {
+                    v["system"] = serde_json::json!(c.system);
+                    v["prompt"] = serde_json::json!(c.prompt);
+                    v["reply"] = serde_json::json!(c.reply);
+                }
+                v
+            })
+            .collect();
+        let v = serde_json::json!({
+            "run": id,
+            "calls": rows,
+            "totals": {
+                "calls": calls.len(),
+                "failed": calls.iter().filter(|c| c.error.is_some()).count(),
+                "tokens_in": calls.iter().map(|c| c.tokens_in).sum::<u64>(),
+                "tokens_out": calls.iter().map(|c| c.tokens_out).sum::<u64>(),
+                "cost": calls.iter().map(|c| c.cost).sum::<f64>(),
+            },
+        });
+        crate::term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
+        return Ok(0);
+    }
     if full {
         for c in &calls {
             say!(

@@ -88,9 +88,9 @@ fn held_out(
 pub(super) fn finalize(
     s: &mut Session,
     st: State,
-    status: &str,
+    status: ksmith_store::RunStatus,
     why: String,
-) -> Result<(String, Option<String>, u8), Exit> {
+) -> Result<(ksmith_store::RunStatus, Option<String>, u8), Exit> {
     let snaps = s.store.snapshots(&s.run.id).map_err(env_err)?;
     let Some((bi, best)) = st.best.as_ref() else {
         say!(
@@ -99,11 +99,7 @@ pub(super) fn finalize(
             snaps.len(),
             crate::term::one(&why)
         );
-        return Ok((
-            status.to_string(),
-            Some(format!("{why}; no correct kernel")),
-            1,
-        ));
+        return Ok((status, Some(format!("{why}; no correct kernel")), 1));
     };
     let bi = *bi;
     // Finalists: the start (when it passed), then the fastest correct snapshots by the figure
@@ -258,7 +254,7 @@ pub(super) fn finalize(
     let Some(w) = winner else {
         say!("{md}\nno finalist passed on fresh seeds and the held-out shapes; nothing written");
         return Ok((
-            status.to_string(),
+            status,
             Some(format!(
                 "{why}; no finalist passed fresh-seed re-validation and the held-out shapes"
             )),
@@ -341,5 +337,5 @@ pub(super) fn finalize(
         out.display()
     );
     s.run.out_dir = Some(out.display().to_string());
-    Ok((status.to_string(), Some(why), 0))
+    Ok((status, Some(why), 0))
 }

@@ -13,7 +13,7 @@ use anyhow::anyhow;
 use ksmith_agents::edit::{self, Change};
 use ksmith_agents::{parse_plan, Limit, Plan, Role};
 use ksmith_judge::{EvalResult, Judge, Status};
-use ksmith_store::SnapshotRow;
+use ksmith_store::{RunStatus, SnapshotRow};
 use ksmith_task::{Language, Solution, Task};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -77,10 +77,10 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
     }
     let (status, reason, code) = match outcome {
         // The iteration count is the natural end; any other limit is a budget stop.
-        Ok((state, Limit::Iterations, msg)) => finalize(&mut s, state, "finished", msg)?,
+        Ok((state, Limit::Iterations, msg)) => finalize(&mut s, state, RunStatus::Finished, msg)?,
         Ok((state, limit, msg)) => {
             let why = format!("budget reached: {limit} ({msg})");
-            finalize(&mut s, state, "stopped", why)?
+            finalize(&mut s, state, RunStatus::Stopped, why)?
         }
         Err(Halt::Quit) => {
             say!(
@@ -88,28 +88,24 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
                 s.run.id,
                 s.run.id
             );
-            (
-                "paused".to_string(),
-                Some("quit by the user".to_string()),
-                0,
-            )
+            (RunStatus::Paused, Some("quit by the user".to_string()), 0)
         }
         Err(Halt::Budget(limit, msg)) => {
             // Reached before the starting point was judged: nothing to write.
             (
-                "stopped".to_string(),
+                RunStatus::Stopped,
                 Some(format!("budget reached: {limit} ({msg})")),
                 0,
             )
         }
         Err(Halt::Input(e)) => {
-            s.run.status = "failed".into();
+            s.run.status = RunStatus::Failed;
             s.run.stop_reason = Some(format!("{e:#}"));
             s.save()?;
             return Err(crate::input(e));
         }
         Err(Halt::Failed(e)) => {
-            s.run.status = "failed".into();
+            s.run.status = RunStatus::Failed;
             s.run.stop_reason = Some(format!("{e:#}"));
             s.save()?;
             return Err(env_err(anyhow!(

@@ -10,6 +10,7 @@ mod autotune;
 mod brief;
 mod commands;
 mod finish;
+mod interrupt;
 mod iterate;
 mod profile;
 mod review;
@@ -57,21 +58,29 @@ pub(crate) struct AgentArgs {
 /// Budget flags (shared by `optimize` and `resume`).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub(crate) struct BudgetArgs {
-    /// Optimization iterations (default 3 for a new run).
-    #[arg(long)]
+    /// Optimization iterations (default 3 for a new run; at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub iterations: Option<u32>,
-    /// Most LLM calls.
-    #[arg(long)]
+    /// Most LLM calls (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_calls: Option<u64>,
-    /// Most tokens (in + out).
-    #[arg(long)]
+    /// Most tokens, in + out (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_tokens: Option<u64>,
-    /// Most USD spent (from the price table).
-    #[arg(long)]
+    /// Most USD spent (from the price table; the model must have a price).
+    #[arg(long, value_parser = positive)]
     pub max_cost: Option<f64>,
     /// Most wall seconds of running.
-    #[arg(long)]
+    #[arg(long, value_parser = positive)]
     pub max_wall: Option<f64>,
+}
+
+/// A budget in dollars or seconds: a finite number above zero.
+fn positive(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err("expected a number above 0".into()),
+    }
 }
 
 impl BudgetArgs {

@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use ksmith_agents::{Limit, Prompts, Rendered, Role, Usage};
 use ksmith_knowledge::Knowledge;
 use ksmith_llm::{ModelSpec, Provider, Request};
-use ksmith_store::{CallRow, RunRow, Store};
+use ksmith_store::{CallRow, RunLock, RunRow, RunStatus, Store, StoreError};
 use serde::{de::DeserializeOwned, Serialize};
 use std::time::Instant;
 
@@ -50,6 +50,37 @@ pub(crate) struct Session {
     prior_active: f64,
     /// Replayed calls and events so far (for the resume message).
     pub replayed: (u64, u64),
+    /// This process's lock on the run (released when the process ends, however it ends).
+    lock: Option<RunLock>,
+}
+
+/// Checks the model before anything is stored or judged: a known provider, its key and base
+/// URL, its file, directory or program, and a cost budget it can be held to. Nothing here
+/// calls the model.
+fn preflight(
+    model: &str,
+    budget: &ksmith_agents::Budget,
+) -> Result<(ModelSpec, ksmith_llm::Config), Exit> {
+    let spec = ModelSpec::parse(model).map_err(|e| input(anyhow!("--model: {e}")))?;
+    let config = ksmith_llm::Config::discover().map_err(input)?;
+    ksmith_llm::preflight(&spec, &config)
+        .map_err(|e| input(anyhow!("model {model}: {e}; nothing was started")))?;
+    if let Some(cost) = budget.cost {
+        if config.price(&spec).is_none() {
+            return Err(input(anyhow!(
+                "--max-cost {cost}: no price is known for {spec}, so spending cannot be counted; add [prices.\"{spec}\"] with input_per_mtok and output_per_mtok to the config file, or drop --max-cost"
+            )));
+        }
+    }
+    Ok((spec, config))
+}
+
+/// A run lock refused: another process drives the run (exit 2, naming it), else the store.
+fn lock_error(e: StoreError) -> Exit {
+    match e {
+        StoreError::RunBusy { .. } | StoreError::ReadOnly { .. } => input(e),
+        e => env_err(e),
+    }
 }
 
 fn new_run_id() -> String {
@@ -63,11 +94,13 @@ fn new_run_id() -> String {
 
 impl Session {
     fn open(run: RunRow, opts: RunOptions, store: Store) -> Result<Session, Exit> {
-        let spec = ModelSpec::parse(&run.model).map_err(|e| input(anyhow!("--model: {e}")))?;
-        let config = ksmith_llm::Config::discover().map_err(input)?;
-        let price = config.price(&spec);
+        // Flags first (a typo in the model, the prompts or the knowledge directories), then
+        // the provider's setup.
+        ModelSpec::parse(&run.model).map_err(|e| input(anyhow!("--model: {e}")))?;
         let prompts = Prompts::load(opts.prompts.as_deref()).map_err(input)?;
         let knowledge = Knowledge::open(&opts.knowledge).map_err(input)?;
+        let (spec, config) = preflight(&run.model, &opts.budget)?;
+        let price = config.price(&spec);
         let calls: Vec<CallRow> = store
             .calls(&run.id)
             .map_err(env_err)?
@@ -94,6 +127,7 @@ impl Session {
             next_event: 0,
             started: Instant::now(),
             replayed: (0, 0),
+            lock: None,
         })
     }
 
@@ -107,7 +141,8 @@ impl Session {
         mode: &str,
         opts: RunOptions,
     ) -> Result<Session, Exit> {
-        // Parse the model before anything is stored: a typo is an input error, not a run.
+        // The model is checked (in `open`) before anything is stored: a typo or a missing key
+        // is an input error, not a failed run.
         ModelSpec::parse(model).map_err(|e| input(anyhow!("--model: {e}")))?;
         let store = ctx.store()?;
         let run = RunRow {
@@ -120,13 +155,15 @@ impl Session {
             model: model.to_string(),
             mode: mode.to_string(),
             options: serde_json::to_string(&opts).map_err(env_err)?,
-            status: "running".into(),
+            status: RunStatus::Running,
             stop_reason: None,
             active_s: 0.0,
             out_dir: None,
         };
-        let session = Session::open(run.clone(), opts, store)?;
+        let mut session = Session::open(run.clone(), opts, store)?;
+        session.lock = Some(session.store.lock_run(&run.id).map_err(lock_error)?);
         session.store.create_run(&run).map_err(env_err)?;
+        super::interrupt::watch(ctx.store_dir.clone(), &run.id, 0.0, session.started);
         note!("ksmith: run {} ({} on {})", run.id, run.model, run.task);
         Ok(session)
     }
@@ -144,17 +181,38 @@ impl Session {
             .map_err(|e| env_err(anyhow!("run {id}: stored options unreadable: {e}")))?;
         budget.apply(&mut opts.budget);
         run.options = serde_json::to_string(&opts).map_err(env_err)?;
-        if run.status == "finished" {
+        if run.status == RunStatus::Finished {
             return Err(input(anyhow!(
                 "run {id} already finished ({}); start a new run to optimize further",
                 run.stop_reason.as_deref().unwrap_or("done")
             )));
         }
-        run.status = "running".into();
+        // Before anything else: a second driver of the same run would judge the same
+        // candidates and wait for the same paid calls.
+        let lock = store.lock_run(id).map_err(lock_error)?;
+        let was = run.status;
+        run.status = RunStatus::Running;
         run.stop_reason = None;
-        store.update_run(&run).map_err(env_err)?;
-        note!("ksmith: resuming run {id} ({} on {})", run.model, run.task);
-        Session::open(run, opts, store)
+        let mut session = Session::open(run, opts, store)?;
+        session.lock = Some(lock);
+        session.store.update_run(&session.run).map_err(env_err)?;
+        super::interrupt::watch(
+            ctx.store_dir.clone(),
+            id,
+            session.prior_active,
+            session.started,
+        );
+        let how = if was == RunStatus::Running {
+            " (its process is gone)"
+        } else {
+            ""
+        };
+        note!(
+            "ksmith: resuming run {id}{how} ({} on {})",
+            session.run.model,
+            session.run.task
+        );
+        Ok(session)
     }
 
     /// Wall seconds of this run over all its sessions.
@@ -176,7 +234,10 @@ impl Session {
     /// Saves status and accounting.
     pub fn save(&mut self) -> Result<(), Exit> {
         self.run.active_s = self.active_s();
-        self.store.update_run(&self.run).map_err(env_err)
+        // Never over a signal's `interrupted` mark (the process is ending then anyway).
+        super::interrupt::saving(self.run.status, || self.store.update_run(&self.run))
+            .unwrap_or(Ok(()))
+            .map_err(env_err)
     }
 
     /// One LLM call: replayed from the journal when this run already made it, else asked of

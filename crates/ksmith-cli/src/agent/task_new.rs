@@ -6,6 +6,7 @@ use super::{FrozenJudge, RunOptions};
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use ksmith_agents::{parse_task_draft, Budget, Role};
+use ksmith_store::RunStatus;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `ksmith task new`.
@@ -105,15 +106,19 @@ pub(crate) fn cmd_task_new(ctx: &Ctx, args: &TaskNewArgs) -> Result<u8, Exit> {
     )?;
     let result = design(ctx, &mut s, args, &reference, &file, &out);
     let (status, reason, code) = match &result {
-        Ok(true) => ("finished", format!("task written to {}", out.display()), 0),
+        Ok(true) => (
+            RunStatus::Finished,
+            format!("task written to {}", out.display()),
+            0,
+        ),
         Ok(false) => (
-            "stopped",
+            RunStatus::Stopped,
             format!("no valid draft in {} attempts", args.attempts),
             1,
         ),
-        Err(e) => ("failed", format!("{:#}", e.1), 1),
+        Err(e) => (RunStatus::Failed, format!("{:#}", e.1), 1),
     };
-    s.run.status = status.into();
+    s.run.status = status;
     s.run.stop_reason = Some(reason.clone());
     s.run.out_dir = (code == 0).then(|| out.display().to_string());
     s.save()?;
