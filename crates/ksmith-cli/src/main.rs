@@ -12,11 +12,12 @@ mod agent;
 mod bench;
 mod deploy;
 mod optimize;
+mod progress;
 mod report;
 mod tune;
 
 use anyhow::{anyhow, Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use ksmith_backend::c::Compiler;
 use ksmith_backend::hw;
 use ksmith_harness::PythonEnv;
@@ -54,6 +55,10 @@ struct Cli {
     /// result records it. Without it the judge refuses on such a machine.
     #[arg(long, global = true, env = "KSMITH_UNSAFE_NO_SANDBOX")]
     unsafe_no_sandbox: bool,
+    /// No progress on stderr (bars on a terminal, a line per step in a log); results and
+    /// errors are still printed.
+    #[arg(long, short = 'q', global = true)]
+    quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -236,15 +241,61 @@ pub(crate) fn env_err(e: impl Into<anyhow::Error>) -> Exit {
     Exit(EXIT_ENV, e.into())
 }
 
+/// Global options that act on some subcommands only: (option, subcommands whose help leaves
+/// it out because it changes nothing there). They are still accepted everywhere, so a script
+/// that passes them first (`ksmith --threads 4 SUBCOMMAND`) keeps working.
+const INERT_GLOBALS: &[(&str, &[&str])] = &[
+    ("python", &["show", "runs", "calls"]),
+    (
+        "threads",
+        &["show", "runs", "calls", "export", "validate", "verify-export"],
+    ),
+];
+
+/// The command line, with the global options hidden where they do nothing.
+fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    // Global options reach the subcommands when the command is built; hide them after.
+    cmd.build();
+    for (arg, subs) in INERT_GLOBALS {
+        for sub in *subs {
+            cmd = cmd.mut_subcommand(*sub, |sc| sc.mut_arg(*arg, |a| a.hide(true)));
+        }
+    }
+    cmd
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    progress::set_quiet(cli.quiet);
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(Exit(code, e)) => {
-            note!("error: {e:#}");
+            note!("error: {}", error_chain(&e));
             ExitCode::from(code)
         }
     }
+}
+
+/// An error and its causes on one line, `outer: cause: cause`, leaving out a cause whose text
+/// the line already holds: a library error that prints its source in its own message (thiserror's
+/// `"{path}: {source}"`) would otherwise read `X: io error: io error`.
+pub(crate) fn error_chain(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn run(cli: Cli) -> Result<u8, Exit> {
@@ -433,7 +484,11 @@ fn cmd_eval(
         .map_err(|p| input(anyhow!("invalid solution {}:\n{p}", sol.display())))?;
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
-    let (id, result) = evaluate_recorded(&mut judge, &mut store, &task, &solution)?;
+    let progress = progress::Progress::new(&format!("eval {}", task.name), 0);
+    judge.set_stage_hook(Some(progress::judge_hook(&progress, !opts.no_timing, true)));
+    let evaluated = evaluate_recorded(&mut judge, &mut store, &task, &solution);
+    progress.finish();
+    let (id, result) = evaluated?;
     if json {
         let mut v = serde_json::to_value(&result).map_err(env_err)?;
         v["id"] = serde_json::json!(id);
@@ -469,7 +524,11 @@ fn cmd_eval_together(
     }
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
-    let (ids, cmp) = compare_recorded(&mut judge, &mut store, &task, &solutions)?;
+    let progress = progress::Progress::new(&format!("eval {}", task.name), 0);
+    judge.set_stage_hook(Some(progress::judge_hook(&progress, !opts.no_timing, true)));
+    let compared = compare_recorded(&mut judge, &mut store, &task, &solutions);
+    progress.finish();
+    let (ids, cmp) = compared?;
     if json {
         let results: Vec<serde_json::Value> = cmp
             .results

@@ -187,7 +187,7 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
                 untuned: None,
                 best: None,
                 config: None,
-                failure: Some(format!("{:#}", e.1)),
+                failure: Some(crate::error_chain(&e.1)),
             }),
             Err(e) => return Err(e),
         }

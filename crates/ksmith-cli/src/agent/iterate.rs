@@ -104,16 +104,17 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
         }
         Err(Halt::Input(e)) => {
             s.run.status = "failed".into();
-            s.run.stop_reason = Some(format!("{e:#}"));
+            s.run.stop_reason = Some(crate::error_chain(&e));
             s.save()?;
             return Err(crate::input(e));
         }
         Err(Halt::Failed(e)) => {
             s.run.status = "failed".into();
-            s.run.stop_reason = Some(format!("{e:#}"));
+            s.run.stop_reason = Some(crate::error_chain(&e));
             s.save()?;
             return Err(env_err(anyhow!(
-                "{e:#}\nrun {} stopped; after fixing the cause continue it with `ksmith resume {}`",
+                "{}\nrun {} stopped; after fixing the cause continue it with `ksmith resume {}`",
+                crate::error_chain(&e),
                 s.run.id,
                 s.run.id
             )));
