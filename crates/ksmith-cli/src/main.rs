@@ -43,21 +43,21 @@ const EXIT_ENV: u8 = 3;
 )]
 struct Cli {
     /// Project-local store directory (database, caches, artifacts).
-    #[arg(long, global = true, env = "KSMITH_STORE", default_value = ".ksmith")]
+    #[arg(long, global = true, env = "KSMITH_STORE", default_value = ".ksmith", help_heading = "Global options")]
     store: PathBuf,
     /// Python interpreter with numpy, jax and safetensors (default: a managed virtualenv).
-    #[arg(long, global = true, env = "KSMITH_PYTHON")]
+    #[arg(long, global = true, env = "KSMITH_PYTHON", help_heading = "Global options")]
     python: Option<PathBuf>,
     /// OpenMP threads for candidates (default: all cores).
-    #[arg(long, global = true, value_parser = parse_threads)]
+    #[arg(long, global = true, value_parser = parse_threads, help_heading = "Global options")]
     threads: Option<usize>,
     /// Judge untrusted code even where an isolation layer is missing (see `ksmith hw`); every
     /// result records it. Without it the judge refuses on such a machine.
-    #[arg(long, global = true, env = "KSMITH_UNSAFE_NO_SANDBOX")]
+    #[arg(long, global = true, env = "KSMITH_UNSAFE_NO_SANDBOX", help_heading = "Global options")]
     unsafe_no_sandbox: bool,
     /// No progress on stderr (bars on a terminal, a line per step in a log); results and
     /// errors are still printed.
-    #[arg(long, short = 'q', global = true)]
+    #[arg(long, short = 'q', global = true, help_heading = "Global options")]
     quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
@@ -65,6 +65,7 @@ struct Cli {
 
 /// Options shared by `eval` and `bench`.
 #[derive(clap::Args, Clone)]
+#[command(next_help_heading = "Judge")]
 struct JudgeOpts {
     /// Wall-clock limit per candidate call, in seconds (0.1 to 86400).
     #[arg(long, default_value_t = 30.0, value_parser = parse_timeout)]

@@ -3,7 +3,6 @@
 use crate::term::one;
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
-use comfy_table::Table;
 use ksmith_task::{Solution, Task};
 use std::path::{Path, PathBuf};
 
@@ -15,8 +14,7 @@ pub(crate) fn cmd_runs(ctx: &Ctx) -> Result<u8, Exit> {
         say!("no runs yet (start one with `ksmith optimize TASK --model PROVIDER:MODEL`)");
         return Ok(0);
     }
-    let mut t = Table::new();
-    t.set_header([
+    let mut t = crate::report::table(&[
         "run", "created", "task", "model", "mode", "status", "calls", "best", "why",
     ]);
     for r in runs {
@@ -225,8 +223,7 @@ pub(crate) fn cmd_show_run(
         "LLM: {} calls, {tin} tokens in, {tout} out, ${cost:.4}",
         calls.len()
     );
-    let mut t = Table::new();
-    t.set_header([
+    let mut t = crate::report::table(&[
         "iteration",
         "status",
         "speedup",
@@ -277,8 +274,7 @@ pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool) -> Result<u8, Exit> {
         }
         return Ok(0);
     }
-    let mut t = Table::new();
-    t.set_header([
+    let mut t = crate::report::table(&[
         "#",
         "time",
         "role",
