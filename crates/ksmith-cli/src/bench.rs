@@ -225,7 +225,11 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                 }
             }
         }
-        progress.step(&format!("{} -> {}", crate::term::one(&it.id), row_outcome(&row)));
+        progress.step(&format!(
+            "{} -> {}",
+            crate::term::one(&it.id),
+            row_outcome(&row)
+        ));
         rows.push(row);
     }
     progress.finish();
@@ -244,12 +248,22 @@ fn row_outcome(row: &Row) -> String {
     match (&row.result, &row.error) {
         (Some(r), _) => {
             let mut s = report::status_text(r);
-            if let Some(p) = r.performance.as_ref().filter(|_| r.status == Status::Passed) {
-                s.push_str(&format!(" {}", report::ratio(p.speedup, p.speedup_interval)));
+            if let Some(p) = r
+                .performance
+                .as_ref()
+                .filter(|_| r.status == Status::Passed)
+            {
+                s.push_str(&format!(
+                    " {}",
+                    report::ratio(p.speedup, p.speedup_interval)
+                ));
             }
             s
         }
-        (None, Some(e)) => format!("error: {}", crate::term::one(e.lines().next().unwrap_or(""))),
+        (None, Some(e)) => format!(
+            "error: {}",
+            crate::term::one(e.lines().next().unwrap_or(""))
+        ),
         (None, None) => "-".into(),
     }
 }

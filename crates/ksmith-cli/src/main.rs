@@ -43,17 +43,33 @@ const EXIT_ENV: u8 = 3;
 )]
 struct Cli {
     /// Project-local store directory (database, caches, artifacts).
-    #[arg(long, global = true, env = "KSMITH_STORE", default_value = ".ksmith", help_heading = "Global options")]
+    #[arg(
+        long,
+        global = true,
+        env = "KSMITH_STORE",
+        default_value = ".ksmith",
+        help_heading = "Global options"
+    )]
     store: PathBuf,
     /// Python interpreter with numpy, jax and safetensors (default: a managed virtualenv).
-    #[arg(long, global = true, env = "KSMITH_PYTHON", help_heading = "Global options")]
+    #[arg(
+        long,
+        global = true,
+        env = "KSMITH_PYTHON",
+        help_heading = "Global options"
+    )]
     python: Option<PathBuf>,
     /// OpenMP threads for candidates (default: all cores).
     #[arg(long, global = true, value_parser = parse_threads, help_heading = "Global options")]
     threads: Option<usize>,
     /// Judge untrusted code even where an isolation layer is missing (see `ksmith hw`); every
     /// result records it. Without it the judge refuses on such a machine.
-    #[arg(long, global = true, env = "KSMITH_UNSAFE_NO_SANDBOX", help_heading = "Global options")]
+    #[arg(
+        long,
+        global = true,
+        env = "KSMITH_UNSAFE_NO_SANDBOX",
+        help_heading = "Global options"
+    )]
     unsafe_no_sandbox: bool,
     /// No progress on stderr (bars on a terminal, a line per step in a log); results and
     /// errors are still printed.
@@ -137,7 +153,7 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Find a faster kernel: with --model, LLM agents plan, implement, fix, tune and profile; without, the seed is autotuned. The winner is re-validated on fresh seeds.
     Optimize(optimize::OptimizeArgs),
-    /// Search a solution's tunable parameters; writes the best configuration as a new solution.
+    /// Search a solution's tunable parameters; writes the winning configuration as a new solution (STORE/tuned/TASK/SOLUTION-tuned; nothing when the untuned solution wins).
     Tune(tune::TuneArgs),
     /// Check a task (or every task of a suite): definition, reference, tolerances, solutions.
     Validate {
@@ -249,7 +265,14 @@ const INERT_GLOBALS: &[(&str, &[&str])] = &[
     ("python", &["show", "runs", "calls"]),
     (
         "threads",
-        &["show", "runs", "calls", "export", "validate", "verify-export"],
+        &[
+            "show",
+            "runs",
+            "calls",
+            "export",
+            "validate",
+            "verify-export",
+        ],
     ),
 ];
 

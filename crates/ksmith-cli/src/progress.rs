@@ -50,6 +50,21 @@ impl Progress {
         } else {
             Mode::Lines
         };
+        Progress::with_mode(what, total, mode)
+    }
+
+    /// Plain lines even on a terminal: for jobs that print their own lines around it and may
+    /// read the terminal (the agent loop, whose interactive review a redrawn bar would garble).
+    pub(crate) fn plain(what: &str) -> Progress {
+        let mode = if QUIET.load(Ordering::Relaxed) {
+            Mode::Off
+        } else {
+            Mode::Lines
+        };
+        Progress::with_mode(what, 0, mode)
+    }
+
+    fn with_mode(what: &str, total: u64, mode: Mode) -> Progress {
         let bar = (mode == Mode::Bar).then(|| {
             let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             b.set_style(
@@ -144,7 +159,10 @@ impl Drop for Inner {
 }
 
 /// The judge's stages as progress steps: `(index, of, name)`; None for the instant ones.
-pub(crate) fn stage_step(stage: ksmith_judge::Stage, timing: bool) -> Option<(u64, u64, &'static str)> {
+pub(crate) fn stage_step(
+    stage: ksmith_judge::Stage,
+    timing: bool,
+) -> Option<(u64, u64, &'static str)> {
     use ksmith_judge::Stage;
     let n = if timing { 5 } else { 4 };
     match stage {
@@ -171,7 +189,10 @@ pub(crate) fn judge_hook(
         };
         if lines {
             p.set_total(n);
-            p.at(k, &format!("{}: {name}", ksmith_task::escape::one_line(solution)));
+            p.at(
+                k,
+                &format!("{}: {name}", ksmith_task::escape::one_line(solution)),
+            );
         } else {
             p.activity(&format!(
                 "{}: {name}",

@@ -227,7 +227,11 @@ pub(crate) fn bytes_human(bytes: u64) -> String {
     } else {
         // Two decimals at most, without trailing zeros (1.5 MiB, 1.25 MiB).
         let s = format!("{v:.2}");
-        format!("{} {}", s.trim_end_matches('0').trim_end_matches('.'), UNITS[u])
+        format!(
+            "{} {}",
+            s.trim_end_matches('0').trim_end_matches('.'),
+            UNITS[u]
+        )
     }
 }
 

@@ -180,7 +180,11 @@ pub(crate) fn search(
         space.names().len(),
         one(&space.names().join(", ")),
         strategy.name(),
-        if args.no_race { "" } else { ", successive elimination on" }
+        if args.no_race {
+            ""
+        } else {
+            ", successive elimination on"
+        }
     ));
     // `salt` separates a confirmation from the first measurement of the same code.
     let mut evaluate =
@@ -435,11 +439,14 @@ fn summarize(outcome: &Outcome, out: &Path) {
         .unwrap_or_else(|| "untuned solution".into());
     let vs_default = config
         .as_ref()
-        .and_then(|_| outcome.confirmed
-        .iter()
-        .find(|c| c.config.is_none())
-        .and_then(Confirmed::cost)
-        .or_else(|| cost(&outcome.default_result)))
+        .and_then(|_| {
+            outcome
+                .confirmed
+                .iter()
+                .find(|c| c.config.is_none())
+                .and_then(Confirmed::cost)
+                .or_else(|| cost(&outcome.default_result))
+        })
         .map(|d| format!(", {:.2}x vs the untuned solution", d / best_cost))
         .unwrap_or_default();
     let written = match config {
@@ -576,7 +583,10 @@ fn print_table(outcome: &Outcome) {
     }
     say!("{t}");
     if sorted.len() > shown {
-        say!("({} more configurations not shown; --json lists all)", sorted.len() - shown);
+        say!(
+            "({} more configurations not shown; --json lists all)",
+            sorted.len() - shown
+        );
     }
 }
 

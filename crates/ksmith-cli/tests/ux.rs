@@ -141,7 +141,10 @@ fn eval_and_bench_show_a_line_per_step_in_a_log_and_quiet_silences_them() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let err = stderr(&out);
     assert_eq!(steps(&err, "bench"), [(1, 2), (2, 2)], "{err}");
-    for s in ["vector_add/fast#0 -> PASSED", "vector_add/naive#0 -> PASSED"] {
+    for s in [
+        "vector_add/fast#0 -> PASSED",
+        "vector_add/naive#0 -> PASSED",
+    ] {
         assert!(err.contains(s), "{s}: {err}");
     }
 }
@@ -179,7 +182,10 @@ fn tune_writes_into_the_store_never_the_task_and_nothing_when_the_untuned_soluti
     assert!(err.contains("tune slow: SPIN=0 -> "), "{err}");
     let written = store.join("tuned/vector_add/slow-tuned");
     let s = stdout(&out);
-    assert!(s.contains(&format!("written to {}", written.display())), "{s}");
+    assert!(
+        s.contains(&format!("written to {}", written.display())),
+        "{s}"
+    );
     // The table has a row for the untuned solution.
     assert!(s.contains("SPIN=20000 (untuned)"), "{s}");
     let toml = std::fs::read_to_string(written.join("solution.toml")).unwrap();
@@ -306,7 +312,10 @@ fn help_groups_optimize_options_and_leaves_out_global_options_that_do_nothing() 
     ];
     let mut at = 0;
     for h in headings {
-        let i = help.lines().position(|l| l == h).unwrap_or_else(|| panic!("{h} missing:\n{help}"));
+        let i = help
+            .lines()
+            .position(|l| l == h)
+            .unwrap_or_else(|| panic!("{h} missing:\n{help}"));
         assert!(i > at, "{h} out of order:\n{help}");
         at = i;
     }
@@ -322,18 +331,30 @@ fn help_groups_optimize_options_and_leaves_out_global_options_that_do_nothing() 
     };
     assert!(section("Search:").contains("--strategy"), "{help}");
     assert!(section("Judge:").contains("--min-time-ms"), "{help}");
-    assert!(section("Agent (with --model):").contains("--model"), "{help}");
-    assert!(section("Agent (with --model):").contains("--no-profile"), "{help}");
+    assert!(
+        section("Agent (with --model):").contains("--model"),
+        "{help}"
+    );
+    assert!(
+        section("Agent (with --model):").contains("--no-profile"),
+        "{help}"
+    );
     assert!(section("Agent budget:").contains("--max-cost"), "{help}");
     assert!(section("Input and output:").contains("--out"), "{help}");
 
     for sub in ["runs", "show", "calls"] {
         let h = stdout(&ksmith(&store, &[sub, "--help"]));
-        assert!(!h.contains("--python") && !h.contains("--threads"), "{sub}:\n{h}");
+        assert!(
+            !h.contains("--python") && !h.contains("--threads"),
+            "{sub}:\n{h}"
+        );
     }
     let h = stdout(&ksmith(&store, &["eval", "--help"]));
     assert!(h.contains("--python") && h.contains("--threads"), "{h}");
     // Still accepted before any subcommand (scripts pass them first).
-    let out = ksmith(&store, &["--threads", "2", "--python", "/bin/false", "runs"]);
+    let out = ksmith(
+        &store,
+        &["--threads", "2", "--python", "/bin/false", "runs"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
