@@ -181,7 +181,7 @@ pub(crate) fn judge_hook(
     progress: &Progress,
     timing: bool,
     lines: bool,
-) -> Box<dyn FnMut(&str, ksmith_judge::Stage) + Send> {
+) -> ksmith_judge::StageHook {
     let p = progress.clone();
     Box::new(move |solution, stage| {
         let Some((k, n, name)) = stage_step(stage, timing) else {

@@ -203,6 +203,7 @@ pub(crate) fn search(
             Ok((r, false))
         };
     // The untuned solution (macro defaults) is the reference point and the first incumbent.
+    progress.line("judging the untuned solution (the reference point)");
     progress.activity("untuned solution");
     let (default_result, reused) = evaluate(solution, None, "")?;
     progress.line(&format!(
@@ -394,7 +395,13 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
         write_tuned(&solution, Some(config), &out, "tune").map_err(env_err)?;
     }
     if args.json {
-        crate::term::json(&outcome_json(&task, &solution, &args.search, &outcome));
+        let mut v = outcome_json(&task, &solution, &args.search, &outcome);
+        // Where the winner was written; null when the untuned solution won (nothing written).
+        v["written"] = match &outcome.best {
+            Some((Some(_), _)) => json!(out.display().to_string()),
+            _ => serde_json::Value::Null,
+        };
+        crate::term::json(&v);
     } else {
         print_table(&outcome);
         summarize(&outcome, &out);
