@@ -290,7 +290,25 @@ pub(crate) fn search(
                 }
             ));
             let sols: Vec<Solution> = finalists.iter().map(|f| f.2.clone()).collect();
-            let (_, cmp) = crate::compare_recorded(&mut judge, &mut store, task, &sols)?;
+            // Its own count: each finalist checked again, then all timed together.
+            progress.finish();
+            let again = crate::progress::Progress::new(
+                &format!("re-time {}", solution.name),
+                sols.len() as u64,
+            );
+            let hook = again.clone();
+            let mut timing_said = false;
+            judge.set_stage_hook(Some(Box::new(move |name, stage| match stage {
+                ksmith_judge::Stage::Load => hook.step(&format!("{}: checked again", one(name))),
+                ksmith_judge::Stage::Timing if !timing_said => {
+                    timing_said = true;
+                    hook.line("timing the finalists side by side, in rounds alternating with XLA");
+                }
+                _ => {}
+            })));
+            let compared = crate::compare_recorded(&mut judge, &mut store, task, &sols);
+            again.finish();
+            let (_, cmp) = compared?;
             let untuned_first = finalists[0].0.is_none();
             for (i, ((config, first, _), second)) in
                 finalists.into_iter().zip(cmp.results).enumerate()
