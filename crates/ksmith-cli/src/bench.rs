@@ -243,7 +243,7 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     Ok(0)
 }
 
-/// One row's outcome on one line: `PASSED 1.23x (1.10-1.31)`, `COMPILE_ERROR (reason)`, `reused`.
+/// One row's outcome on one line: `PASSED 1.23x (1.10-1.31)`, `COMPILE_ERROR (reason)`, `error: ...`.
 fn row_outcome(row: &Row) -> String {
     match (&row.result, &row.error) {
         (Some(r), _) => {
