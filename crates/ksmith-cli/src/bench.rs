@@ -2,7 +2,6 @@
 
 use crate::{env_err, input, load_task, report, suite_tasks, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
-use indicatif::{ProgressBar, ProgressStyle};
 use ksmith_judge::{EvalResult, JudgeError, Status};
 use ksmith_store::BenchItem;
 use ksmith_task::{Solution, Task};
@@ -170,17 +169,18 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     if resumed {
         note!("ksmith: resuming bench run {run_id} (use --fresh to start over)");
     }
-    let bar = ProgressBar::new(items.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let progress = crate::progress::Progress::new("bench", items.len() as u64);
+    judge.set_stage_hook(Some(crate::progress::judge_hook(
+        &progress,
+        !args.opts.no_timing,
+        false,
+    )));
     let mut rows = Vec::new();
     let mut best: Option<(f64, String)> = None;
     for it in &items {
         let task = &tasks[it.task];
         // Task and solution names come from files a candidate controls: escaped.
-        bar.set_message(format!(
+        progress.activity(&format!(
             "{}{}",
             crate::term::one(&it.id),
             best.as_ref()
@@ -229,7 +229,7 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                     row.error = Some(message);
                 }
                 Err(e) => {
-                    bar.abandon();
+                    progress.finish();
                     return Err(env_err(e));
                 }
             },
@@ -241,10 +241,14 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                 }
             }
         }
+        progress.step(&format!(
+            "{} -> {}",
+            crate::term::one(&it.id),
+            row_outcome(&row)
+        ));
         rows.push(row);
-        bar.inc(1);
     }
-    bar.finish_and_clear();
+    progress.finish();
     store.finish_bench(run_id).map_err(env_err)?;
     let summary = report::BenchSummary::new(&tasks, &rows, started.elapsed().as_secs_f64(), run_id);
     if let (Some(path), Some(format)) = (&args.output, output) {
@@ -259,6 +263,31 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
         note!("ksmith: wrote the summary to {}", path.display());
     }
     Ok(0)
+}
+
+/// One row's outcome on one line: `PASSED 1.23x (1.10-1.31)`, `COMPILE_ERROR (reason)`, `error: ...`.
+fn row_outcome(row: &Row) -> String {
+    match (&row.result, &row.error) {
+        (Some(r), _) => {
+            let mut s = report::status_text(r);
+            if let Some(p) = r
+                .performance
+                .as_ref()
+                .filter(|_| r.status == Status::Passed)
+            {
+                s.push_str(&format!(
+                    " {}",
+                    report::ratio(p.speedup, p.speedup_interval)
+                ));
+            }
+            s
+        }
+        (None, Some(e)) => format!(
+            "error: {}",
+            crate::term::one(e.lines().next().unwrap_or(""))
+        ),
+        (None, None) => "-".into(),
+    }
 }
 
 /// Rows grouped by (task, solution), in first-seen order.

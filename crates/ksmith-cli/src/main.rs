@@ -12,12 +12,13 @@ mod agent;
 mod bench;
 mod deploy;
 mod optimize;
+mod progress;
 mod report;
 mod results;
 mod tune;
 
 use anyhow::{anyhow, Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use ksmith_backend::c::Compiler;
 use ksmith_backend::hw;
 use ksmith_harness::PythonEnv;
@@ -43,33 +44,54 @@ const EXIT_ENV: u8 = 3;
 )]
 struct Cli {
     /// Project-local store directory (database, caches, artifacts).
-    #[arg(long, global = true, env = "KSMITH_STORE", default_value = ".ksmith")]
+    #[arg(
+        long,
+        global = true,
+        env = "KSMITH_STORE",
+        default_value = ".ksmith",
+        help_heading = "Global options"
+    )]
     store: PathBuf,
     /// Python interpreter with numpy, jax and safetensors (default: a managed virtualenv).
-    #[arg(long, global = true, env = "KSMITH_PYTHON")]
+    #[arg(
+        long,
+        global = true,
+        env = "KSMITH_PYTHON",
+        help_heading = "Global options"
+    )]
     python: Option<PathBuf>,
     /// OpenMP threads for candidates (default: all cores).
-    #[arg(long, global = true, value_parser = parse_threads)]
+    #[arg(long, global = true, value_parser = parse_threads, help_heading = "Global options")]
     threads: Option<usize>,
     /// Judge untrusted code even where an isolation layer is missing (see `ksmith hw`); every
     /// result records it. Without it the judge refuses on such a machine.
-    #[arg(long, global = true, env = "KSMITH_UNSAFE_NO_SANDBOX")]
+    #[arg(
+        long,
+        global = true,
+        env = "KSMITH_UNSAFE_NO_SANDBOX",
+        help_heading = "Global options"
+    )]
     unsafe_no_sandbox: bool,
     /// Seconds the task's reference (and its generators) may take per request before the
     /// task is rejected (exit 2).
-    #[arg(long, global = true, env = "KSMITH_REFERENCE_TIMEOUT", default_value_t = 300.0, value_parser = parse_timeout)]
+    #[arg(long, global = true, help_heading = "Global options", env = "KSMITH_REFERENCE_TIMEOUT", default_value_t = 300.0, value_parser = parse_timeout)]
     reference_timeout: f64,
     /// GiB of memory the process running the reference may allocate; past it the task is
     /// rejected (exit 2). 0: no limit. Default: this machine's memory (no limit when JAX runs
     /// on an accelerator).
-    #[arg(long, global = true, env = "KSMITH_REFERENCE_MEMORY", value_parser = parse_gib)]
+    #[arg(long, global = true, help_heading = "Global options", env = "KSMITH_REFERENCE_MEMORY", value_parser = parse_gib)]
     reference_memory: Option<f64>,
+    /// No progress on stderr (bars on a terminal, a line per step in a log); results and
+    /// errors are still printed.
+    #[arg(long, short = 'q', global = true, help_heading = "Global options")]
+    quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
 /// Options shared by `eval` and `bench`.
 #[derive(clap::Args, Clone)]
+#[command(next_help_heading = "Judge")]
 struct JudgeOpts {
     /// Wall-clock limit per candidate call, in seconds (0.1 to 86400).
     #[arg(long, default_value_t = 30.0, value_parser = parse_timeout)]
@@ -149,7 +171,7 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Find a faster kernel: with --model, LLM agents plan, implement, fix, tune and profile; without, the seed is autotuned. The winner is re-validated on fresh seeds.
     Optimize(optimize::OptimizeArgs),
-    /// Search a solution's tunable parameters; writes the best configuration as a new solution.
+    /// Search a solution's tunable parameters; writes the winning configuration as a new solution (STORE/tuned/TASK/SOLUTION-tuned; nothing when the untuned solution wins).
     Tune(tune::TuneArgs),
     /// Check a task (or every task of a suite): definition, reference, tolerances, solutions.
     Validate {
@@ -280,15 +302,68 @@ pub(crate) fn judge_err(e: ksmith_judge::JudgeError) -> Exit {
     }
 }
 
+/// Global options that act on some subcommands only: (option, subcommands whose help leaves
+/// it out because it changes nothing there). They are still accepted everywhere, so a script
+/// that passes them first (`ksmith --threads 4 SUBCOMMAND`) keeps working.
+const INERT_GLOBALS: &[(&str, &[&str])] = &[
+    ("python", &["show", "runs", "calls"]),
+    (
+        "threads",
+        &[
+            "show",
+            "runs",
+            "calls",
+            "export",
+            "validate",
+            "verify-export",
+        ],
+    ),
+];
+
+/// The command line, with the global options hidden where they do nothing.
+fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    // Global options reach the subcommands when the command is built; hide them after.
+    cmd.build();
+    for (arg, subs) in INERT_GLOBALS {
+        for sub in *subs {
+            cmd = cmd.mut_subcommand(*sub, |sc| sc.mut_arg(*arg, |a| a.hide(true)));
+        }
+    }
+    cmd
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    progress::set_quiet(cli.quiet);
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(Exit(code, e)) => {
-            note!("error: {e:#}");
+            note!("error: {}", error_chain(&e));
             ExitCode::from(code)
         }
     }
+}
+
+/// An error and its causes on one line, `outer: cause: cause`, leaving out a cause whose text
+/// the line already holds: a library error that prints its source in its own message (thiserror's
+/// `"{path}: {source}"`) would otherwise read `X: io error: io error`.
+pub(crate) fn error_chain(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn run(cli: Cli) -> Result<u8, Exit> {
@@ -541,7 +616,11 @@ fn cmd_eval(
         .map_err(|p| input(anyhow!("invalid solution {}:\n{p}", sol.display())))?;
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
-    let (id, result) = evaluate_recorded(&mut judge, &mut store, &task, &solution)?;
+    let progress = progress::Progress::new(&format!("eval {}", task.name), 0);
+    judge.set_stage_hook(Some(progress::judge_hook(&progress, !opts.no_timing, true)));
+    let evaluated = evaluate_recorded(&mut judge, &mut store, &task, &solution);
+    progress.finish();
+    let (id, result) = evaluated?;
     if json {
         let mut v = serde_json::to_value(&result).map_err(env_err)?;
         v["id"] = serde_json::json!(id);
@@ -577,7 +656,11 @@ fn cmd_eval_together(
     }
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
-    let (ids, cmp) = compare_recorded(&mut judge, &mut store, &task, &solutions)?;
+    let progress = progress::Progress::new(&format!("eval {}", task.name), 0);
+    judge.set_stage_hook(Some(progress::judge_hook(&progress, !opts.no_timing, true)));
+    let compared = compare_recorded(&mut judge, &mut store, &task, &solutions);
+    progress.finish();
+    let (ids, cmp) = compared?;
     if json {
         let results: Vec<serde_json::Value> = cmp
             .results

@@ -16,13 +16,13 @@ pub(crate) struct OptimizeArgs {
     /// Task directory, or a suite directory (every task in turn, with a summary).
     pub task: PathBuf,
     /// Solution to start from (default: solutions/seed, else solutions/fast; agent runs: seed, naive, fast).
-    #[arg(long)]
+    #[arg(long, help_heading = "Input and output")]
     pub from: Option<PathBuf>,
     #[command(flatten)]
     pub search: SearchArgs,
     /// Where to write the best solution and report (default: STORE/optimized/TASK; for a suite,
     /// the directory that gets one folder per task and summary.md).
-    #[arg(long)]
+    #[arg(long, help_heading = "Input and output")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub opts: JudgeOpts,
@@ -187,7 +187,7 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
                 untuned: None,
                 best: None,
                 config: None,
-                failure: Some(format!("{:#}", e.1)),
+                failure: Some(crate::error_chain(&e.1)),
             }),
             Err(e) => return Err(e),
         }
@@ -291,11 +291,21 @@ fn optimize_task(
         }
     };
     // Re-validate the winner on seeds it has never seen.
+    let progress = crate::progress::Progress::new(&format!("optimize {}", task.name), 0);
+    progress.line(&format!(
+        "re-validating the winner ({}) on fresh seeds",
+        config
+            .as_ref()
+            .map(|c| crate::term::one(&ksmith_tune::label(c)).into_owned())
+            .unwrap_or_else(|| "the untuned seed".into())
+    ));
     let mut fresh = args.opts.clone();
     fresh.fresh_seeds = true;
     fresh.no_timing = true;
     let mut judge = ctx.judge(&fresh)?;
+    judge.set_stage_hook(Some(crate::progress::judge_hook(&progress, false, false)));
     let (_, check) = crate::evaluate_recorded(&mut judge, &mut ctx.store()?, &task, &best)?;
+    progress.finish();
     lines.push(line("winner on fresh seeds (correctness)", &check));
     print_report(&lines, xla);
     if check.status != Status::Passed {
@@ -307,7 +317,8 @@ fn optimize_task(
         return Ok(summary);
     }
     let out = out.unwrap_or_else(|| ctx.store_dir.join("optimized").join(&task.name));
-    tune::write_tuned(&solution, &config.unwrap_or_default(), &out).map_err(env_err)?;
+    progress.line(&format!("writing {}", out.display()));
+    tune::write_tuned(&solution, config.as_ref(), &out, "optimize").map_err(env_err)?;
     std::fs::write(
         out.join("report.md"),
         report_markdown(&task.name, &lines, xla),

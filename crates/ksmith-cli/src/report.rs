@@ -14,7 +14,8 @@ use ksmith_task::Task;
 use serde_json::json;
 use std::collections::BTreeMap;
 
-fn table(header: &[&str]) -> Table {
+/// A table in the one style of every table the CLI prints (Unicode, condensed).
+pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(header.iter().map(|s| s.to_string()).collect::<Vec<_>>());
@@ -69,10 +70,13 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
     }
     if let Some(b) = &r.build {
         if r.status == Status::CompileError {
+            // The detail line above already quotes the first error: not again.
+            let shown = r.detail.as_deref().unwrap_or("");
             for d in b
                 .diagnostics
                 .iter()
                 .filter(|d| d.severity != "note")
+                .filter(|d| d.to_string() != shown)
                 .take(10)
             {
                 say!("  {}", continued(&d.to_string(), "    "));
@@ -209,6 +213,28 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
     }
 }
 
+/// A size in the largest binary unit that keeps it readable: `48 KiB`, `1.25 MiB`, `300 MiB`.
+pub(crate) fn bytes_human(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        // Two decimals at most, without trailing zeros (1.5 MiB, 1.25 MiB).
+        let s = format!("{v:.2}");
+        format!(
+            "{} {}",
+            s.trim_end_matches('0').trim_end_matches('.'),
+            UNITS[u]
+        )
+    }
+}
+
 /// Prints the machine's roofline.
 /// How long ago the roofline was measured and under what load.
 fn measured_when(hw: &Hardware) -> String {
@@ -241,7 +267,7 @@ pub(crate) fn print_hw(hw: &Hardware) {
         hw.threads
     );
     for c in &hw.caches {
-        say!("cache L{} {:<12} {} KiB", c.level, c.kind, c.bytes >> 10);
+        say!("cache L{} {:<12} {}", c.level, c.kind, bytes_human(c.bytes));
     }
     say!("simd:             {}", hw.simd.join(" "));
     say!(
@@ -745,5 +771,18 @@ pub(crate) fn print_comparison(cmp: &ksmith_judge::Comparison, ids: &[i64]) {
     say!("{t}");
     if let Some(best) = cmp.fastest_against(reference) {
         say!("fastest: {}", one(&cmp.results[best].solution));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_shown_in_binary_units() {
+        assert_eq!(bytes_human(48 << 10), "48 KiB");
+        assert_eq!(bytes_human(300 << 20), "300 MiB");
+        assert_eq!(bytes_human(1280 << 10), "1.25 MiB");
+        assert_eq!(bytes_human(512), "512 B");
     }
 }

@@ -4,7 +4,6 @@ use crate::term::one;
 use crate::{env_err, input, load_task, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use indicatif::{ProgressBar, ProgressStyle};
 use ksmith_judge::{EvalResult, Performance, Race, Status};
 use ksmith_task::{Solution, Task};
 use ksmith_tune::{Config, Space, Trial};
@@ -14,6 +13,7 @@ use std::time::{Duration, Instant};
 
 /// Search settings shared by `ksmith tune` and `ksmith optimize`.
 #[derive(clap::Args, Clone)]
+#[command(next_help_heading = "Search")]
 pub(crate) struct SearchArgs {
     /// Search strategy: exhaustive, random, hillclimb or genetic.
     #[arg(long, default_value = "hillclimb")]
@@ -45,7 +45,9 @@ pub(crate) struct TuneArgs {
     pub solution: PathBuf,
     #[command(flatten)]
     pub search: SearchArgs,
-    /// Where to write the tuned solution (default: SOLUTION-tuned next to it).
+    /// Where to write the tuned solution (default: STORE/tuned/TASK/SOLUTION-tuned; never the
+    /// task's solutions/, where the next `bench` would pick it up). Nothing is written when the
+    /// untuned solution stays fastest.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print the search (every configuration in order, with timestamps) as one JSON document.
@@ -164,15 +166,26 @@ pub(crate) fn search(
     let space_size = space.enumerate().len();
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
-    note!(
-        "ksmith: tuning {} on {}: {} parameters ({}), {space_size} valid configurations, strategy {}{}",
+    let steps = args.budget.min(space_size.saturating_sub(1).max(1)) as u64;
+    let progress = crate::progress::Progress::new(&format!("tune {}", solution.name), steps);
+    judge.set_stage_hook(Some(crate::progress::judge_hook(
+        &progress,
+        !opts.no_timing,
+        false,
+    )));
+    progress.line(&format!(
+        "{} on {}: {} parameters ({}), {space_size} valid configurations, strategy {}{}",
         one(&solution.name),
         one(&task.name),
         space.names().len(),
         one(&space.names().join(", ")),
         strategy.name(),
-        if args.no_race { "" } else { ", successive elimination on" }
-    );
+        if args.no_race {
+            ""
+        } else {
+            ", successive elimination on"
+        }
+    ));
     // `salt` separates a confirmation from the first measurement of the same code.
     let mut evaluate =
         |variant: &Solution, race: Option<Race>, salt: &str| -> Result<(EvalResult, bool), Exit> {
@@ -190,15 +203,16 @@ pub(crate) fn search(
             Ok((r, false))
         };
     // The untuned solution (macro defaults) is the reference point and the first incumbent.
-    let (default_result, _) = evaluate(solution, None, "")?;
+    progress.line("judging the untuned solution (the reference point)");
+    progress.activity("untuned solution");
+    let (default_result, reused) = evaluate(solution, None, "")?;
+    progress.line(&format!(
+        "untuned -> {}",
+        trial_outcome(&default_result, reused)
+    ));
     let default_elapsed_s = started.elapsed().as_secs_f64();
     let nw = task.workloads.len();
     let mut leader = incumbent(&default_result, nw);
-    let bar = ProgressBar::new(args.budget.min(space_size) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
     // When the untuned configuration is known, the search starts from it (hill climbing explores
     // its neighbours first) and never proposes it again.
     let default_config = space.default_config(solution);
@@ -213,7 +227,10 @@ pub(crate) fn search(
         };
         let variant = tuned_variant(solution, &config);
         let race = leader.clone().filter(|_| !args.no_race).map(Race::against);
+        let label = one(&ksmith_tune::label(&config)).into_owned();
+        progress.activity(&label);
         let (result, reused) = evaluate(&variant, race, "")?;
+        progress.step(&format!("{label} -> {}", trial_outcome(&result, reused)));
         let trial = Trial {
             config: config.clone(),
             cost: cost(&result),
@@ -229,22 +246,15 @@ pub(crate) fn search(
             leader = incumbent(&result, nw).or(leader);
         }
         history.push(trial);
-        if let Some(b) = ksmith_tune::best(&history) {
-            bar.set_message(format!(
-                "best {:.2}x vs XLA [{}]",
-                1.0 / b.cost.unwrap_or(1.0),
-                one(&ksmith_tune::label(&b.config))
-            ));
-        }
         rows.push(Row {
             config,
             result,
             reused,
             elapsed_s: started.elapsed().as_secs_f64(),
         });
-        bar.inc(1);
     }
-    bar.finish_and_clear();
+    // The search may end before the budget (space exhausted, time budget).
+    progress.set_total(progress.position());
     // Spend repetitions on the leaders: re-time the best few and the untuned solution.
     let mut confirmed = Vec::new();
     if args.confirm > 0 {
@@ -270,9 +280,35 @@ pub(crate) fn search(
             finalists.push((Some(t.config.clone()), first, variant));
         }
         if !finalists.is_empty() {
-            note!("ksmith: re-timing {} leaders side by side", finalists.len());
+            progress.line(&format!(
+                "re-timing {} finalists side by side{}",
+                finalists.len(),
+                if finalists[0].0.is_none() {
+                    " (with the untuned solution)"
+                } else {
+                    ""
+                }
+            ));
             let sols: Vec<Solution> = finalists.iter().map(|f| f.2.clone()).collect();
-            let (_, cmp) = crate::compare_recorded(&mut judge, &mut store, task, &sols)?;
+            // Its own count: each finalist checked again, then all timed together.
+            progress.finish();
+            let again = crate::progress::Progress::new(
+                &format!("re-time {}", solution.name),
+                sols.len() as u64,
+            );
+            let hook = again.clone();
+            let mut timing_said = false;
+            judge.set_stage_hook(Some(Box::new(move |name, stage| match stage {
+                ksmith_judge::Stage::Load => hook.step(&format!("{}: checked again", one(name))),
+                ksmith_judge::Stage::Timing if !timing_said => {
+                    timing_said = true;
+                    hook.line("timing the finalists side by side, in rounds alternating with XLA");
+                }
+                _ => {}
+            })));
+            let compared = crate::compare_recorded(&mut judge, &mut store, task, &sols);
+            again.finish();
+            let (_, cmp) = compared?;
             let untuned_first = finalists[0].0.is_none();
             for (i, ((config, first, _), second)) in
                 finalists.into_iter().zip(cmp.results).enumerate()
@@ -288,6 +324,7 @@ pub(crate) fn search(
         }
         confirmed.sort_by(|a, b| a.cost().total_cmp_opt(&b.cost()));
     }
+    progress.finish();
     let best = match confirmed
         .first()
         .and_then(|c| Some((c.config.clone(), c.cost()?)))
@@ -316,6 +353,23 @@ pub(crate) fn search(
     })
 }
 
+/// One evaluation's outcome on one line: `1.23x (1.10-1.31)`, `dropped early`, `COMPILE_ERROR
+/// (reason)`, with `reused` when it came from the store.
+fn trial_outcome(r: &EvalResult, reused: bool) -> String {
+    let mut s = match passed_perf(r) {
+        Some(p) if p.eliminated.is_some() => format!(
+            "dropped early ({} so far)",
+            crate::report::ratio(p.speedup, p.speedup_interval)
+        ),
+        Some(p) => crate::report::ratio(p.speedup, p.speedup_interval),
+        None => crate::report::status_text(r),
+    };
+    if reused {
+        s.push_str(", reused from the store");
+    }
+    s
+}
+
 /// Total order on optional costs: missing (failed) last.
 trait CostOrd {
     fn total_cmp_opt(&self, other: &Self) -> std::cmp::Ordering;
@@ -342,22 +396,55 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
             args.solution.display()
         ))
     })?;
+    let out = match &args.out {
+        Some(o) => o.clone(),
+        None => default_out(&ctx.store_dir, &task, &args.solution),
+    };
+    if same_dir(&out, &args.solution) {
+        return Err(input(anyhow!(
+            "--out {}: is the solution being tuned; pick another directory",
+            out.display()
+        )));
+    }
     let outcome = search(ctx, &task, &solution, &args.search, &args.opts)?;
-    let out = args.out.clone().unwrap_or_else(|| {
-        let mut p = args.solution.clone().into_os_string();
-        p.push("-tuned");
-        PathBuf::from(p)
-    });
-    if let Some((config, _)) = &outcome.best {
-        write_tuned(&solution, &config.clone().unwrap_or_default(), &out).map_err(env_err)?;
+    // Only a tuned configuration that beat the untuned solution is written: a copy of the
+    // untuned solution under a `-tuned` name would claim a tuning that found nothing.
+    if let Some((Some(config), _)) = &outcome.best {
+        write_tuned(&solution, Some(config), &out, "tune").map_err(env_err)?;
     }
     if args.json {
-        crate::term::json(&outcome_json(&task, &solution, &args.search, &outcome));
+        let mut v = outcome_json(&task, &solution, &args.search, &outcome);
+        // Where the winner was written; null when the untuned solution won (nothing written).
+        v["written"] = match &outcome.best {
+            Some((Some(_), _)) => json!(out.display().to_string()),
+            _ => serde_json::Value::Null,
+        };
+        crate::term::json(&v);
     } else {
         print_table(&outcome);
         summarize(&outcome, &out);
     }
     Ok(if outcome.best.is_some() { 0 } else { 1 })
+}
+
+/// Where `tune` writes by default: STORE/tuned/TASK/SOLUTION-tuned.
+fn default_out(store: &Path, task: &Task, solution: &Path) -> PathBuf {
+    let name = solution
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .unwrap_or("solution");
+    store
+        .join("tuned")
+        .join(&task.name)
+        .join(format!("{name}-tuned"))
+}
+
+/// Whether two paths name the same directory (both resolved when they exist).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => std::path::absolute(a).ok() == std::path::absolute(b).ok(),
+    }
 }
 
 fn summarize(outcome: &Outcome, out: &Path) {
@@ -374,22 +461,29 @@ fn summarize(outcome: &Outcome, out: &Path) {
     let label = config
         .as_ref()
         .map(|c| one(&ksmith_tune::label(c)).into_owned())
-        .unwrap_or_else(|| "untuned".into());
-    let vs_default = outcome
-        .confirmed
-        .iter()
-        .find(|c| c.config.is_none())
-        .and_then(Confirmed::cost)
-        .or_else(|| cost(&outcome.default_result))
+        .unwrap_or_else(|| "untuned solution".into());
+    let vs_default = config
+        .as_ref()
+        .and_then(|_| {
+            outcome
+                .confirmed
+                .iter()
+                .find(|c| c.config.is_none())
+                .and_then(Confirmed::cost)
+                .or_else(|| cost(&outcome.default_result))
+        })
         .map(|d| format!(", {:.2}x vs the untuned solution", d / best_cost))
         .unwrap_or_default();
+    let written = match config {
+        Some(_) => format!("written to {}", out.display()),
+        None => "no configuration beat the untuned solution; nothing written".into(),
+    };
     say!(
-        "best [{label}]: {:.2}x vs XLA{vs_default}; {} configurations evaluated ({reused} reused from the store, {dropped} dropped early by successive elimination), {} re-timed, in {:.1} s; written to {}",
+        "best [{label}]: {:.2}x vs XLA{vs_default}; {} configurations evaluated ({reused} reused from the store, {dropped} dropped early by successive elimination), {} re-timed, in {:.1} s; {written}",
         1.0 / best_cost,
         outcome.rows.len(),
         outcome.confirmed.len(),
         outcome.elapsed_s,
-        out.display()
     );
 }
 
@@ -449,8 +543,22 @@ fn outcome_json(
 }
 
 fn print_table(outcome: &Outcome) {
-    let mut sorted: Vec<&Row> = outcome.rows.iter().collect();
-    sorted.sort_by(|a, b| cost(&a.result).total_cmp_opt(&cost(&b.result)));
+    // The untuned solution has a row like every configuration: the summary names it when it
+    // wins, and every "vs untuned" figure refers to it.
+    let untuned_label = match &outcome.default_config {
+        Some(c) => format!("{} (untuned)", one(&ksmith_tune::label(c))),
+        None => "untuned".into(),
+    };
+    let mut sorted: Vec<(String, Option<&Config>, &EvalResult)> =
+        vec![(untuned_label, None, &outcome.default_result)];
+    sorted.extend(outcome.rows.iter().map(|r| {
+        (
+            one(&ksmith_tune::label(&r.config)).into_owned(),
+            Some(&r.config),
+            &r.result,
+        )
+    }));
+    sorted.sort_by(|a, b| cost(a.2).total_cmp_opt(&cost(b.2)));
     let default_cost = cost(&outcome.default_result);
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
@@ -463,23 +571,28 @@ fn print_table(outcome: &Outcome) {
         "vs untuned",
         "re-timed",
     ]);
-    for (i, r) in sorted.iter().take(10).enumerate() {
-        let status = match (&r.result.reason, eliminated(&r.result)) {
-            (Some(reason), _) => format!("{} ({})", r.result.status, one(reason)),
-            (None, true) => format!("{} (dropped early)", r.result.status),
-            (None, false) => r.result.status.to_string(),
+    let shown = 10;
+    for (i, (label, config, result)) in sorted.iter().enumerate() {
+        // The top rows, and the untuned solution wherever it ranks.
+        if i >= shown && config.is_some() {
+            continue;
+        }
+        let status = match (&result.reason, eliminated(result)) {
+            (Some(reason), _) => format!("{} ({})", result.status, one(reason)),
+            (None, true) => format!("{} (dropped early)", result.status),
+            (None, false) => result.status.to_string(),
         };
-        let c = cost(&r.result);
+        let c = cost(result);
         let again = outcome
             .confirmed
             .iter()
-            .find(|k| k.config.as_ref() == Some(&r.config))
+            .find(|k| k.config.as_ref() == *config)
             .and_then(|k| cost(&k.second));
         t.add_row(vec![
             (i + 1).to_string(),
-            one(&ksmith_tune::label(&r.config)).into_owned(),
+            label.clone(),
             status,
-            latency_ms(&r.result)
+            latency_ms(result)
                 .map(|l| format!("{l:.3}"))
                 .unwrap_or_else(|| "-".into()),
             c.map(|c| format!("{:.2}x", 1.0 / c))
@@ -494,19 +607,39 @@ fn print_table(outcome: &Outcome) {
         ]);
     }
     say!("{t}");
+    if sorted.len() > shown {
+        say!(
+            "({} more configurations not shown; --json lists all)",
+            sorted.len() - shown
+        );
+    }
 }
 
-/// Writes the solution with the chosen values fixed as `-D` flags.
-pub(crate) fn write_tuned(solution: &Solution, config: &Config, out: &Path) -> std::io::Result<()> {
+/// Writes the solution with the chosen values fixed as `-D` flags; with no configuration (the
+/// untuned solution won) the solution as it is, under its own name and saying so. `by` names
+/// the command in the header.
+pub(crate) fn write_tuned(
+    solution: &Solution,
+    config: Option<&Config>,
+    out: &Path,
+    by: &str,
+) -> std::io::Result<()> {
+    // A comment line in solution.toml: a newline in the name must not end it.
+    let Some(config) = config.filter(|c| !c.is_empty()) else {
+        let header = format!(
+            "Written by `ksmith {by}`: {} unchanged (no configuration beat its own defaults).",
+            one(&solution.name)
+        );
+        return write_solution(solution, out, &header, "");
+    };
     let mut tuned = solution.variant(
         &format!("{}_tuned", solution.name),
         &ksmith_tune::defines(config),
     );
     // Values fixed by the flags are no longer free to tune.
     tuned.tunables.retain(|t| !config.contains_key(&t.name));
-    // A comment line in solution.toml: a newline in the name must not end it.
     let header = format!(
-        "Written by `ksmith tune`: {} with {}.",
+        "Written by `ksmith {by}`: {} with {}.",
         one(&solution.name),
         one(&ksmith_tune::label(config))
     );

@@ -167,7 +167,12 @@ pub struct Judge {
     /// The workload the candidate's current call or check is on (a failure is attributed to
     /// it); None before the first.
     at: Option<usize>,
+    /// Told of every stage an evaluation enters (the CLI's progress display).
+    stage_hook: Option<StageHook>,
 }
+
+/// Called with the solution's name and the stage its evaluation enters.
+pub type StageHook = Box<dyn FnMut(&str, Stage) + Send>;
 
 /// Where the runner writes each output for a dump `prefix`: the judge names the files itself,
 /// never trusting paths the runner reports.
@@ -260,6 +265,20 @@ impl Judge {
             parked: None,
             light_checks: false,
             at: None,
+            stage_hook: None,
+        }
+    }
+
+    /// Sets (or clears) the hook told of every stage an evaluation enters.
+    pub fn set_stage_hook(&mut self, hook: Option<StageHook>) {
+        self.stage_hook = hook;
+    }
+
+    /// Moves the evaluation in progress to `stage` and tells the hook.
+    pub(crate) fn enter(&mut self, r: &mut EvalResult, stage: Stage) {
+        r.stage = stage;
+        if let Some(h) = &mut self.stage_hook {
+            h(&r.solution, stage);
         }
     }
 
@@ -670,7 +689,7 @@ impl Judge {
             return Ok(Some(v));
         }
         // 2. Build, then the policy on the library's imports.
-        r.stage = Stage::Build;
+        self.enter(r, Stage::Build);
         let built = match c::build(
             &self.compiler,
             task,
@@ -708,7 +727,7 @@ impl Judge {
         min_address_space: u64,
         mut load: Value,
     ) -> Result<Option<Verdict>, JudgeError> {
-        r.stage = Stage::Load;
+        self.enter(r, Stage::Load);
         let mut limits = self.runner_limits(task);
         limits.address_space = limits.address_space.max(min_address_space);
         // The runner reads its own build product (read-only, nothing else of the caches).
@@ -787,7 +806,7 @@ impl Judge {
             })
             .collect();
         if let Some(d) = diagnostics.first() {
-            r.stage = Stage::Build;
+            self.enter(r, Stage::Build);
             let detail = d.to_string();
             r.build = Some(BuildInfo {
                 cached: false,
@@ -806,7 +825,7 @@ impl Judge {
         if let Some(v) = policy_verdict(r) {
             return Ok(Some(v));
         }
-        r.stage = Stage::Build;
+        self.enter(r, Stage::Build);
         if solution.language == Language::Triton {
             self.env
                 .ensure_module("triton", "requirements-triton.txt", &|m| {
@@ -842,7 +861,7 @@ impl Judge {
         if let Some(v) = cuda_policy(solution, r) {
             return Ok(Some(v));
         }
-        r.stage = Stage::Build;
+        self.enter(r, Stage::Build);
         let nvcc = ksmith_backend::cuda::nvcc().ok_or(JudgeError::Unavailable {
             backend: "cuda",
             why: "nvcc not found".into(),
@@ -913,7 +932,7 @@ impl Judge {
             ..Correctness::default()
         };
         // 4. Quick check on the smallest workload, then 5. the full check.
-        r.stage = Stage::QuickCheck;
+        self.enter(r, Stage::QuickCheck);
         let smallest = task.smallest_workload();
         let mut order = vec![smallest];
         order.extend((0..task.workloads.len()).filter(|&w| w != smallest));
@@ -930,7 +949,7 @@ impl Judge {
             .flat_map(|&w| check_seeds.iter().map(move |&s| (w, s)));
         for (i, (w, seed)) in quick.iter().copied().chain(full).enumerate() {
             if i == 1 {
-                r.stage = Stage::FullCheck;
+                self.enter(r, Stage::FullCheck);
             }
             self.at = Some(w);
             let started = Instant::now();
@@ -998,7 +1017,7 @@ impl Judge {
             return Ok(None);
         }
         // 6. Timing, 7. roofline.
-        r.stage = Stage::Timing;
+        self.enter(r, Stage::Timing);
         let (perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, channel, r)? {
             Ok(timed) => timed,
             Err(v) => return Ok(Some(v)),

@@ -151,7 +151,7 @@ impl Judge {
         let mut timers: Vec<Vec<Timer>> = Vec::with_capacity(k);
         let mut failure = None;
         for (c, (idx, p, _)) in parked.iter_mut().enumerate() {
-            results[*idx].stage = Stage::Timing;
+            self.enter(&mut results[*idx], Stage::Timing);
             let mut ts = Vec::new();
             for (w, &est) in p.est_ns.iter().enumerate() {
                 match self.timer(task, &p.runner, w, est) {

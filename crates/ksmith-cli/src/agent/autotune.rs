@@ -213,7 +213,7 @@ pub(super) fn autotune(
     let sol = variant(st, &cand.solution, it, "-tuned", baked);
     let j = evaluate(s, st, &sol)?;
     report_line(
-        &st.task,
+        st,
         it,
         &format!("tuned [{}]", ksmith_tune::label(&config)),
         &j,

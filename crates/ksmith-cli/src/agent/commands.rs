@@ -3,7 +3,6 @@
 use crate::term::one;
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
-use comfy_table::Table;
 use ksmith_store::{RunHolder, RunRow, RunStatus, Store};
 use ksmith_task::{Solution, Task};
 use std::path::{Path, PathBuf};
@@ -65,8 +64,7 @@ pub(crate) fn cmd_runs(ctx: &Ctx, json: bool) -> Result<u8, Exit> {
         say!("no runs yet (start one with `ksmith optimize TASK --model PROVIDER:MODEL`)");
         return Ok(0);
     }
-    let mut t = Table::new();
-    t.set_header([
+    let mut t = crate::report::table(&[
         "run", "created", "task", "model", "mode", "status", "calls", "best", "why",
     ]);
     let mut rows = Vec::new();
@@ -300,8 +298,7 @@ pub(crate) fn cmd_show_run(
         "LLM: {} calls, {tin} tokens in, {tout} out, ${cost:.4}",
         calls.len()
     );
-    let mut t = Table::new();
-    t.set_header([
+    let mut t = crate::report::table(&[
         "iteration",
         "status",
         "speedup",
@@ -384,8 +381,7 @@ pub(crate) fn cmd_calls(ctx: &Ctx, id: &str, full: bool, json: bool) -> Result<u
         }
         return Ok(0);
     }
-    let mut t = Table::new();
-    t.set_header([
+    let mut t = crate::report::table(&[
         "#",
         "time",
         "role",

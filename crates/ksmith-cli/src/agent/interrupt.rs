@@ -115,8 +115,9 @@ fn wait_for_signal(read: OwnedFd) {
                 w.run
             ),
             Err(e) => note!(
-                "ksmith: {name}: run {} could not be marked interrupted ({e:#}); `ksmith runs` shows it as gone and `ksmith resume {}` continues it",
+                "ksmith: {name}: run {} could not be marked interrupted ({}); `ksmith runs` shows it as gone and `ksmith resume {}` continues it",
                 w.run,
+                crate::error_chain(&e),
                 w.run
             ),
         }

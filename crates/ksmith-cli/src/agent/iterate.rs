@@ -66,6 +66,18 @@ pub(super) struct State<'a> {
     /// The machine's figures as measured when the run started: every prompt of the run uses
     /// them, so floors do not move between iterations when the judge re-measures.
     pub(super) hw: ksmith_backend::hw::Hardware,
+    /// The run's iteration budget, when it has one (shown as `iteration i/n`).
+    pub(super) iterations: Option<u32>,
+}
+
+impl State<'_> {
+    /// `iteration i/n` (or `iteration i` when the run has no iteration budget).
+    pub(super) fn label(&self, it: u32) -> String {
+        match self.iterations {
+            Some(n) if it > 0 => format!("iteration {it}/{n}"),
+            _ => format!("iteration {it}"),
+        }
+    }
 }
 
 /// Runs (or resumes) a session to its end and records how it ended.
@@ -100,16 +112,17 @@ pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
         }
         Err(Halt::Input(e)) => {
             s.run.status = RunStatus::Failed;
-            s.run.stop_reason = Some(format!("{e:#}"));
+            s.run.stop_reason = Some(crate::error_chain(&e));
             s.save()?;
             return Err(crate::input(e));
         }
         Err(Halt::Failed(e)) => {
             s.run.status = RunStatus::Failed;
-            s.run.stop_reason = Some(format!("{e:#}"));
+            s.run.stop_reason = Some(crate::error_chain(&e));
             s.save()?;
             return Err(env_err(anyhow!(
-                "{e:#}\nrun {} stopped; after fixing the cause continue it with `ksmith resume {}`",
+                "{}\nrun {} stopped; after fixing the cause continue it with `ksmith resume {}`",
+                crate::error_chain(&e),
                 s.run.id,
                 s.run.id
             )));
@@ -140,7 +153,11 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
             start.sources.len()
         )));
     }
-    let judge = ctx.judge(&s.opts.judge.opts())?;
+    let mut judge = ctx.judge(&s.opts.judge.opts())?;
+    // Each evaluation's stages (build, load, checks, timing) as they start.
+    let progress = crate::progress::Progress::plain("judge");
+    let timing = !s.opts.judge.opts().no_timing;
+    judge.set_stage_hook(Some(crate::progress::judge_hook(&progress, timing, true)));
     // The machine's figures are fixed for the run (journaled, so a resumed run keeps them).
     let hw: ksmith_backend::hw::Hardware = s.event("machine", |_| Ok(judge.hardware().clone()))?;
     if let Some(load) = super::brief::load_average() {
@@ -164,6 +181,7 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
         guidance: None,
         tune_note: None,
         hw: hw.clone(),
+        iterations: s.opts.budget.iterations,
     };
     note!(
         "ksmith: [iteration 0] judging the starting solution {}",
@@ -177,7 +195,7 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
             first.result.timing_unavailable.clone().unwrap_or_default()
         )));
     }
-    report_line(&st.task, 0, "starting solution", &first);
+    report_line(&st, 0, "starting solution", &first);
     snapshot(s, 0, &first, "starting solution")?;
     st.history.push(format!(
         "iteration 0 (starting solution): {}",
@@ -257,9 +275,11 @@ pub(super) fn outcome(j: &Judged) -> String {
     }
 }
 
-pub(super) fn report_line(task: &Task, it: u32, what: &str, j: &Judged) {
+pub(super) fn report_line(st: &State, it: u32, what: &str, j: &Judged) {
+    let task = &st.task;
     note!(
-        "ksmith: [iteration {it}] {}: {} (evaluation {})",
+        "ksmith: [{}] {}: {} (evaluation {})",
+        st.label(it),
         crate::term::one(what),
         crate::term::one(&outcome(j)),
         j.eval_id
@@ -507,7 +527,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     } else {
         "new"
     };
-    note!("ksmith: [iteration {it}] planner ({mode})");
+    note!("ksmith: [{}] planner ({mode})", st.label(it));
     // Plan.
     let mut vars = json!({
         "task": task_brief(st), "mode": mode,
@@ -614,7 +634,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         }
     };
     let mut cand = evaluate(s, st, &variant(st, &base, it, "", source))?;
-    report_line(&st.task, it, "candidate", &cand);
+    report_line(st, it, "candidate", &cand);
     // Fix loops: build-stage and test-stage failures each get their own attempts.
     let (mut build_fixes, mut test_fixes) = (0u32, 0u32);
     let mut tried: Vec<String> = Vec::new();
@@ -654,7 +674,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
                         fixed,
                     ),
                 )?;
-                report_line(&st.task, it, &format!("after fix {n} ({kind})"), &cand);
+                report_line(st, it, &format!("after fix {n} ({kind})"), &cand);
             }
             Err(e) => {
                 tried.push(format!(

@@ -28,6 +28,7 @@ use std::path::PathBuf;
 
 /// Options of `optimize --model` that make it an agent run.
 #[derive(clap::Args, Clone, Debug, Default)]
+#[command(next_help_heading = "Agent (with --model)")]
 pub(crate) struct AgentArgs {
     /// Model as `provider:model`: gemini:, anthropic:, openai:, openai-compat:, ollama:, vllm:,
     /// llamacpp:, lmstudio:, command:SHELL-COMMAND, manual:DIR, scripted:FILE.
@@ -36,8 +37,6 @@ pub(crate) struct AgentArgs {
     /// Stop after each agent step to approve, edit, add guidance, rerun or quit.
     #[arg(long)]
     pub interactive: bool,
-    #[command(flatten)]
-    pub budget: BudgetArgs,
     /// Fix attempts per failing stage (build, test) in one iteration.
     #[arg(long, default_value_t = 3)]
     pub fix_attempts: u32,
@@ -53,10 +52,14 @@ pub(crate) struct AgentArgs {
     /// Skip the profile stage.
     #[arg(long)]
     pub no_profile: bool,
+    // Last: the budget flags have their own help heading.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
 }
 
 /// Budget flags (shared by `optimize` and `resume`).
 #[derive(clap::Args, Clone, Debug, Default)]
+#[command(next_help_heading = "Agent budget")]
 pub(crate) struct BudgetArgs {
     /// Optimization iterations (default 3 for a new run; at least 1).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]

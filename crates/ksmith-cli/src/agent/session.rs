@@ -280,6 +280,13 @@ impl Session {
             .provider
             .as_mut()
             .ok_or_else(|| Halt::Failed(anyhow!("no provider")))?;
+        // A model can take minutes: say who is being asked, and for what.
+        note!(
+            "ksmith:   {}: asking the {} ({})",
+            crate::term::one(step),
+            role.name(),
+            crate::term::one(&self.run.model)
+        );
         let result = provider.complete(&req);
         let mut row = CallRow {
             seq,

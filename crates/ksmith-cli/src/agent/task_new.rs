@@ -116,7 +116,7 @@ pub(crate) fn cmd_task_new(ctx: &Ctx, args: &TaskNewArgs) -> Result<u8, Exit> {
             format!("no valid draft in {} attempts", args.attempts),
             1,
         ),
-        Err(e) => (RunStatus::Failed, format!("{:#}", e.1), 1),
+        Err(e) => (RunStatus::Failed, crate::error_chain(&e.1), 1),
     };
     s.run.status = status;
     s.run.stop_reason = Some(reason.clone());
