@@ -152,17 +152,16 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
     let mut judge = ctx.judge(&args.opts)?;
     let suite_abs = std::fs::canonicalize(&args.suite).unwrap_or_else(|_| args.suite.clone());
     // Each item's evaluation key already covers the environment fingerprint and judge settings.
-    let mut run_key = suite_abs.display().to_string();
+    let mut run_key = ksmith_task::FieldHasher::new("ksmith bench run");
+    run_key.field(suite_abs.display().to_string());
     for it in &items {
-        run_key.push_str(&format!(
-            "|{}={}",
-            it.id,
+        run_key.field(&it.id).field(
             judge
                 .eval_key(&tasks[it.task], &it.solution)
-                .map_err(env_err)?
-        ));
+                .map_err(env_err)?,
+        );
     }
-    let run_key = ksmith_task::content_hash(run_key.as_bytes());
+    let run_key = run_key.hex();
     let (run_id, resumed) = store
         .bench_run(&run_key, &suite_abs.display().to_string(), args.fresh)
         .map_err(env_err)?;

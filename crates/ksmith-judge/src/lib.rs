@@ -40,7 +40,7 @@ pub enum Flush {
 
 /// Version of the checking and timing method: part of every evaluation key, so results measured
 /// by an older method are never reused. Bump it when the cascade or the timing changes.
-pub const METHOD_VERSION: u32 = 5;
+pub const METHOD_VERSION: u32 = 6;
 
 /// Judge settings. Frozen for the judge's lifetime.
 #[derive(Debug, Clone)]
@@ -480,18 +480,18 @@ impl Judge {
     pub fn eval_key(&mut self, task: &Task, solution: &Solution) -> Result<String, JudgeError> {
         let fingerprint = self.environment()?.fingerprint.clone();
         let c = &self.config;
-        let settings = format!(
-            "{METHOD_VERSION}|{}|{}|{fingerprint}|{:?}|{}|{:?}|{:?}|{}|{}",
-            task.content_hash,
-            solution.content_hash,
-            c.seeds,
-            c.threads,
-            c.call_timeout,
-            c.flush,
-            c.timing,
-            c.min_time.as_millis()
-        );
-        Ok(ksmith_task::content_hash(settings.as_bytes()))
+        let mut key = ksmith_task::FieldHasher::new("ksmith evaluation");
+        key.field(METHOD_VERSION.to_le_bytes())
+            .field(&task.content_hash)
+            .field(&solution.content_hash)
+            .field(&fingerprint)
+            .field(format!("{:?}", c.seeds))
+            .field(c.threads.to_le_bytes())
+            .field(format!("{:?}", c.call_timeout))
+            .field(format!("{:?}", c.flush))
+            .field(c.timing.to_string())
+            .field(c.min_time.as_millis().to_le_bytes());
+        Ok(key.hex())
     }
 
     /// Runs the reference checks of `ksmith validate`; returns `(field, message)` problems.

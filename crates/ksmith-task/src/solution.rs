@@ -9,7 +9,7 @@
 
 use crate::component::{is_safe_component, safe_component, MAX_COMPONENT_LEN};
 use crate::task::is_identifier;
-use crate::{content_hash, Formula, Problem, Problems, Task};
+use crate::{Formula, Problem, Problems, Task};
 use serde::Serialize;
 use std::io::Read;
 use std::path::Path;
@@ -194,6 +194,13 @@ fn read_solution_file(path: &Path, root: Option<&Path>) -> Result<String, String
         .map_err(|e| format!("cannot be read: {e}"))?;
     if bytes.len() as u64 > MAX_SOURCE_BYTES {
         return Err(too_big(bytes.len() as u64));
+    }
+    // Compilers skip NUL bytes with a warning; no source needs one, and they are how text can
+    // hide from whoever reads it.
+    if let Some(at) = bytes.iter().position(|&b| b == 0) {
+        return Err(format!(
+            "contains a NUL byte (at byte {at}): sources are text"
+        ));
     }
     String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".into())
 }
@@ -457,19 +464,15 @@ impl Solution {
     }
 
     fn compute_hash(&self) -> String {
-        let mut h = format!(
-            "{:?}\0{}\0{}\0",
-            self.language,
-            self.entry_point,
-            self.flags.join("\u{1}")
-        );
+        let mut h = crate::FieldHasher::new("ksmith solution v2");
+        h.field(format!("{:?}", self.language))
+            .field(&self.entry_point)
+            .list(&self.flags)
+            .field((self.sources.len() as u64).to_le_bytes());
         for (n, s) in &self.sources {
-            h.push_str(n);
-            h.push('\0');
-            h.push_str(s);
-            h.push('\0');
+            h.field(n).field(s);
         }
-        content_hash(h.as_bytes())
+        h.hex()
     }
 
     /// A variant with extra compiler flags (e.g. `-DBM=64` for tunables) under another name.
@@ -601,6 +604,50 @@ mod tests {
 
     fn task() -> Task {
         Task::load(&repo().join("tasks/starter/vector_add")).unwrap()
+    }
+
+    fn in_memory(sources: &[(&str, &str)], flags: &[&str]) -> Solution {
+        let mut s = Solution {
+            name: "s".into(),
+            language: Language::C,
+            entry_point: "vector_add".into(),
+            sources: sources
+                .iter()
+                .map(|(n, t)| (n.to_string(), t.to_string()))
+                .collect(),
+            flags: flags.iter().map(|f| f.to_string()).collect(),
+            tunables: vec![],
+            content_hash: String::new(),
+        };
+        s.content_hash = s.compute_hash();
+        s
+    }
+
+    /// The red team's collision: one file whose text imitates a file boundary, against the
+    /// two files it imitates. Field boundaries are lengths, so no text can forge one.
+    #[test]
+    fn no_source_text_can_imitate_a_file_or_flag_boundary() {
+        let one = in_memory(&[("kernel.c", "A\0helper.c\0B")], &[]);
+        let two = in_memory(&[("kernel.c", "A"), ("helper.c", "B")], &[]);
+        assert_ne!(one.content_hash, two.content_hash);
+        let joined = in_memory(&[("kernel.c", KERNEL)], &["-DA\u{1}-DB"]);
+        let split = in_memory(&[("kernel.c", KERNEL)], &["-DA", "-DB"]);
+        assert_ne!(joined.content_hash, split.content_hash);
+        let flag_or_source = in_memory(&[("kernel.c", "")], &["x"]);
+        let source_only = in_memory(&[("kernel.c", "x")], &[]);
+        assert_ne!(flag_or_source.content_hash, source_only.content_hash);
+        assert_eq!(
+            in_memory(&[("kernel.c", KERNEL)], &[]).content_hash,
+            in_memory(&[("kernel.c", KERNEL)], &[]).content_hash
+        );
+    }
+
+    #[test]
+    fn a_source_with_a_nul_byte_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("kernel.c"), "int x;\0helper.c\0").unwrap();
+        let e = Solution::load(d.path(), &task()).unwrap_err().to_string();
+        assert!(e.contains("NUL byte"), "{e}");
     }
 
     const KERNEL: &str = "#include <stdint.h>\nvoid vector_add(const float* a, const float* b, float* c, int64_t n) {\n  for (int64_t i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n";

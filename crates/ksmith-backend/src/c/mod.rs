@@ -247,16 +247,17 @@ pub fn build_with(
 ) -> Result<Result<Built, BuildFailure>, BackendError> {
     let (compiler, flags, parse) = (tool, &tool.flags, tool.parse);
     let header = tool.header.clone().unwrap_or_default();
-    let mut keyed = format!(
-        "{}\0{}\0{}\0",
-        compiler.version,
-        flags.join("\u{1}"),
-        header
-    );
+    let mut keyed = ksmith_task::FieldHasher::new("ksmith c build v2");
+    keyed
+        .field(&compiler.version)
+        .field(&compiler.command)
+        .list(flags)
+        .field(&header)
+        .field((solution.sources.len() as u64).to_le_bytes());
     for (n, s) in &solution.sources {
-        keyed.push_str(&format!("{n}\0{s}\0"));
+        keyed.field(n).field(s);
     }
-    let key = blake3::hash(keyed.as_bytes()).to_hex()[..32].to_string();
+    let key = keyed.hex()[..32].to_string();
     let dir = cache_dir.join(&key);
     let library = dir.join("kernel.so");
     let mut command = vec![compiler.command.clone()];
