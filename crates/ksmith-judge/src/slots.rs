@@ -20,6 +20,30 @@ pub(crate) struct Buffer {
     len: usize,
 }
 
+/// Allocates every block of `f`'s first `len` bytes (fallocate; zero writes where the file
+/// system has no fallocate).
+fn allocate(f: &File, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain system call on a descriptor we own.
+    let r = unsafe { nix::libc::fallocate(f.as_raw_fd(), 0, 0, len as nix::libc::off_t) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(nix::libc::EOPNOTSUPP) {
+        return Err(e);
+    }
+    use std::os::unix::fs::FileExt;
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < len {
+        let n = zeros.len().min(len - at);
+        f.write_all_at(&zeros[..n], at as u64)?;
+        at += n;
+    }
+    Ok(())
+}
+
 impl Buffer {
     fn create(dir: &Dirs, name: &str, len: usize) -> std::io::Result<Buffer> {
         // Unpredictable name, created fresh: the directory is the candidate's.
@@ -32,6 +56,10 @@ impl Buffer {
             .create_new(true)
             .open(&path)?;
         f.set_len(len.max(1) as u64)?;
+        // Every page allocated now: a page first touched later through the mapping would need
+        // memory then, and a candidate that filled memory would kill the judge with SIGBUS.
+        // The sandbox cannot free them again (no truncation, fallocate or MADV_REMOVE there).
+        allocate(&f, len.max(1))?;
         // SAFETY: the file is ours and stays mapped for the slot's lifetime; the runner maps
         // it too, which is the point (its writes are what the judge reads back).
         let map = unsafe { MmapMut::map_mut(&f)? };

@@ -134,6 +134,17 @@ pub(crate) fn programs(profiling: bool) -> Result<Vec<BpfProgram>, seccompiler::
             )])?],
         );
     }
+    // Freeing the pages of a file it may only write in place (MADV_REMOVE on a shared mapping
+    // punches a hole in a tmpfs file): the judge's next write there would need a new page, and
+    // with memory filled by the candidate the judge would die of SIGBUS.
+    deny.insert(
+        libc::SYS_madvise,
+        vec![SeccompRule::new(vec![cond_int(
+            2,
+            SeccompCmpOp::Eq,
+            libc::MADV_REMOVE as u64,
+        )])?],
+    );
     let deny = SeccompFilter::new(
         deny,
         SeccompAction::Allow,
@@ -148,7 +159,19 @@ pub(crate) fn programs(profiling: bool) -> Result<Vec<BpfProgram>, seccompiler::
         SeccompAction::Errno(libc::ENOSYS as u32),
         arch,
     )?;
-    Ok(vec![deny.try_into()?, clone3.try_into()?])
+    // fallocate punches holes too (and grows files past what they were given). Unsupported, so
+    // the C library's posix_fallocate falls back to plain writes.
+    let fallocate = SeccompFilter::new(
+        [(libc::SYS_fallocate, Vec::new())].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EOPNOTSUPP as u32),
+        arch,
+    )?;
+    Ok(vec![
+        deny.try_into()?,
+        clone3.try_into()?,
+        fallocate.try_into()?,
+    ])
 }
 
 #[cfg(test)]
@@ -156,7 +179,7 @@ mod tests {
     #[test]
     fn filters_compile_for_this_machine() {
         let p = super::programs(false).unwrap();
-        assert_eq!(p.len(), 2);
+        assert_eq!(p.len(), 3);
         assert!(p.iter().all(|f| !f.is_empty()));
         assert!(super::refused(false).contains(&libc::SYS_perf_event_open));
         assert!(!super::refused(true).contains(&libc::SYS_perf_event_open));

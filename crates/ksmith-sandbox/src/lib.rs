@@ -462,14 +462,25 @@ const SHM: &str = "/dev/shm";
 /// not changed for ten minutes (a ksmith killed with SIGKILL cannot clean up, and timing
 /// buffers and fresh inputs take hundreds of megabytes of memory).
 pub fn sweep_stale_memory_dirs() {
+    sweep_in(Path::new(SHM), "ksmith-");
+    // Sandboxes' private directories (on disk), left by a ksmith that was killed.
+    sweep_in(&std::env::temp_dir(), SANDBOX_PREFIX);
+}
+
+/// Prefix of a sandbox's private directory in the system's temporary directory.
+const SANDBOX_PREFIX: &str = "ksmith-sbx-";
+
+/// Removes `dir/PREFIX...-PID-*` directories of ours whose process is gone and that have not
+/// changed for 10 minutes.
+fn sweep_in(dir: &Path, prefix: &str) {
     use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(SHM) else {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     let me = nix::unistd::geteuid().as_raw();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("ksmith-") {
+        if !name.starts_with(prefix) {
             continue;
         }
         let Some(pid) = name.rsplit('-').nth(1).and_then(|p| p.parse::<i32>().ok()) else {
@@ -551,7 +562,12 @@ impl Sandboxed {
     ) -> Result<Sandboxed, SandboxError> {
         // base/work: the child's private directory (everything allowed); base/shared: files
         // the judge creates and maps, which the child may only read and write in place.
-        let base = tempfile::Builder::new().prefix("ksmith-sbx-").tempdir()?;
+        // Named with our pid, so that a killed ksmith's directory is swept by the next one.
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(sweep_stale_memory_dirs);
+        let base = tempfile::Builder::new()
+            .prefix(&format!("{SANDBOX_PREFIX}{}-", std::process::id()))
+            .tempdir()?;
         let work = base.path().join("work");
         std::fs::create_dir(&work)?;
         let mut limits = limits.clone();
@@ -1085,7 +1101,10 @@ mod tests {
              true 2>/dev/null > \"$d/buf\" || printf ' notrunc'; \
              echo x 2>/dev/null > \"$d/new\" || printf ' nocreate'; \
              rm \"$d/buf\" 2>/dev/null || printf ' norm'; \
-             mv \"$d/buf\" \"$d/b2\" 2>/dev/null || echo ' nomove'",
+             mv \"$d/buf\" \"$d/b2\" 2>/dev/null || printf ' nomove'; \
+             fallocate --punch-hole --offset 0 --length 4096 \"$d/buf\" 2>/dev/null || printf ' nopunch'; \
+             python3 -c \"import mmap,sys; f=open(sys.argv[1],'r+b'); m=mmap.mmap(f.fileno(),0); m.madvise(mmap.MADV_REMOVE)\" \"$d/buf\" 2>/dev/null || printf ' noremove'; \
+             echo",
             &Limits {
                 shared_dir: true,
                 ..Limits::default()
@@ -1101,8 +1120,9 @@ mod tests {
         };
         s.finish(Duration::from_secs(5));
         // Its own /dev/shm (nothing of the host's, nor of other sandboxes); the buffer
-        // written in place and nothing else.
-        assert_eq!(l, "hi reg, notrunc nocreate norm nomove");
+        // written in place and nothing else: no holes punched in it either (the judge's
+        // mapping would need new pages, which a candidate that filled memory could deny).
+        assert_eq!(l, "hi reg, notrunc nocreate norm nomove nopunch noremove");
         assert_eq!(std::fs::read_to_string(host.join("buf")).unwrap(), "AB23");
         assert!(!Path::new("/dev/shm/reg").exists());
     }
