@@ -137,6 +137,33 @@ fn parse_language(s: &str) -> Result<ksmith_task::Language, String> {
 }
 
 /// `--threads`: 1 to 1024.
+/// A whole number in `range`, or a message saying what is expected.
+fn count_in(s: &str, range: std::ops::RangeInclusive<usize>, what: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a whole number of {what} from {} to {}",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+/// `--budget`: configurations a search may evaluate.
+pub(crate) fn parse_budget(s: &str) -> Result<usize, String> {
+    count_in(s, 1..=100_000, "configurations")
+}
+
+/// `--confirm`: leaders re-timed together (0: none).
+pub(crate) fn parse_confirm(s: &str) -> Result<usize, String> {
+    count_in(s, 0..=50, "leaders")
+}
+
+/// `--tune-budget`: tuner configurations per agent iteration (0: no autotuning).
+pub(crate) fn parse_tune_budget(s: &str) -> Result<usize, String> {
+    count_in(s, 0..=10_000, "configurations")
+}
+
 fn parse_threads(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=1024).contains(&n) => Ok(n),

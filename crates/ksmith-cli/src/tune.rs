@@ -19,10 +19,10 @@ pub(crate) struct SearchArgs {
     #[arg(long, default_value = "hillclimb")]
     pub strategy: String,
     /// Maximum configurations to evaluate (earlier evaluations found in the store are reused for free).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = crate::parse_budget)]
     pub budget: usize,
     /// Stop searching after this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub time_budget: Option<u64>,
     /// Seed for the random strategies.
     #[arg(long, default_value_t = 1)]
@@ -32,7 +32,7 @@ pub(crate) struct SearchArgs {
     pub no_race: bool,
     /// Re-time this many leading configurations (and the untuned solution) once more and pick
     /// the winner from both measurements.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = crate::parse_confirm)]
     pub confirm: usize,
 }
 

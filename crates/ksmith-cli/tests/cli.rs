@@ -446,12 +446,22 @@ fn numeric_flags_out_of_range_are_refused_naming_the_flag() {
         ("--timeout", "-3"),
         ("--threads", "0"),
         ("--min-time-ms", "0"),
+        ("--budget", "0"),
+        ("--budget", "-1"),
+        ("--time-budget", "0"),
+        ("--confirm", "1e9"),
     ] {
         let arg = format!("{flag}={value}");
+        // Search options belong to tune; the judge's to every judging command.
+        let cmd = if ["--budget", "--time-budget", "--confirm"].contains(&flag) {
+            "tune"
+        } else {
+            "eval"
+        };
         let out = ksmith(
             &store,
             &[
-                "eval",
+                cmd,
                 "tasks/starter/vector_add",
                 "tasks/starter/vector_add/solutions/fast",
                 &arg,

@@ -38,7 +38,7 @@ pub(crate) struct AgentArgs {
     #[arg(long)]
     pub interactive: bool,
     /// Fix attempts per failing stage (build, test) in one iteration.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub fix_attempts: u32,
     /// Extra knowledge directories (markdown/text) retrieved into prompts; repeatable.
     #[arg(long = "knowledge")]
@@ -47,7 +47,7 @@ pub(crate) struct AgentArgs {
     #[arg(long)]
     pub prompts: Option<PathBuf>,
     /// Configurations the autotuner may try per iteration.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = crate::parse_tune_budget)]
     pub tune_budget: usize,
     /// Skip the profile stage.
     #[arg(long)]
