@@ -490,7 +490,7 @@ def baseline(req):
     # Cold caches on a CPU: the call's own inputs and the buffers of the previous call's outputs
     # (which XLA's allocator hands out again) are evicted line by line, as the judge evicts the
     # candidate's; the last-level-cache-sized write is the fallback.
-    evict = _evictor() if req.get("evict") else None
+    evict = _evictor() if req.get("evict") and device.platform == "cpu" else None
     flush = _flusher(0 if evict else req.get("flush_bytes", 0), device)
     for i in range(req.get("warmup", 0)):
         jax.block_until_ready(state.jit(*sets[i % len(sets)]))
