@@ -372,7 +372,7 @@ fn a_provider_that_cannot_work_is_refused_before_any_work_naming_what_to_set() {
                 "--model",
                 "manual:/tmp/x",
                 "--iterations",
-                "0",
+                "1001",
             ],
             with(&[]),
             "--iterations",

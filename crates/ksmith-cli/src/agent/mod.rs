@@ -61,8 +61,8 @@ pub(crate) struct AgentArgs {
 #[derive(clap::Args, Clone, Debug, Default)]
 #[command(next_help_heading = "Agent budget")]
 pub(crate) struct BudgetArgs {
-    /// Optimization iterations (default 3 for a new run; at least 1).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Optimization iterations (default 3 for a new run; 0 judges the starting solution only).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub iterations: Option<u32>,
     /// Most LLM calls (at least 1).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
