@@ -40,6 +40,15 @@ pub(crate) fn ratio(x: f64, (lo, hi): (f64, f64)) -> String {
     format!("{x:.2}x ({lo:.2}-{hi:.2})")
 }
 
+/// A speedup with its interval, marked `noisy` when the interval is wide.
+pub(crate) fn speedup_cell(speedup: f64, interval: (f64, f64), noisy: bool) -> String {
+    format!(
+        "{}{}",
+        ratio(speedup, interval),
+        if noisy { " noisy" } else { "" }
+    )
+}
+
 /// `STATUS (reason)`, on one line.
 pub(crate) fn status_text(r: &EvalResult) -> String {
     match &r.reason {
@@ -521,14 +530,8 @@ impl<'a> BenchSummary<'a> {
                     one(&r.task).into_owned(),
                     sol,
                     r.status_full(),
-                    perf.map(|p| {
-                        format!(
-                            "{}{}",
-                            ratio(p.speedup, p.speedup_interval),
-                            if p.noisy { " noisy" } else { "" }
-                        )
-                    })
-                    .unwrap_or_else(|| "-".into()),
+                    perf.map(|p| speedup_cell(p.speedup, p.speedup_interval, p.noisy))
+                        .unwrap_or_else(|| "-".into()),
                     perf.map(|p| format!("{:.0}%", p.roofline_fraction * 100.0))
                         .unwrap_or_else(|| "-".into()),
                     perf.map(|p| format!("{:.3}", total_ms(p, false)))

@@ -184,14 +184,8 @@ fn render(s: &BenchSummary, format: Format) -> String {
                 md_cell(&r.solution)
             },
             md_cell(&r.status_full()),
-            perf.map(|p| {
-                format!(
-                    "{}{}",
-                    ratio(p.speedup, p.speedup_interval),
-                    if p.noisy { " noisy" } else { "" }
-                )
-            })
-            .unwrap_or_else(|| "-".into()),
+            perf.map(|p| crate::report::speedup_cell(p.speedup, p.speedup_interval, p.noisy))
+                .unwrap_or_else(|| "-".into()),
             perf.map(|p| format!("{:.0}%", p.roofline_fraction * 100.0))
                 .unwrap_or_else(|| "-".into()),
             j["candidate_ms"]
@@ -291,11 +285,9 @@ fn parse_when(store: &Store, flag: &str, text: &str, end: bool) -> Result<String
 /// The speedup with its interval (`-` when untimed).
 fn speed_text(r: &EvalResult) -> String {
     match &r.performance {
-        Some(p) => format!(
-            "{}{}",
-            ratio(p.speedup, interval(p.speedup, p.speedup_interval)),
-            if p.noisy { " noisy" } else { "" }
-        ),
+        Some(p) => {
+            crate::report::speedup_cell(p.speedup, interval(p.speedup, p.speedup_interval), p.noisy)
+        }
         None => "-".into(),
     }
 }
@@ -312,6 +304,23 @@ fn interval(x: f64, (lo, hi): (f64, f64)) -> (f64, f64) {
 /// The solution's language as stored.
 fn language(e: &StoredEval) -> String {
     e.solution["language"].as_str().unwrap_or("-").to_string()
+}
+
+/// A table of `cells` under `header`, wrapped to `width` columns.
+fn fitted_table<H: Into<comfy_table::Row>>(
+    header: H,
+    cells: Vec<Vec<String>>,
+    width: usize,
+) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+    t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
+    t.set_header(header);
+    for c in cells {
+        t.add_row(c);
+    }
+    t
 }
 
 /// `ksmith evals`: one line per stored evaluation, newest first.
@@ -386,15 +395,7 @@ pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
         .collect();
     let width = terminal_width();
     fit_column(&header, &mut cells, 5, width);
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
-    t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
-    t.set_header(header);
-    for c in cells {
-        t.add_row(c);
-    }
-    say!("{t}");
+    say!("{}", fitted_table(header, cells, width));
     let shown = evals.len();
     if a.limit > 0 && shown == a.limit {
         say!("the newest {shown} shown (--limit 0 for all); `ksmith show ID` shows one in full");
@@ -824,15 +825,7 @@ pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
         let width = terminal_width();
         fit_column(&header, &mut cells, 2, width);
         fit_column(&header, &mut cells, 1, width);
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
-        t.set_width(u16::try_from(width).unwrap_or(u16::MAX));
-        t.set_header(header);
-        for c in cells {
-            t.add_row(c);
-        }
-        say!("{t}");
+        say!("{}", fitted_table(header, cells, width));
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for l in &lines {
             *counts.entry(l.verdict.as_str()).or_default() += 1;
