@@ -444,8 +444,7 @@ fn shared_memory_dir() -> std::io::Result<tempfile::TempDir> {
 /// The name carries the creating process's pid, so that what a killed ksmith left in memory
 /// is found and removed by the next one (see [`sweep_stale_memory_dirs`]).
 pub fn memory_tempdir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
-    static SWEEP: std::sync::Once = std::sync::Once::new();
-    SWEEP.call_once(sweep_stale_memory_dirs);
+    sweep_once();
     let prefix = format!("{prefix}{}-", std::process::id());
     let shm = Path::new(SHM);
     if shm.is_dir() {
@@ -465,6 +464,12 @@ pub fn sweep_stale_memory_dirs() {
     sweep_in(Path::new(SHM), "ksmith-");
     // Sandboxes' private directories (on disk), left by a ksmith that was killed.
     sweep_in(&std::env::temp_dir(), SANDBOX_PREFIX);
+}
+
+/// Sweeps what killed processes left, once per process.
+fn sweep_once() {
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(sweep_stale_memory_dirs);
 }
 
 /// Prefix of a sandbox's private directory in the system's temporary directory.
@@ -563,8 +568,7 @@ impl Sandboxed {
         // base/work: the child's private directory (everything allowed); base/shared: files
         // the judge creates and maps, which the child may only read and write in place.
         // Named with our pid, so that a killed ksmith's directory is swept by the next one.
-        static SWEEP: std::sync::Once = std::sync::Once::new();
-        SWEEP.call_once(sweep_stale_memory_dirs);
+        sweep_once();
         let base = tempfile::Builder::new()
             .prefix(&format!("{SANDBOX_PREFIX}{}-", std::process::id()))
             .tempdir()?;
