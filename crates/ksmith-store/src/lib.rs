@@ -5,11 +5,13 @@
 mod lock;
 mod query;
 mod runs;
+mod search;
 mod trace;
 
 pub use lock::{RunHolder, RunLock};
 pub use query::{BenchItemRow, BenchRunRow, EvalFilter};
 pub use runs::{CallRow, RunRow, RunStatus, SnapshotRow};
+pub use search::{DedupHit, NodeRecord};
 
 pub use trace::{export_flashinfer, ExportSummary};
 
@@ -212,6 +214,7 @@ impl Store {
             let conn = Connection::open_in_memory().map_err(sql)?;
             conn.execute_batch(SCHEMA).map_err(sql)?;
             conn.execute_batch(runs::SCHEMA).map_err(sql)?;
+            conn.execute_batch(search::SCHEMA).map_err(sql)?;
             conn
         };
         Ok(Store {
@@ -271,6 +274,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(runs::SCHEMA)?;
+        conn.execute_batch(search::SCHEMA)?;
         Ok(conn)
     }
 
