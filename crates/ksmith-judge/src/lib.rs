@@ -7,6 +7,7 @@ mod fresh;
 mod measure;
 mod parallel;
 mod result;
+pub mod scheduler;
 mod slots;
 mod timing;
 mod together;

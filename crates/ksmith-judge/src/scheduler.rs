@@ -1,0 +1,522 @@
+//! One scheduler per device: builds, loads and correctness checks share the device, timing
+//! holds it alone. Judges in threads of one process and in other processes on the same machine
+//! meet through two lock files in one directory (the store's `locks/`):
+//!
+//! - `device-NAME.lock`: the device itself, `flock` shared by builds and checks, exclusive
+//!   while timing. Every lease opens its own file description, so the lock works between
+//!   threads of one process as between processes.
+//! - `device-NAME.gate`: a turnstile, always taken exclusive. `flock` grants a shared request
+//!   whenever only shared locks are held, even while an exclusive request waits (the kernel
+//!   checks granted locks, not waiters), so a steady stream of builds and checks could keep
+//!   timing out forever. A shared acquirer passes the gate (takes and drops it) before the
+//!   device lock; an exclusive one holds the gate from before it asks for the device until it
+//!   releases it, so once timing waits, no new shared lease gets in, and the holders it waits
+//!   for leave.
+//!
+//! A holder must take one lease at a time: asking for an exclusive lease while holding a
+//! shared one (through another file description) waits for itself. The judge drops its lease
+//! before it asks for another.
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The device a scheduler guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    /// The CPU cores candidates run and are timed on.
+    Cpu,
+    /// One GPU, by index.
+    Gpu(u32),
+}
+
+impl Device {
+    /// The device's name in lock file names (`cpu`, `gpu0`).
+    pub fn name(self) -> String {
+        match self {
+            Device::Cpu => "cpu".into(),
+            Device::Gpu(i) => format!("gpu{i}"),
+        }
+    }
+}
+
+/// Whether a lease shares the device or holds it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Others may build and check alongside; nobody times.
+    Shared,
+    /// Nobody else uses the device.
+    Exclusive,
+}
+
+impl Access {
+    /// `shared` or `exclusive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Shared => "shared",
+            Access::Exclusive => "exclusive",
+        }
+    }
+}
+
+/// What a lease is taken for; decides its [`Access`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// Static policy and compiling.
+    Build,
+    /// Starting the sandboxed runner and loading the candidate.
+    Load,
+    /// Quick and full correctness checks.
+    Check,
+    /// Measuring the timing channel's own cost (empty calls, timed).
+    Calibrate,
+    /// Alternating rounds against the baseline, alone or side by side.
+    Timing,
+    /// Measuring the device's roofline.
+    Roofline,
+}
+
+impl Work {
+    /// The access this work needs: anything timed holds the device alone.
+    pub fn access(self) -> Access {
+        match self {
+            Work::Build | Work::Load | Work::Check => Access::Shared,
+            Work::Calibrate | Work::Timing | Work::Roofline => Access::Exclusive,
+        }
+    }
+
+    /// Lower-case name (the lease log's second column).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Work::Build => "build",
+            Work::Load => "load",
+            Work::Check => "check",
+            Work::Calibrate => "calibrate",
+            Work::Timing => "timing",
+            Work::Roofline => "roofline",
+        }
+    }
+}
+
+/// A lease's moments, told to the observer while the lock is held (right after it is granted,
+/// right before it is released), so observed intervals lie inside the real ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The lease was granted.
+    Acquired,
+    /// The lease is about to be released.
+    Released,
+}
+
+/// What the observer is told.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseEvent {
+    /// Unique per lease within the process.
+    pub lease: u64,
+    /// What the lease is for.
+    pub work: Work,
+    /// Shared or exclusive.
+    pub access: Access,
+    /// Granted or about to be released.
+    pub phase: Phase,
+    /// When (this process's monotonic clock).
+    pub at: Instant,
+}
+
+/// Told of every lease granted and released (tests, diagnostics).
+pub type LeaseObserver = Arc<dyn Fn(&LeaseEvent) + Send + Sync>;
+
+/// Lock file problems.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    /// A lock file or its directory could not be created or opened.
+    #[error("device lock {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// `flock` failed (other than an interrupted wait, which is retried).
+    #[error("device lock {path}: flock: {errno}")]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// The cause.
+        errno: Errno,
+    },
+}
+
+/// Leases on one device, shared between the judges of a process (behind an `Arc`) and, through
+/// the lock files, with other processes.
+pub struct DeviceScheduler {
+    device: Device,
+    lock_path: PathBuf,
+    gate_path: PathBuf,
+    observer: Option<LeaseObserver>,
+    log: Option<PathBuf>,
+    next: AtomicU64,
+}
+
+impl std::fmt::Debug for DeviceScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceScheduler")
+            .field("device", &self.device)
+            .field("lock_path", &self.lock_path)
+            .field("log", &self.log)
+            .finish()
+    }
+}
+
+impl DeviceScheduler {
+    /// The scheduler of `device` with its lock files in `dir` (created if missing).
+    pub fn open(dir: &Path, device: Device) -> Result<DeviceScheduler, SchedulerError> {
+        std::fs::create_dir_all(dir).map_err(|source| SchedulerError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let stem = format!("device-{}", device.name());
+        let s = DeviceScheduler {
+            device,
+            lock_path: dir.join(format!("{stem}.lock")),
+            gate_path: dir.join(format!("{stem}.gate")),
+            observer: None,
+            log: None,
+            next: AtomicU64::new(1),
+        };
+        // Fail now, not at the first lease, when the directory is not writable.
+        s.open_file(&s.lock_path)?;
+        s.open_file(&s.gate_path)?;
+        Ok(s)
+    }
+
+    /// Tells `observer` of every lease granted and released.
+    pub fn with_observer(mut self, observer: LeaseObserver) -> DeviceScheduler {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Appends one line per lease to `path` when it is released, while still held:
+    /// `PID WORK ACCESS START_NS END_NS` (wall clock, nanoseconds since the Unix epoch), so
+    /// leases of several processes can be checked against each other.
+    pub fn with_log(mut self, path: PathBuf) -> DeviceScheduler {
+        self.log = Some(path);
+        self
+    }
+
+    /// The device this scheduler guards.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The device lock file.
+    pub fn lock_path(&self) -> &Path {
+        &self.lock_path
+    }
+
+    fn open_file(&self, path: &Path) -> Result<File, SchedulerError> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|source| SchedulerError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+    }
+
+    /// Locks a fresh file description of `path`, retrying a wait a signal interrupted.
+    fn lock(&self, path: &Path, arg: FlockArg) -> Result<Flock<File>, SchedulerError> {
+        let mut file = self.open_file(path)?;
+        loop {
+            match Flock::lock(file, arg) {
+                Ok(l) => return Ok(l),
+                Err((f, Errno::EINTR)) => file = f,
+                Err((_, errno)) => {
+                    return Err(SchedulerError::Lock {
+                        path: path.to_path_buf(),
+                        errno,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Waits for a lease for `work` (see the module documentation for the order).
+    pub fn acquire(self: &Arc<Self>, work: Work) -> Result<Lease, SchedulerError> {
+        let access = work.access();
+        let gate = self.lock(&self.gate_path, FlockArg::LockExclusive)?;
+        let (device, gate) = match access {
+            Access::Shared => {
+                let d = self.lock(&self.lock_path, FlockArg::LockShared)?;
+                // Through the turnstile: the next acquirer may come.
+                drop(gate);
+                (d, None)
+            }
+            Access::Exclusive => (
+                self.lock(&self.lock_path, FlockArg::LockExclusive)?,
+                Some(gate),
+            ),
+        };
+        let lease = Lease {
+            scheduler: Arc::clone(self),
+            id: self.next.fetch_add(1, Ordering::Relaxed),
+            work,
+            at: Instant::now(),
+            wall: SystemTime::now(),
+            device: Some(device),
+            gate,
+        };
+        lease.tell(Phase::Acquired, lease.at);
+        Ok(lease)
+    }
+}
+
+/// A granted lease; dropping it releases the device.
+pub struct Lease {
+    scheduler: Arc<DeviceScheduler>,
+    id: u64,
+    work: Work,
+    at: Instant,
+    wall: SystemTime,
+    device: Option<Flock<File>>,
+    gate: Option<Flock<File>>,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("id", &self.id)
+            .field("work", &self.work)
+            .finish()
+    }
+}
+
+impl Lease {
+    /// What the lease was taken for.
+    pub fn work(&self) -> Work {
+        self.work
+    }
+
+    /// Shared or exclusive.
+    pub fn access(&self) -> Access {
+        self.work.access()
+    }
+
+    fn tell(&self, phase: Phase, at: Instant) {
+        if let Some(o) = &self.scheduler.observer {
+            o(&LeaseEvent {
+                lease: self.id,
+                work: self.work,
+                access: self.access(),
+                phase,
+                at,
+            });
+        }
+    }
+
+    /// One line in the lease log; a log that cannot be written loses the line, never the lease.
+    fn log(&self) {
+        let Some(path) = &self.scheduler.log else {
+            return;
+        };
+        let ns = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+        let line = format!(
+            "{} {} {} {} {}\n",
+            std::process::id(),
+            self.work.as_str(),
+            self.access().as_str(),
+            ns(self.wall).as_nanos(),
+            ns(SystemTime::now()).as_nanos()
+        );
+        // One write of one short line on an O_APPEND file: lines of several processes do not
+        // interleave.
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.tell(Phase::Released, Instant::now());
+        self.log();
+        // The device first, then the gate: a waiting exclusive acquirer gets the device free.
+        drop(self.device.take());
+        drop(self.gate.take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Mutex;
+
+    fn scheduler(dir: &Path) -> Arc<DeviceScheduler> {
+        Arc::new(DeviceScheduler::open(dir, Device::Cpu).expect("lock files"))
+    }
+
+    /// Observed (lease, access, start, end) intervals.
+    fn recorded(dir: &Path) -> (Arc<DeviceScheduler>, Arc<Mutex<Vec<LeaseEvent>>>) {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let e = Arc::clone(&events);
+        let s = DeviceScheduler::open(dir, Device::Cpu)
+            .expect("lock files")
+            .with_observer(Arc::new(move |ev: &LeaseEvent| {
+                e.lock().expect("events").push(*ev)
+            }));
+        (Arc::new(s), events)
+    }
+
+    fn intervals(events: &[LeaseEvent]) -> Vec<(Access, Instant, Instant)> {
+        events
+            .iter()
+            .filter(|e| e.phase == Phase::Acquired)
+            .map(|a| {
+                let end = events
+                    .iter()
+                    .find(|e| e.lease == a.lease && e.phase == Phase::Released)
+                    .expect("every lease released")
+                    .at;
+                (a.access, a.at, end)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lock_files_are_named_after_the_device() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = DeviceScheduler::open(&dir.path().join("locks"), Device::Gpu(1)).expect("open");
+        assert!(s.lock_path().ends_with("locks/device-gpu1.lock"));
+        assert!(dir.path().join("locks/device-gpu1.gate").exists());
+        assert_eq!(Work::Timing.access(), Access::Exclusive);
+        assert_eq!(Work::Calibrate.access(), Access::Exclusive);
+        assert_eq!(Work::Check.access(), Access::Shared);
+    }
+
+    #[test]
+    fn shared_leases_coexist() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = scheduler(dir.path());
+        let a = s.acquire(Work::Build).expect("first");
+        // A second shared lease on another thread is granted while the first is held.
+        let s2 = Arc::clone(&s);
+        let got = std::thread::spawn(move || s2.acquire(Work::Check).map(|l| l.access()))
+            .join()
+            .expect("thread");
+        assert_eq!(got.expect("second"), Access::Shared);
+        drop(a);
+    }
+
+    #[test]
+    fn an_exclusive_lease_excludes_everything() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (s, events) = recorded(dir.path());
+        let inside = Arc::new(AtomicU64::new(0));
+        let overlap = Arc::new(AtomicBool::new(false));
+        let threads: Vec<_> = (0..6)
+            .map(|t| {
+                let (s, inside, overlap) = (Arc::clone(&s), Arc::clone(&inside), overlap.clone());
+                std::thread::spawn(move || {
+                    for i in 0..15 {
+                        let work = if (t + i) % 3 == 0 {
+                            Work::Timing
+                        } else {
+                            Work::Check
+                        };
+                        let _l = s.acquire(work).expect("lease");
+                        // Exclusive holders count 1000, shared ones 1.
+                        let me = if work == Work::Timing { 1000 } else { 1 };
+                        let before = inside.fetch_add(me, Ordering::SeqCst);
+                        if (me == 1000 && before != 0) || (me == 1 && before >= 1000) {
+                            overlap.store(true, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_millis(2));
+                        inside.fetch_sub(me, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        assert!(!overlap.load(Ordering::SeqCst), "a lease overlapped timing");
+        // The observer's intervals say the same.
+        let iv = intervals(&events.lock().expect("events"));
+        assert_eq!(iv.len(), 90);
+        for (i, a) in iv.iter().enumerate() {
+            for b in &iv[i + 1..] {
+                let overlaps = a.1 < b.2 && b.1 < a.2;
+                let exclusive = a.0 == Access::Exclusive || b.0 == Access::Exclusive;
+                assert!(!(overlaps && exclusive), "{a:?} overlaps {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_waiting_exclusive_lease_is_not_starved_by_shared_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = scheduler(dir.path());
+        let stop = Arc::new(AtomicBool::new(false));
+        // Four threads keep the device shared without a gap: each takes its next lease while
+        // the others still hold theirs.
+        let readers: Vec<_> = (0..4)
+            .map(|_| {
+                let (s, stop) = (Arc::clone(&s), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::SeqCst) {
+                        let _l = s.acquire(Work::Check).expect("shared");
+                        std::thread::sleep(Duration::from_millis(5));
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        // Without the turnstile the stream would keep timing out until it stops: it stops
+        // after 3 s at the latest, so such a failure is a slow wait, not a hang.
+        let watchdog = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                for _ in 0..300 {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                stop.store(true, Ordering::SeqCst);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let asked = Instant::now();
+        let lease = s.acquire(Work::Timing).expect("exclusive");
+        let waited = asked.elapsed();
+        // Held alone: a shared acquirer cannot get in now.
+        let s2 = Arc::clone(&s);
+        let probe = std::thread::spawn(move || {
+            let t = Instant::now();
+            drop(s2.acquire(Work::Build).expect("shared after"));
+            t.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        drop(lease);
+        let probe_waited = probe.join().expect("probe");
+        stop.store(true, Ordering::SeqCst);
+        let served: u64 = readers.into_iter().map(|r| r.join().expect("reader")).sum();
+        watchdog.join().expect("watchdog");
+        // Granted once the shared holders of the moment left (each holds 5 ms), not after
+        // the stream stopped (it never stops before the exclusive lease is granted).
+        assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+        assert!(probe_waited >= Duration::from_millis(90), "{probe_waited:?}");
+        assert!(served > 8, "the shared stream ran ({served} leases)");
+    }
+}
