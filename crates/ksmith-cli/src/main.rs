@@ -22,11 +22,13 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use ksmith_backend::c::Compiler;
 use ksmith_backend::hw;
 use ksmith_harness::PythonEnv;
+use ksmith_judge::scheduler::{Device, DeviceScheduler, Work};
 use ksmith_judge::{Flush, Judge, JudgeConfig, Status};
 use ksmith_store::Store;
 use ksmith_task::{Solution, Task, WorkloadSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Exit code: evaluation ran and the candidate failed.
@@ -563,11 +565,38 @@ impl Ctx {
         Ok(hw)
     }
 
+    /// The CPU's device scheduler in the store's `locks/`, shared by every judge of this
+    /// process and, through its lock files, with other ksmith processes on the store.
+    /// `KSMITH_LEASE_LOG=FILE` appends every lease's interval to FILE (see
+    /// `DeviceScheduler::with_log`; tests check processes against each other with it).
+    fn scheduler(&self) -> Option<Arc<DeviceScheduler>> {
+        // Each judge may have its own: leases meet in the lock files, not in memory.
+        match DeviceScheduler::open(&self.store_dir.join("locks"), Device::Cpu) {
+            Ok(s) => Some(Arc::new(match std::env::var_os("KSMITH_LEASE_LOG") {
+                Some(log) => s.with_log(PathBuf::from(log)),
+                None => s,
+            })),
+            Err(e) => {
+                note!("ksmith: {e}; timing is not kept apart from other ksmith processes");
+                None
+            }
+        }
+    }
+
     fn judge(&self, opts: &JudgeOpts) -> Result<Judge, Exit> {
         let compiler = Compiler::detect().map_err(env_err)?;
         let env = PythonEnv::resolve(self.python.as_deref(), &|m| note!("ksmith: {m}"))
             .map_err(env_err)?;
+        let scheduler = self.scheduler();
+        // A first roofline measurement is timed: alone on the device.
+        let measuring = scheduler
+            .as_ref()
+            .filter(|_| !self.store_dir.join("hw.json").exists())
+            .map(|s| s.acquire(Work::Roofline))
+            .transpose()
+            .map_err(env_err)?;
         let hw = self.hardware(&compiler, false)?;
+        drop(measuring);
         let mut config = JudgeConfig::new(self.store_dir.join("cache"), self.threads);
         config.call_timeout = Duration::from_secs_f64(opts.timeout);
         config.min_time = Duration::from_millis(opts.min_time_ms);
@@ -590,7 +619,10 @@ impl Ctx {
             1
         };
         config.seeds = (0..opts.seeds).map(|i| base + i).collect();
-        Ok(Judge::new(config, env, compiler, hw).with_hw_cache(self.store_dir.join("hw.json")))
+        let mut judge =
+            Judge::new(config, env, compiler, hw).with_hw_cache(self.store_dir.join("hw.json"));
+        judge.set_scheduler(scheduler);
+        Ok(judge)
     }
 }
 

@@ -16,6 +16,8 @@ pub use result::*;
 pub use timing::Race;
 pub use together::{Comparison, Relative};
 
+use scheduler::{DeviceScheduler, Lease, SchedulerError, Work};
+
 use ksmith_backend::c::{self, Compiler};
 use ksmith_backend::cuda::GpuRoofline;
 use ksmith_backend::hw::Hardware;
@@ -26,6 +28,7 @@ use ksmith_task::{Language, Solution, Task, WorkloadSet};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Whether to flush caches between timed calls.
@@ -118,6 +121,9 @@ pub enum JudgeError {
     /// An isolation layer is missing and the user did not accept judging without it.
     #[error("untrusted code is not judged here: isolation is incomplete ({0}); fix the machine (see `ksmith hw`) or pass --unsafe-no-sandbox to judge anyway (recorded in every result)")]
     Isolation(String),
+    /// The device's lock files failed.
+    #[error(transparent)]
+    Device(#[from] SchedulerError),
     /// The trusted side failed on this task (reference error, bad generator...).
     #[error("task {task}: {message}")]
     Task {
@@ -170,6 +176,12 @@ pub struct Judge {
     at: Option<usize>,
     /// Told of every stage an evaluation enters (the CLI's progress display).
     stage_hook: Option<StageHook>,
+    /// The device's scheduler, when judges share it (None: the device is used unasked).
+    scheduler: Option<Arc<DeviceScheduler>>,
+    /// The lease held now; at most one, so a judge never waits for itself.
+    lease: Option<Lease>,
+    /// Time spent waiting for the device in the evaluation in progress.
+    device_wait: Duration,
 }
 
 /// Called with the solution's name and the stage its evaluation enters.
@@ -267,7 +279,40 @@ impl Judge {
             light_checks: false,
             at: None,
             stage_hook: None,
+            scheduler: None,
+            lease: None,
+            device_wait: Duration::ZERO,
         }
+    }
+
+    /// Sets (or clears) the scheduler of the device this judge builds, checks and times on:
+    /// builds and checks then share it with other judges, timing holds it alone.
+    pub fn set_scheduler(&mut self, scheduler: Option<Arc<DeviceScheduler>>) {
+        self.lease = None;
+        self.scheduler = scheduler;
+    }
+
+    /// Holds a lease for `work` (keeping the one held when its access is the same), counting
+    /// the wait; without a scheduler, nothing.
+    pub(crate) fn hold(&mut self, work: Work) -> Result<(), JudgeError> {
+        let Some(s) = &self.scheduler else {
+            return Ok(());
+        };
+        if self.lease.as_ref().map(Lease::access) == Some(work.access()) {
+            return Ok(());
+        }
+        // Released before asking: a shared lease held while waiting for an exclusive one
+        // would never be granted.
+        self.lease = None;
+        let started = Instant::now();
+        self.lease = Some(s.acquire(work)?);
+        self.device_wait += started.elapsed();
+        Ok(())
+    }
+
+    /// Releases the device (the evaluation or the timing is over).
+    pub(crate) fn release(&mut self) {
+        self.lease = None;
     }
 
     /// Sets (or clears) the hook told of every stage an evaluation enters.
@@ -534,7 +579,19 @@ impl Judge {
         r
     }
 
+    /// One evaluation; the device is released at its end, whatever the outcome.
     fn evaluate_inner(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+    ) -> Result<EvalResult, JudgeError> {
+        self.device_wait = Duration::ZERO;
+        let r = self.evaluate_leased(task, solution);
+        self.release();
+        r
+    }
+
+    fn evaluate_leased(
         &mut self,
         task: &Task,
         solution: &Solution,
@@ -575,7 +632,9 @@ impl Judge {
         r.references_computed = self.references_computed - computed_before;
         let t = &mut r.time_split;
         t.build_s = r.build.as_ref().map(|b| b.seconds).unwrap_or(0.0);
-        t.harness_s = (r.elapsed_s - t.build_s - t.kernel_s - t.baseline_s).max(0.0);
+        t.device_wait_s = self.device_wait.as_secs_f64();
+        t.harness_s =
+            (r.elapsed_s - t.build_s - t.kernel_s - t.baseline_s - t.device_wait_s).max(0.0);
         t.harness = std::mem::take(&mut self.split);
         let parts: f64 = t.harness.parts().iter().map(|(_, s)| s).sum();
         t.harness.other_s = (t.harness_s - parts).max(0.0);
@@ -652,16 +711,19 @@ impl Judge {
 
     /// Asks the trusted process to measure the GPU (copy bandwidth, matmul peaks).
     pub fn measure_gpu(&mut self) -> Result<GpuRoofline, JudgeError> {
-        let v = self
-            .trusted()?
-            .call(&json!({"cmd": "gpu_hw"}), Duration::from_secs(600))
-            .map_err(|e| match e {
-                CallError::Remote { message, .. } => JudgeError::Unavailable {
-                    backend: "gpu",
-                    why: message,
-                },
-                e => JudgeError::Harness(HarnessError::from(e)),
-            })?;
+        // Measured alone on the device; released after (an evaluation takes its own leases).
+        self.hold(Work::Roofline)?;
+        let reply = self
+            .trusted()
+            .map(|t| t.call(&json!({"cmd": "gpu_hw"}), Duration::from_secs(600)));
+        self.release();
+        let v = reply?.map_err(|e| match e {
+            CallError::Remote { message, .. } => JudgeError::Unavailable {
+                backend: "gpu",
+                why: message,
+            },
+            e => JudgeError::Harness(HarnessError::from(e)),
+        })?;
         serde_json::from_value(v).map_err(|e| JudgeError::Task {
             task: "-".into(),
             message: format!("gpu_hw reply: {e}"),
@@ -674,6 +736,8 @@ impl Judge {
         solution: &Solution,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, JudgeError> {
+        // Policy and build share the device: they are never timed.
+        self.hold(Work::Build)?;
         if solution.language.is_python() {
             return self.cascade_python(task, solution, r);
         }
@@ -728,6 +792,7 @@ impl Judge {
         min_address_space: u64,
         mut load: Value,
     ) -> Result<Option<Verdict>, JudgeError> {
+        self.hold(Work::Load)?;
         self.enter(r, Stage::Load);
         let mut limits = self.runner_limits(task);
         limits.address_space = limits.address_space.max(min_address_space);
@@ -920,7 +985,12 @@ impl Judge {
         let timeout = self.config.call_timeout;
         let started = Instant::now();
         let channel = if self.config.timing {
-            self.calibrate_channel(runner)?
+            // The channel's cost is timed: alone on the device, or a busy machine's figure
+            // would be subtracted from every timed call.
+            self.hold(Work::Calibrate).map_err(Failure::Judge)?;
+            let c = self.calibrate_channel(runner)?;
+            self.hold(Work::Check).map_err(Failure::Judge)?;
+            c
         } else {
             measure::ChannelCost::default()
         };
@@ -1017,7 +1087,8 @@ impl Judge {
             self.park = Some((channel, elapsed_ns));
             return Ok(None);
         }
-        // 6. Timing, 7. roofline.
+        // 6. Timing, 7. roofline: alone on the device until the evaluation ends.
+        self.hold(Work::Timing).map_err(Failure::Judge)?;
         self.enter(r, Stage::Timing);
         let (perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, channel, r)? {
             Ok(timed) => timed,

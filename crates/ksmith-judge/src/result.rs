@@ -353,6 +353,10 @@ pub struct TimeSplit {
     pub baseline_s: f64,
     /// Everything else: processes, inputs, references, checks, I/O.
     pub harness_s: f64,
+    /// Waiting for the device while other judges built, checked or timed on it (0 without a
+    /// device scheduler); not part of `harness_s`.
+    #[serde(default)]
+    pub device_wait_s: f64,
     /// Where `harness_s` went.
     #[serde(default)]
     pub harness: HarnessSplit,

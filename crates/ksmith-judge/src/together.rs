@@ -6,6 +6,7 @@
 
 use crate::measure::{ChannelCost, Timer};
 use crate::timing::{Paired, NOISY};
+use crate::scheduler::Work;
 use crate::{apply_verdict, classify, geomean, EvalResult, Failure, Judge, JudgeError, Stage};
 use ksmith_harness::Peer;
 use ksmith_task::{Solution, Task};
@@ -115,7 +116,9 @@ impl Judge {
             }
             let judged = judged.clone();
             self.on_gpu = on_gpu;
-            versus = self.time_together(&judged, &mut parked, &mut results)?;
+            let timed = self.time_together(&judged, &mut parked, &mut results);
+            self.release();
+            versus = timed?;
         }
         Ok(Comparison { results, versus })
     }
@@ -147,6 +150,12 @@ impl Judge {
         let k = parked.len();
         let started = Instant::now();
         self.split = Default::default();
+        // Alone on the device from the first timing buffer to the last round.
+        self.device_wait = Default::default();
+        if let Err(e) = self.hold(Work::Timing) {
+            return Err(self.abandon(parked, e));
+        }
+        let waited = self.device_wait.as_secs_f64();
         let mut alive = vec![true; k];
         let mut timers: Vec<Vec<Timer>> = Vec::with_capacity(k);
         let mut failure = None;
@@ -228,7 +237,10 @@ impl Judge {
             // The shared rounds' wall time and the judge's work in them, in equal parts.
             r.elapsed_s += wall / timed;
             let ts = &mut r.time_split;
-            ts.harness_s = (r.elapsed_s - ts.build_s - ts.kernel_s - ts.baseline_s).max(0.0);
+            ts.device_wait_s += waited / timed;
+            ts.harness_s =
+                (r.elapsed_s - ts.build_s - ts.kernel_s - ts.baseline_s - ts.device_wait_s)
+                    .max(0.0);
             let (h, shared) = (&mut ts.harness, &self.split);
             h.inputs_s += shared.inputs_s / timed;
             h.baseline_s += shared.baseline_s / timed;
