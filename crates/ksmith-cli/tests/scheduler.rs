@@ -89,7 +89,10 @@ fn two_eval_processes_on_one_store_never_time_at_once() {
         assert!(v["performance"]["speedup"].as_f64().unwrap() > 0.0, "{v}");
         let wait = v["time_split"]["device_wait_s"].as_f64().unwrap();
         assert!(wait >= 0.0);
-        eprintln!("waited {wait:.3} s for the device, {:.1} s in all", v["elapsed_s"]);
+        eprintln!(
+            "waited {wait:.3} s for the device, {:.1} s in all",
+            v["elapsed_s"]
+        );
     }
     let leases = parse(&std::fs::read_to_string(&log).unwrap());
     for pid in pids {
@@ -100,14 +103,13 @@ fn two_eval_processes_on_one_store_never_time_at_once() {
         );
         assert!(mine.iter().any(|l| l.work == "build" && !l.exclusive));
     }
-    assert!(leases.iter().all(|l| pids.contains(&l.pid) && l.start <= l.end));
+    assert!(leases
+        .iter()
+        .all(|l| pids.contains(&l.pid) && l.start <= l.end));
     // Nothing of one process overlaps what the other held alone.
     for x in leases.iter().filter(|l| l.exclusive) {
         for y in leases.iter().filter(|l| l.pid != x.pid) {
-            assert!(
-                x.end <= y.start || y.end <= x.start,
-                "{x:?} overlaps {y:?}"
-            );
+            assert!(x.end <= y.start || y.end <= x.start, "{x:?} overlaps {y:?}");
         }
     }
 }

@@ -516,7 +516,10 @@ mod tests {
         // Granted once the shared holders of the moment left (each holds 5 ms), not after
         // the stream stopped (it never stops before the exclusive lease is granted).
         assert!(waited < Duration::from_secs(2), "waited {waited:?}");
-        assert!(probe_waited >= Duration::from_millis(90), "{probe_waited:?}");
+        assert!(
+            probe_waited >= Duration::from_millis(90),
+            "{probe_waited:?}"
+        );
         assert!(served > 8, "the shared stream ran ({served} leases)");
     }
 }

@@ -5,8 +5,8 @@
 //! each other directly, per round, instead of through a noisy baseline's separate windows.
 
 use crate::measure::{ChannelCost, Timer};
-use crate::timing::{Paired, NOISY};
 use crate::scheduler::Work;
+use crate::timing::{Paired, NOISY};
 use crate::{apply_verdict, classify, geomean, EvalResult, Failure, Judge, JudgeError, Stage};
 use ksmith_harness::Peer;
 use ksmith_task::{Solution, Task};
