@@ -1,5 +1,6 @@
-//! Two judges in two threads of one process share one device: from the stage hooks' moments and
-//! the scheduler's lease events, no judge's timing overlaps the other judge's timing, build or
+//! Two judges in two threads of one process share one device, one timing a candidate alone
+//! (`evaluate`), the other two side by side (`compare`): from the stage hooks' moments and the
+//! scheduler's lease events, no judge's timing overlaps the other judge's timing, build or
 //! checks, while their builds and checks do run side by side.
 
 use ksmith_backend::c::Compiler;
@@ -44,11 +45,9 @@ fn two_judges_never_time_while_the_other_builds_checks_or_times() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let task_dir = small_vector_add(tmp.path());
     let task = Task::load(&task_dir).expect("task");
-    let solution = Solution::load(
-        &root().join("tasks/starter/vector_add/solutions/fast"),
-        &task,
-    )
-    .expect("solution");
+    let sols = root().join("tasks/starter/vector_add/solutions");
+    let fast = Solution::load(&sols.join("fast"), &task).expect("fast solution");
+    let naive = Solution::load(&sols.join("naive"), &task).expect("naive solution");
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let compiler = Compiler::detect().expect("a C compiler");
     // The roofline the CLI tests measured, when they did (measured here otherwise).
@@ -87,18 +86,29 @@ fn two_judges_never_time_while_the_other_builds_checks_or_times() {
     let barrier = Arc::new(Barrier::new(2));
     let runs: Vec<_> = judges
         .into_iter()
-        .map(|mut judge| {
-            let (task, solution, barrier) = (task.clone(), solution.clone(), barrier.clone());
+        .enumerate()
+        .map(|(j, mut judge)| {
+            let (task, fast, naive) = (task.clone(), fast.clone(), naive.clone());
+            let barrier = barrier.clone();
             std::thread::spawn(move || {
                 barrier.wait();
-                judge.evaluate(&task, &solution).expect("evaluation")
+                // One judge times a candidate alone, the other two side by side.
+                if j == 0 {
+                    vec![judge.evaluate(&task, &fast).expect("evaluation")]
+                } else {
+                    judge
+                        .compare(&task, &[naive, fast])
+                        .expect("comparison")
+                        .results
+                }
             })
         })
         .collect();
     let results: Vec<_> = runs
         .into_iter()
-        .map(|r| r.join().expect("judge thread"))
+        .flat_map(|r| r.join().expect("judge thread"))
         .collect();
+    assert_eq!(results.len(), 3);
     for r in &results {
         assert_eq!(r.status.as_str(), "PASSED", "{:?} {:?}", r.reason, r.detail);
         assert!(r.performance.is_some(), "timed");
@@ -149,7 +159,9 @@ fn two_judges_never_time_while_the_other_builds_checks_or_times() {
             Stage::Policy | Stage::Done => {}
         }
     }
-    assert_eq!(timing.len(), 2, "each judge timed once: {timing:?}");
+    // Judge 0 timed its candidate, judge 1 its two in shared rounds under one lease.
+    assert_eq!(timing.len(), 3, "{timing:?}");
+    assert_eq!(timing.iter().filter(|t| t.0 == 1).count(), 2, "{timing:?}");
     assert!(sharing.len() >= 8, "{sharing:?}");
     let overlap = |a: (usize, Instant, Instant), b: (usize, Instant, Instant)| {
         a.0 != b.0 && a.1 < b.2 && b.1 < a.2
@@ -176,11 +188,10 @@ fn two_judges_never_time_while_the_other_builds_checks_or_times() {
             .any(|b| overlap((a.0, a.3, a.4), (b.0, b.3, b.4)))),
         "builds and checks never ran side by side: {leases:?}"
     );
-    eprintln!(
-        "device waits: {:.3} s, {:.3} s; elapsed {:.1} s, {:.1} s",
-        results[0].time_split.device_wait_s,
-        results[1].time_split.device_wait_s,
-        results[0].elapsed_s,
-        results[1].elapsed_s
-    );
+    for r in &results {
+        eprintln!(
+            "{}: waited {:.3} s for the device, {:.1} s in all",
+            r.solution, r.time_split.device_wait_s, r.elapsed_s
+        );
+    }
 }
