@@ -518,7 +518,11 @@ impl Judge {
     /// side prepared: what a profiler should run a candidate on.
     pub fn prepared_inputs(&mut self, task: &Task, workload: usize) -> Result<PathBuf, JudgeError> {
         let seed = self.config.seeds.first().copied().unwrap_or(1);
-        self.prepare(task, workload, seed).map(PathBuf::from)
+        // The trusted side's work shares the device, like a check.
+        self.hold(Work::Reference)?;
+        let prepared = self.prepare(task, workload, seed).map(PathBuf::from);
+        self.release();
+        prepared
     }
 
     /// Key under which evaluations are interchangeable: same task and code, same environment
@@ -542,6 +546,13 @@ impl Judge {
 
     /// Runs the reference checks of `ksmith validate`; returns `(field, message)` problems.
     pub fn validate_task(&mut self, task: &Task) -> Result<Vec<(String, String)>, JudgeError> {
+        self.hold(Work::Reference)?;
+        let problems = self.validate_leased(task);
+        self.release();
+        problems
+    }
+
+    fn validate_leased(&mut self, task: &Task) -> Result<Vec<(String, String)>, JudgeError> {
         self.ensure_loaded(task)?;
         let mut problems = Vec::new();
         // One request per workload: the reference timeout bounds each, not the whole task.
@@ -602,6 +613,9 @@ impl Judge {
         }
         let start = Instant::now();
         let computed_before = self.references_computed;
+        // Starting the trusted process (Python, JAX) is heavy CPU work: never while another
+        // judge times.
+        self.hold(Work::Reference)?;
         self.trusted()?;
         let task = &match self.task_for(task, solution) {
             Ok(t) => t,

@@ -67,6 +67,8 @@ impl Access {
 /// What a lease is taken for; decides its [`Access`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Work {
+    /// The trusted side: starting it, inputs, references, task validation.
+    Reference,
     /// Static policy and compiling.
     Build,
     /// Starting the sandboxed runner and loading the candidate.
@@ -85,7 +87,7 @@ impl Work {
     /// The access this work needs: anything timed holds the device alone.
     pub fn access(self) -> Access {
         match self {
-            Work::Build | Work::Load | Work::Check => Access::Shared,
+            Work::Reference | Work::Build | Work::Load | Work::Check => Access::Shared,
             Work::Calibrate | Work::Timing | Work::Roofline => Access::Exclusive,
         }
     }
@@ -93,6 +95,7 @@ impl Work {
     /// Lower-case name (the lease log's second column).
     pub fn as_str(self) -> &'static str {
         match self {
+            Work::Reference => "reference",
             Work::Build => "build",
             Work::Load => "load",
             Work::Check => "check",
