@@ -160,7 +160,10 @@ fn list(ctx: &Ctx, a: &ListArgs) -> Result<u8, Exit> {
         .filter(|e| a.op_class.is_none_or(|c| e.op_class == c))
         .collect();
     if a.json {
-        let rows = entries.iter().map(entry_json).collect::<Result<Vec<_>, _>>()?;
+        let rows = entries
+            .iter()
+            .map(entry_json)
+            .collect::<Result<Vec<_>, _>>()?;
         print_json(&serde_json::json!({ "entries": rows }))?;
     } else if entries.is_empty() {
         say!("no memory entries (runs add them when they finish; `ksmith memory harvest RUN`)");
@@ -189,7 +192,11 @@ fn show(ctx: &Ctx, id: i64, json: bool) -> Result<u8, Exit> {
         e.op_class.as_str(),
         one(&e.tests_hash)
     );
-    say!("  device:   {} (fingerprint {})", one(&e.device), one(&e.fingerprint));
+    say!(
+        "  device:   {} (fingerprint {})",
+        one(&e.device),
+        one(&e.fingerprint)
+    );
     if let Some(h) = e.hint {
         say!("  hint:     {}", h.as_str());
     }
@@ -255,7 +262,11 @@ fn harvest(ctx: &Ctx, run: &str, json: bool) -> Result<u8, Exit> {
         Err(e) => return Err(env_err(e)),
     };
     if json {
-        let added = h.added.iter().map(entry_json).collect::<Result<Vec<_>, _>>()?;
+        let added = h
+            .added
+            .iter()
+            .map(entry_json)
+            .collect::<Result<Vec<_>, _>>()?;
         let skipped: Vec<_> = h
             .skipped
             .iter()

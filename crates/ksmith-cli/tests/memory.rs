@@ -28,10 +28,7 @@ fn ok_json(store: &Path, args: &[&str]) -> Value {
 fn entries(store: &Path, extra: &[&str]) -> Vec<Value> {
     let mut args = vec!["memory", "list", "--json"];
     args.extend(extra);
-    ok_json(store, &args)["entries"]
-        .as_array()
-        .unwrap()
-        .clone()
+    ok_json(store, &args)["entries"].as_array().unwrap().clone()
 }
 
 #[test]
@@ -105,7 +102,12 @@ fn an_improving_run_becomes_one_entry_listed_shown_and_pruned() {
     assert!(!excerpt.is_empty());
     // Never the whole kernel: at most 12 lines of a 95-line file.
     assert!(excerpt.lines().count() <= 12, "{excerpt}");
-    assert!(excerpt.lines().all(|l| l.starts_with("- ") || l.starts_with("+ ") || l.starts_with('…')), "{excerpt}");
+    assert!(
+        excerpt
+            .lines()
+            .all(|l| l.starts_with("- ") || l.starts_with("+ ") || l.starts_with('…')),
+        "{excerpt}"
+    );
     assert!(excerpt.contains("more changed lines"), "{excerpt}");
     assert!(!e["fingerprint"].as_str().unwrap().is_empty());
     let id = e["id"].as_i64().unwrap();
@@ -128,7 +130,10 @@ fn an_improving_run_becomes_one_entry_listed_shown_and_pruned() {
     let o = ksmith(&store, &["memory", "list"]);
     assert!(o.status.success());
     let t = text(&o);
-    assert!(t.contains("normalization") && t.contains("Vectorized exp"), "{t}");
+    assert!(
+        t.contains("normalization") && t.contains("Vectorized exp"),
+        "{t}"
+    );
     let o = ksmith(&store, &["memory", "show", &id.to_string()]);
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
@@ -179,9 +184,17 @@ fn bad_memory_flags_and_unknown_runs_exit_2() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
     }
     let o = ksmith(&store, &["memory", "list", "--op-class", "banana"]);
-    assert!(text(&o).contains("expected one of elementwise"), "{}", text(&o));
+    assert!(
+        text(&o).contains("expected one of elementwise"),
+        "{}",
+        text(&o)
+    );
     let o = ksmith(&store, &["memory", "harvest", "run-nope"]);
-    assert!(text(&o).contains("run run-nope: no such run"), "{}", text(&o));
+    assert!(
+        text(&o).contains("run run-nope: no such run"),
+        "{}",
+        text(&o)
+    );
     // An empty store lists nothing, as JSON too.
     assert_eq!(entries(&store, &[]).len(), 0);
 }

@@ -333,8 +333,10 @@ pub fn harvest(store: &Store, run: &str) -> Result<Harvest, MemoryError> {
             continue;
         };
         let Some(ev) = store.get(eval_id)? else {
-            out.skipped
-                .push((imp.step, format!("evaluation {eval_id} is not in the store")));
+            out.skipped.push((
+                imp.step,
+                format!("evaluation {eval_id} is not in the store"),
+            ));
             continue;
         };
         let op_class = ev
@@ -422,7 +424,11 @@ fn serial_improvements(store: &Store, run: &str) -> Result<Vec<Improvement>, Mem
                 .ok()
                 .and_then(|v| {
                     let a = v.get("versus")?.as_array()?;
-                    Some((a.first()?.as_f64()?, a.get(1)?.as_f64()?, a.get(2)?.as_f64()?))
+                    Some((
+                        a.first()?.as_f64()?,
+                        a.get(1)?.as_f64()?,
+                        a.get(2)?.as_f64()?,
+                    ))
                 })
         });
     let passed = |s: &SnapshotRow| s.status == "PASSED" && s.speedup.is_some();

@@ -79,7 +79,8 @@ pub struct MemoryRow {
     pub wins: u64,
 }
 
-const COLS: &str = "e.id, e.created_at, e.source_run, e.source_step, e.task, e.tests_hash, e.op_class,
+const COLS: &str =
+    "e.id, e.created_at, e.source_run, e.source_step, e.task, e.tests_hash, e.op_class,
     e.fingerprint, e.device, e.hint, e.headline, e.gain, e.gain_lo, e.gain_hi, e.excerpt,
     (SELECT COUNT(*) FROM memory_exposures x WHERE x.entry = e.id),
     (SELECT COUNT(*) FROM memory_exposures x WHERE x.entry = e.id AND x.won = 1)";
@@ -171,7 +172,9 @@ impl Store {
         }
         let mut st = self
             .conn
-            .prepare(&format!("SELECT {COLS} FROM memory_entries e ORDER BY e.id"))
+            .prepare(&format!(
+                "SELECT {COLS} FROM memory_entries e ORDER BY e.id"
+            ))
             .map_err(|e| self.sql(e))?;
         let rows = st
             .query_map([], memory_row)
@@ -305,7 +308,10 @@ mod tests {
         let mut store = Store::open(dir.path()).unwrap();
         let id = store.memory_insert(&row("r1", "iteration:2")).unwrap();
         assert!(id.is_some());
-        assert_eq!(store.memory_insert(&row("r1", "iteration:2")).unwrap(), None);
+        assert_eq!(
+            store.memory_insert(&row("r1", "iteration:2")).unwrap(),
+            None
+        );
         let back = store.memory_entry(id.unwrap()).unwrap().unwrap();
         assert_eq!(back.gain_interval, Some((1.4, 1.6)));
         assert_eq!(back.hint.as_deref(), Some("vectorize"));

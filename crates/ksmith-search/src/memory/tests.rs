@@ -14,9 +14,11 @@ fn softmax() -> Task {
 /// A stored evaluation carrying the task (op class) and the machine; its status is not read.
 fn eval(store: &mut Store, task: &Task, src: &str, fp: &str) -> i64 {
     let sol = Solution::from_source("s", Language::C, "softmax", "kernel.c", src.into(), vec![]);
-    let mut env = ksmith_judge::Environment::default();
-    env.cpu = "Test CPU".into();
-    env.fingerprint = fp.into();
+    let env = ksmith_judge::Environment {
+        cpu: "Test CPU".into(),
+        fingerprint: fp.into(),
+        ..Default::default()
+    };
     let r: EvalResult = serde_json::from_value(json!({
         "status": "PASSED", "reason": null, "detail": null, "stage": "build",
         "task": task.name, "task_hash": task.content_hash,
@@ -60,7 +62,13 @@ fn serial_run(store: &mut Store, id: &str, task: &Task) {
         (1, "PASSED", Some(1.3), "Vectorize the row loop", "  vec();"),
         (2, "COMPILE_ERROR", None, "Broken idea", "  oops("),
         (3, "PASSED", Some(1.35), "Unroll by 4", "  unroll();"),
-        (4, "PASSED", Some(2.0), "Parallelize rows with OpenMP", "  omp();\n  vec();"),
+        (
+            4,
+            "PASSED",
+            Some(2.0),
+            "Parallelize rows with OpenMP",
+            "  omp();\n  vec();",
+        ),
     ];
     for (it, status, speedup, summary, body) in snaps {
         let src = kernel(body);
@@ -122,7 +130,10 @@ fn harvest_of_a_serial_run_finds_each_new_best_once() {
     assert_eq!(again.improvements, 2);
     assert!(again.added.is_empty());
     assert_eq!(entries(&store).unwrap().len(), 2);
-    assert!(matches!(harvest(&store, "nope"), Err(MemoryError::NoRun(_))));
+    assert!(matches!(
+        harvest(&store, "nope"),
+        Err(MemoryError::NoRun(_))
+    ));
 }
 
 fn node(id: u64, parent: Option<u64>, hint: Hint, speedup: Option<f64>, code: &str) -> Node {
@@ -163,7 +174,7 @@ fn harvest_of_a_search_run_keeps_faster_children_of_passed_parents() {
         .map(|s| store.put_artifact(s.as_bytes()).unwrap())
         .collect();
     let ev = eval(&mut store, &task, &src[1], "fp-b");
-    let mut nodes = vec![
+    let mut nodes = [
         node(0, None, Hint::FirstKernel, Some(1.0), &hashes[0]),
         node(1, Some(0), Hint::Tile, Some(1.5), &hashes[1]),
         node(2, Some(0), Hint::Unroll, Some(0.9), &hashes[2]),
@@ -248,8 +259,14 @@ fn for_task_ranks_by_class_device_win_rate_gain_and_never_shows_the_same_task() 
     // A win for the low-gain entry lifts it above the high-gain one: (1+1)/(1+2) > 1/2.
     record_exposure(&mut store, "r9", Step::Iteration(2), &[rms_low, rms_high]).unwrap();
     record_exposure(&mut store, "r9", Step::Iteration(3), &[rms_high]).unwrap();
-    assert_eq!(record_outcome(&store, "r9", Step::Iteration(2), true).unwrap(), 2);
-    assert_eq!(record_outcome(&store, "r9", Step::Iteration(3), false).unwrap(), 0);
+    assert_eq!(
+        record_outcome(&store, "r9", Step::Iteration(2), true).unwrap(),
+        2
+    );
+    assert_eq!(
+        record_outcome(&store, "r9", Step::Iteration(3), false).unwrap(),
+        0
+    );
     let got = for_task(&store, &me, "fp", 2).unwrap();
     assert_eq!(ids(got.clone()), vec![rms_low, rms_high]);
     assert_eq!((got[0].shown, got[0].wins), (1, 1));
@@ -263,7 +280,14 @@ fn harvest_scores_wins_for_entries_shown_to_improving_steps() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
     let task = softmax();
-    let e = add(&store, "old", "layernorm", OpClass::Normalization, "fp-a", 1.4);
+    let e = add(
+        &store,
+        "old",
+        "layernorm",
+        OpClass::Normalization,
+        "fp-a",
+        1.4,
+    );
     serial_run(&mut store, "r1", &task);
     // Shown before iteration 1 (improved) and iteration 3 (did not).
     record_exposure(&mut store, "r1", Step::Iteration(1), &[e]).unwrap();
@@ -297,9 +321,19 @@ fn prune_by_age_and_by_win_rate_with_dry_run() {
     };
     let ids = |v: Vec<MemoryEntry>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
     // 0 wins of 4 shows: 1/6 < 0.3. The fresh entry, never shown, stays.
-    assert_eq!(ids(prune(&mut store, &rule, true).unwrap()), vec![loser, old]);
-    assert_eq!(entries(&store).unwrap().len(), 3, "a dry run deletes nothing");
-    assert_eq!(ids(prune(&mut store, &rule, false).unwrap()), vec![loser, old]);
+    assert_eq!(
+        ids(prune(&mut store, &rule, true).unwrap()),
+        vec![loser, old]
+    );
+    assert_eq!(
+        entries(&store).unwrap().len(),
+        3,
+        "a dry run deletes nothing"
+    );
+    assert_eq!(
+        ids(prune(&mut store, &rule, false).unwrap()),
+        vec![loser, old]
+    );
     assert_eq!(ids(entries(&store).unwrap()), vec![fresh]);
 }
 
