@@ -8,11 +8,12 @@ use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use ksmith_search::memory::{self, MemoryEntry, PruneRule, WinRateFloor};
 use ksmith_task::OpClass;
+use std::path::PathBuf;
 
 /// `ksmith memory ...`.
 #[derive(Subcommand)]
 pub(crate) enum MemoryCmd {
-    /// List memory entries (oldest first), with filters.
+    /// List memory entries (oldest first, or as a planner on a task would get them), with filters.
     List(ListArgs),
     /// Show one entry: where it came from, its gain, win rate and before/after excerpt.
     Show {
@@ -45,6 +46,18 @@ pub(crate) struct ListArgs {
     /// attention, convolution, scan, moe, fused, other).
     #[arg(long, value_name = "CLASS", value_parser = parse_op_class)]
     op_class: Option<OpClass>,
+    /// What a planner on this task directory would be shown, most relevant first: entries
+    /// from the task itself (same name or same tests) left out, ranked by operator class,
+    /// device (--fingerprint), win rate and gain.
+    #[arg(long = "for", value_name = "TASK_DIR", conflicts_with = "task")]
+    for_task: Option<PathBuf>,
+    /// With --for: the device's environment fingerprint (as `ksmith show ID --json` prints it
+    /// under environment.fingerprint); without it, the device does not rank.
+    #[arg(long, value_name = "FP", requires = "for_task")]
+    fingerprint: Option<String>,
+    /// With --for: how many entries the planner gets.
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "for_task")]
+    limit: usize,
     /// Print {"entries": [{"id", "task", "op_class", "gain", "excerpt", "shown", "wins",
     /// "win_rate", ...}]} on stdout.
     #[arg(long)]
@@ -153,8 +166,15 @@ fn table(entries: &[MemoryEntry]) -> comfy_table::Table {
 
 fn list(ctx: &Ctx, a: &ListArgs) -> Result<u8, Exit> {
     let store = ctx.store_read()?;
-    let entries: Vec<MemoryEntry> = memory::entries(&store)
-        .map_err(env_err)?
+    let all = match &a.for_task {
+        Some(dir) => {
+            let task = memory::TaskInfo::of(&crate::load_task(dir)?);
+            let fp = a.fingerprint.as_deref().unwrap_or("");
+            memory::for_task(&store, &task, fp, a.limit).map_err(env_err)?
+        }
+        None => memory::entries(&store).map_err(env_err)?,
+    };
+    let entries: Vec<MemoryEntry> = all
         .into_iter()
         .filter(|e| a.task.as_ref().is_none_or(|t| &e.task == t))
         .filter(|e| a.op_class.is_none_or(|c| e.op_class == c))

@@ -122,6 +122,17 @@ fn an_improving_run_becomes_one_entry_listed_shown_and_pruned() {
     assert_eq!(entries(&store, &["--task", "layernorm"]).len(), 0);
     assert_eq!(entries(&store, &["--op-class", "normalization"]).len(), 1);
     assert_eq!(entries(&store, &["--op-class", "matmul"]).len(), 0);
+    // A planner on the same task never gets it; one on another task of any class does.
+    let own = root().join("tasks/starter/softmax");
+    assert_eq!(entries(&store, &["--for", own.to_str().unwrap()]).len(), 0);
+    let other = root().join("tasks/starter/matmul");
+    let fp = e["fingerprint"].as_str().unwrap();
+    let got = entries(
+        &store,
+        &["--for", other.to_str().unwrap(), "--fingerprint", fp],
+    );
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["id"], id);
     let listed = &entries(&store, &[])[0];
     assert_eq!(listed["id"], id);
     assert_eq!(listed["win_rate"], 0.5, "never shown: the prior's mean");
@@ -179,6 +190,8 @@ fn bad_memory_flags_and_unknown_runs_exit_2() {
         &["memory", "show", "7"],
         &["memory", "harvest", "run-nope"],
         &["memory", "frobnicate"],
+        &["memory", "list", "--fingerprint", "x"],
+        &["memory", "list", "--for", "/nonexistent/task"],
     ] {
         let o = ksmith(&store, args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
