@@ -22,7 +22,7 @@ fn the_planner_shows_memory_entries_only_when_given() {
     let with = p
         .render(
             Role::Planner,
-            &json!({"task": task(), "mode": "new", "memory": [entry]}),
+            &json!({"task": task(), "mode": "new", "memory": [entry.clone()]}),
         )
         .unwrap();
     let u = &with.user;
@@ -32,6 +32,17 @@ fn the_planner_shows_memory_entries_only_when_given() {
         "{u}"
     );
     assert!(u.contains("```diff\n- naive();\n+ vec();\n```"), "{u}");
+    let mut fresh = entry.clone();
+    fresh["shown"] = json!(0);
+    fresh["wins"] = json!(0);
+    let r = p
+        .render(
+            Role::Planner,
+            &json!({"task": task(), "mode": "new", "memory": [fresh]}),
+        )
+        .unwrap();
+    assert!(r.user.contains("on layernorm (Test CPU)\n"), "{}", r.user);
+    assert!(!r.user.contains("helped"), "never shown: no win count");
     let empty = p
         .render(
             Role::Planner,

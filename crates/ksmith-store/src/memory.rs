@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS memory_exposures (
     won         INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (run, step, entry)
 );
+CREATE INDEX IF NOT EXISTS memory_exposures_entry ON memory_exposures(entry);
 CREATE TABLE IF NOT EXISTS memory_pruned (
     source_run  TEXT NOT NULL,
     source_step TEXT NOT NULL,
@@ -82,8 +83,12 @@ pub struct MemoryRow {
 const COLS: &str =
     "e.id, e.created_at, e.source_run, e.source_step, e.task, e.tests_hash, e.op_class,
     e.fingerprint, e.device, e.hint, e.headline, e.gain, e.gain_lo, e.gain_hi, e.excerpt,
-    (SELECT COUNT(*) FROM memory_exposures x WHERE x.entry = e.id),
-    (SELECT COUNT(*) FROM memory_exposures x WHERE x.entry = e.id AND x.won = 1)";
+    COALESCE(x.shown, 0), COALESCE(x.wins, 0)";
+
+/// Entries with their exposure counts (one pass over the exposures, not one per entry).
+const FROM: &str = "memory_entries e LEFT JOIN
+    (SELECT entry, COUNT(*) AS shown, SUM(won) AS wins FROM memory_exposures GROUP BY entry) x
+    ON x.entry = e.id";
 
 fn memory_row(r: &rusqlite::Row) -> rusqlite::Result<MemoryRow> {
     let lo: Option<f64> = r.get(12)?;
@@ -172,9 +177,7 @@ impl Store {
         }
         let mut st = self
             .conn
-            .prepare(&format!(
-                "SELECT {COLS} FROM memory_entries e ORDER BY e.id"
-            ))
+            .prepare(&format!("SELECT {COLS} FROM {FROM} ORDER BY e.id"))
             .map_err(|e| self.sql(e))?;
         let rows = st
             .query_map([], memory_row)
@@ -190,7 +193,7 @@ impl Store {
         }
         self.conn
             .query_row(
-                &format!("SELECT {COLS} FROM memory_entries e WHERE e.id = ?1"),
+                &format!("SELECT {COLS} FROM {FROM} WHERE e.id = ?1"),
                 params![id],
                 memory_row,
             )
