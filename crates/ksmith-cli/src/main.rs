@@ -11,6 +11,7 @@ mod term;
 mod agent;
 mod bench;
 mod deploy;
+mod memory;
 mod optimize;
 mod progress;
 mod report;
@@ -293,6 +294,9 @@ enum Cmd {
     },
     /// Re-check an exported JAX package's kernels on fresh seeds and time them inside jax.jit.
     VerifyExport(deploy::VerifyArgs),
+    /// Cross-run memory: what made kernels faster in earlier runs, shown to later planners.
+    #[command(subcommand)]
+    Memory(memory::MemoryCmd),
 }
 
 #[derive(Subcommand)]
@@ -492,6 +496,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
             deploy::export_jax(&ctx, &what, &out, &name)
         }
         Cmd::VerifyExport(args) => deploy::verify_export(&ctx, &args),
+        Cmd::Memory(cmd) => memory::run(&ctx, &cmd),
     }
 }
 
@@ -507,6 +512,7 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Compare(_)
         | Cmd::VerifyExport(_) => false,
         Cmd::Validate { no_run, .. } => !no_run,
+        Cmd::Memory(m) => m.writes_store(),
         Cmd::Hw { refresh, gpu, .. } => *refresh || *gpu || !store_dir.join("hw.json").exists(),
         Cmd::Eval { .. }
         | Cmd::Bench(_)

@@ -5,6 +5,7 @@
 
 pub mod events;
 pub mod hint;
+pub mod memory;
 pub mod node;
 
 pub use events::{Event, EventSink, NullSink};

@@ -3,12 +3,14 @@
 //! runs for resuming, and export in the FlashInfer Trace schema.
 
 mod lock;
+mod memory;
 mod query;
 mod runs;
 mod search;
 mod trace;
 
 pub use lock::{RunHolder, RunLock};
+pub use memory::MemoryRow;
 pub use query::{BenchItemRow, BenchRunRow, EvalFilter};
 pub use runs::{CallRow, RunRow, RunStatus, SnapshotRow};
 pub use search::{DedupHit, NodeRecord};
@@ -215,6 +217,7 @@ impl Store {
             conn.execute_batch(SCHEMA).map_err(sql)?;
             conn.execute_batch(runs::SCHEMA).map_err(sql)?;
             conn.execute_batch(search::SCHEMA).map_err(sql)?;
+            conn.execute_batch(memory::SCHEMA).map_err(sql)?;
             conn
         };
         Ok(Store {
@@ -275,6 +278,7 @@ impl Store {
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(runs::SCHEMA)?;
         conn.execute_batch(search::SCHEMA)?;
+        conn.execute_batch(memory::SCHEMA)?;
         Ok(conn)
     }
 

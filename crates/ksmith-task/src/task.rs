@@ -45,6 +45,34 @@ impl OpClass {
         ("fused", OpClass::Fused),
         ("other", OpClass::Other),
     ];
+
+    /// Every class, in the documented order.
+    pub const ALL: [OpClass; 10] = [
+        OpClass::Elementwise,
+        OpClass::Reduction,
+        OpClass::Normalization,
+        OpClass::Matmul,
+        OpClass::Attention,
+        OpClass::Convolution,
+        OpClass::Scan,
+        OpClass::Moe,
+        OpClass::Fused,
+        OpClass::Other,
+    ];
+
+    /// The spelling task.toml's `op_class` uses.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, c)| *c == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("other")
+    }
+
+    /// The class a spelling names.
+    pub fn from_name(s: &str) -> Option<OpClass> {
+        Self::NAMES.iter().find(|(n, _)| *n == s).map(|(_, c)| *c)
+    }
 }
 
 /// Whether an axis is fixed by the definition or set per workload.
