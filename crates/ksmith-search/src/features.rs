@@ -42,7 +42,13 @@ impl Features {
         } else {
             0
         };
-        let (nest, loops) = loop_shape(&code);
+        // Preprocessor lines (`#pragma omp parallel for`) are not loops.
+        let body: String = code
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let (nest, loops) = loop_shape(&body);
         let lines = code.lines().filter(|l| !l.trim().is_empty()).count();
         let length = ((lines / 16).max(1) as f64).log2().floor().min(5.0) as u8;
         let loops = match loops {

@@ -26,3 +26,6 @@ pub use node::{
 };
 pub use persist::{MemoryPersist, NoPersist, Persist, PersistError, StorePersist};
 pub use strategy::{StrategyKind, StrategySettings};
+
+#[cfg(test)]
+mod tests;

@@ -28,7 +28,8 @@ impl Strategy for Loop {
         }
         Next::Expand(Proposal::child(g.best_correct().or(self.last)))
     }
-    fn launched(&mut self, _id: NodeId, _p: &Proposal) {
+    fn launched(&mut self, id: NodeId, _p: &Proposal) {
+        self.root.launched(id);
         self.busy = true;
     }
     fn finished(&mut self, _g: &Graph, id: NodeId) {
