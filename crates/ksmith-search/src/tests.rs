@@ -12,7 +12,7 @@ use crate::{EventSink, SearchError};
 use ksmith_judge::Status;
 use std::sync::Mutex;
 
-/// Outcome depends only on the request: `good` multiplies the parent's speedup by 1.3, other
+/// Outcome depends only on the request: `good` multiplies the parent's speedup by 1.6, other
 /// hints by 0.9..1.05 (from the seed); every 5th seed (mod) fails to compile. Sources carry
 /// features by hint, so evolve's archive fills.
 struct Fake {
@@ -57,7 +57,7 @@ impl Expander for Fake {
             .unwrap_or(1.0);
         let fails = req.parent.is_some() && req.seed % 5 == 0;
         let factor = if req.hint == self.good {
-            1.3
+            1.6
         } else {
             0.9 + (req.seed % 16) as f64 / 100.0
         };
