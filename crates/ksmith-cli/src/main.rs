@@ -15,6 +15,7 @@ mod optimize;
 mod progress;
 mod report;
 mod results;
+mod search;
 mod tune;
 
 use anyhow::{anyhow, Context, Result};
@@ -291,6 +292,9 @@ enum Cmd {
     },
     /// Re-check an exported JAX package's kernels on fresh seeds and time them inside jax.jit.
     VerifyExport(deploy::VerifyArgs),
+    /// Compare search strategies offline on a pool of judged candidates (best speedup against
+    /// LLM calls over many seeds); `simulate pool` writes a pool from the store.
+    Simulate(search::SimulateArgs),
 }
 
 #[derive(Subcommand)]
@@ -490,6 +494,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
             deploy::export_jax(&ctx, &what, &out, &name)
         }
         Cmd::VerifyExport(args) => deploy::verify_export(&ctx, &args),
+        Cmd::Simulate(args) => search::simulate(&ctx, &args),
     }
 }
 
@@ -503,7 +508,8 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Export { .. }
         | Cmd::Evals(_)
         | Cmd::Compare(_)
-        | Cmd::VerifyExport(_) => false,
+        | Cmd::VerifyExport(_)
+        | Cmd::Simulate(_) => false,
         Cmd::Validate { no_run, .. } => !no_run,
         Cmd::Hw { refresh, gpu, .. } => *refresh || *gpu || !store_dir.join("hw.json").exists(),
         Cmd::Eval { .. }
