@@ -13,7 +13,8 @@
 //!    near the parent in feature space and in speed (a step rarely changes speed by more than
 //!    a factor of two or so), more likely in the direction the hint names (see [`affinity`]),
 //!    and 5x more likely when the pool recorded `c` as a child of `P` under that hint. The
-//!    parent itself keeps weight 0.5 (the session rewrote the same program: a duplicate).
+//!    parent itself gets `duplicate_rate` of the probability (the session rewrote the same
+//!    program: a duplicate).
 //! 4. `inner` iterations draw in turn, each from the session's best so far; the session keeps
 //!    its best. Each iteration costs `calls_per_iteration` calls (capped by the engine's
 //!    `max_calls`), `tokens_per_call` tokens each, `cost_per_call` USD each, one evaluation.
@@ -66,8 +67,10 @@ pub struct SimSettings {
     /// Probability a session's candidate fails (None: the pool's own failed fraction, or 0.25
     /// when the pool holds no failure).
     pub failure_rate: Option<f64>,
-    /// Locality of steps (default 0.5; larger: children farther from the parent).
+    /// Locality of steps (default 1; larger: children farther from the parent).
     pub locality: f64,
+    /// Probability a correct draw rewrites the parent itself (a duplicate; default 0.1).
+    pub duplicate_rate: f64,
 }
 
 impl Default for SimSettings {
@@ -78,7 +81,8 @@ impl Default for SimSettings {
             cost_per_call: 0.0,
             latency_ms: 0,
             failure_rate: None,
-            locality: 0.5,
+            locality: 1.0,
+            duplicate_rate: 0.1,
         }
     }
 }
@@ -215,6 +219,9 @@ impl Pool {
                 return Err(format!("settings.failure_rate {f} is not in [0, 1)"));
             }
         }
+        if !(0.0..1.0).contains(&self.settings.duplicate_rate) {
+            return Err("settings.duplicate_rate must be in [0, 1)".into());
+        }
         if !(self.settings.locality.is_finite() && self.settings.locality > 0.0) {
             return Err("settings.locality must be above 0".into());
         }
@@ -348,11 +355,18 @@ impl SimExpander {
                     w *= 5.0;
                 }
                 if i == p {
-                    w *= 0.5;
+                    return 0.0;
                 }
                 w
             })
             .collect();
+        let mut weights = weights;
+        // The parent itself (a duplicate) gets `duplicate_rate` of the probability mass.
+        if let Some(p) = from.filter(|p| cands[*p].passed()) {
+            let others: f64 = weights.iter().sum();
+            let d = self.settings.duplicate_rate;
+            weights[p] = if others > 0.0 { others * d / (1.0 - d) } else { 1.0 };
+        }
         let total: f64 = weights.iter().sum();
         if total <= 0.0 {
             return from.unwrap_or(0);
