@@ -198,7 +198,7 @@ enum Cmd {
     /// Evaluate every task of a suite with its solutions; print the table and suite metrics.
     Bench(bench::BenchArgs),
     /// Find a faster kernel: with --model, LLM agents plan, implement, fix, tune and profile; without, the seed is autotuned. The winner is re-validated on fresh seeds.
-    Optimize(optimize::OptimizeArgs),
+    Optimize(Box<optimize::OptimizeArgs>),
     /// Search a solution's tunable parameters; writes the winning configuration as a new solution (STORE/tuned/TASK/SOLUTION-tuned; nothing when the untuned solution wins).
     Tune(tune::TuneArgs),
     /// Check a task (or every task of a suite): definition, reference, tolerances, solutions.

@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 
 /// Search flags of `optimize` (with a search `--strategy`).
 #[derive(clap::Args, Clone, Debug, Default)]
-#[command(next_help_heading = "Graph search (--strategy loop|best-of-n|parallel|beam|greedy|evolve)")]
+#[command(
+    next_help_heading = "Graph search (--strategy loop|best-of-n|parallel|beam|greedy|evolve)"
+)]
 pub(crate) struct SearchFlags {
     /// beam: nodes kept per level, W (default 4).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -199,13 +201,20 @@ fn strategy_settings(kind: StrategyKind, f: &SearchFlags) -> Result<StrategySett
             "--{flag} does not apply to --strategy {kind} (see docs/search.md for each strategy's parameters)"
         )));
     }
-    s.check().map_err(|e| input(anyhow!("--strategy {kind}: {e}")))?;
+    s.check()
+        .map_err(|e| input(anyhow!("--strategy {kind}: {e}")))?;
     Ok(s)
+}
+
+/// The expander and finalizer a model spelling stands for.
+struct Chosen {
+    expander: Box<dyn Expander>,
+    finalizer: Box<dyn Finalizer>,
 }
 
 /// THE place an expander is chosen from a model spelling: `sim:POOL.json` is the simulator;
 /// every other model waits for the agent expander.
-fn expander_for(model: &str, task: &str) -> Result<(Box<dyn Expander>, Box<dyn Finalizer>), Exit> {
+fn expander_for(model: &str, task: &str) -> Result<Chosen, Exit> {
     if let Some(path) = model.strip_prefix("sim:") {
         let p = Path::new(path);
         let pool = Pool::load(p).map_err(input)?;
@@ -213,10 +222,10 @@ fn expander_for(model: &str, task: &str) -> Result<(Box<dyn Expander>, Box<dyn F
             .task(task, &p.display().to_string())
             .map_err(input)?
             .clone();
-        return Ok((
-            Box::new(SimExpander::new(&pool, &t)),
-            Box::new(SimFinalizer { seed: 0 }),
-        ));
+        return Ok(Chosen {
+            expander: Box::new(SimExpander::new(&pool, &t)),
+            finalizer: Box::new(SimFinalizer { seed: 0 }),
+        });
     }
     Err(input(anyhow!(
         "--model {model}: graph search with an LLM agent is not wired yet; use --model sim:POOL.json (a simulated pool, docs/search.md), or drop the search --strategy for the agent loop"
@@ -294,11 +303,13 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
     let model = match model.strip_prefix("sim:") {
         Some(p) => format!(
             "sim:{}",
-            std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p)).display()
+            std::path::absolute(p)
+                .unwrap_or_else(|_| PathBuf::from(p))
+                .display()
         ),
         None => model,
     };
-    let (expander, finalizer) = expander_for(&model, &task.name)?;
+    let chosen = expander_for(&model, &task.name)?;
     let search = Search::new(settings.clone()).map_err(input)?;
     let mut store = ctx.store()?;
     let options = SearchRunOptions {
@@ -334,17 +345,25 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         run.model,
         run.id
     );
-    drive(&mut store, &mut run, search, &*expander, &*finalizer)
+    drive(&mut store, &mut run, search, &chosen)
 }
 
 /// Whether a stored run is a search run (an unknown id is left to the agent's resume).
 pub(crate) fn is_search_run(ctx: &Ctx, id: &str) -> Result<bool, Exit> {
     let store = ctx.store_read()?;
-    Ok(store.run(id).map_err(env_err)?.is_some_and(|r| r.mode == "search"))
+    Ok(store
+        .run(id)
+        .map_err(env_err)?
+        .is_some_and(|r| r.mode == "search"))
 }
 
 /// `ksmith resume RUN` of a search run: the same search, from its last saved state.
-pub(crate) fn resume(ctx: &Ctx, id: &str, b: &BudgetArgs, extra: Option<&SearchFlags>) -> Result<u8, Exit> {
+pub(crate) fn resume(
+    ctx: &Ctx,
+    id: &str,
+    b: &BudgetArgs,
+    extra: Option<&SearchFlags>,
+) -> Result<u8, Exit> {
     let mut store = ctx.store()?;
     let mut run = store
         .run(id)
@@ -366,7 +385,9 @@ pub(crate) fn resume(ctx: &Ctx, id: &str, b: &BudgetArgs, extra: Option<&SearchF
     if given {
         let mut nb = search.state.settings.budget.clone();
         if b.iterations.is_some() {
-            return Err(input(anyhow!("--iterations does not apply to a search run; use --max-nodes or --max-calls")));
+            return Err(input(anyhow!(
+                "--iterations does not apply to a search run; use --max-nodes or --max-calls"
+            )));
         }
         nb.calls = b.max_calls.or(nb.calls);
         nb.tokens = b.max_tokens.or(nb.tokens);
@@ -383,7 +404,7 @@ pub(crate) fn resume(ctx: &Ctx, id: &str, b: &BudgetArgs, extra: Option<&SearchF
             run.stop_reason.as_deref().unwrap_or("done")
         )));
     }
-    let (expander, finalizer) = expander_for(&opts.model, &opts.task)?;
+    let chosen = expander_for(&opts.model, &opts.task)?;
     let in_flight = search
         .state
         .batch
@@ -397,7 +418,7 @@ pub(crate) fn resume(ctx: &Ctx, id: &str, b: &BudgetArgs, extra: Option<&SearchF
     run.status = RunStatus::Running;
     run.stop_reason = None;
     store.update_run(&run).map_err(env_err)?;
-    drive(&mut store, &mut run, search, &*expander, &*finalizer)
+    drive(&mut store, &mut run, search, &chosen)
 }
 
 /// Prints the engine's events.
@@ -442,9 +463,9 @@ fn drive(
     store: &mut Store,
     run: &mut RunRow,
     mut search: Search,
-    expander: &dyn Expander,
-    finalizer: &dyn Finalizer,
+    chosen: &Chosen,
 ) -> Result<u8, Exit> {
+    let (expander, finalizer) = (&*chosen.expander, &*chosen.finalizer);
     let id = run.id.clone();
     let started = std::time::Instant::now();
     let result = {
@@ -495,7 +516,14 @@ fn drive(
         r.persist_per_node_s * 1e6
     );
     match (r.best, r.best_speedup) {
-        (Some(b), Some(s)) => say!("best: {b} {s:.2}x; finalists: {}", r.finalists.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", ")),
+        (Some(b), Some(s)) => say!(
+            "best: {b} {s:.2}x; finalists: {}",
+            r.finalists
+                .iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         _ => say!("best: no correct node"),
     }
     if let Some(w) = winner {
@@ -520,7 +548,11 @@ pub(crate) struct SimulateArgs {
     #[arg(long)]
     pub task: Option<String>,
     /// Strategies to compare, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "loop,best-of-n,parallel,beam,greedy,evolve")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "loop,best-of-n,parallel,beam,greedy,evolve"
+    )]
     pub strategies: Vec<String>,
     /// Seeds per strategy.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -562,7 +594,10 @@ pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
         let store = ctx.store_read()?;
         let pool = sim::pool_from_store(
             &store,
-            &format!("made by `ksmith simulate pool` from {}", ctx.store_dir.display()),
+            &format!(
+                "made by `ksmith simulate pool` from {}",
+                ctx.store_dir.display()
+            ),
         )
         .map_err(env_err)?;
         if pool.tasks.is_empty() {
@@ -582,10 +617,11 @@ pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
         );
         return Ok(0);
     }
-    let path = args
-        .pool
-        .as_ref()
-        .ok_or_else(|| input(anyhow!("--pool FILE is required (or `simulate pool --out FILE`)")))?;
+    let path = args.pool.as_ref().ok_or_else(|| {
+        input(anyhow!(
+            "--pool FILE is required (or `simulate pool --out FILE`)"
+        ))
+    })?;
     let pool = Pool::load(path).map_err(input)?;
     let name = match &args.task {
         Some(t) => t.clone(),
@@ -604,10 +640,16 @@ pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
         .map(|s| {
             StrategyKind::from_name(s.trim())
                 .map(StrategySettings::default_for)
-                .ok_or_else(|| input(anyhow!("--strategies: unknown strategy `{s}`; expected {}", names())))
+                .ok_or_else(|| {
+                    input(anyhow!(
+                        "--strategies: unknown strategy `{s}`; expected {}",
+                        names()
+                    ))
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let c = sim::compare(&pool, task, &strategies, args.seeds, args.calls, args.jobs).map_err(env_err)?;
+    let c = sim::compare(&pool, task, &strategies, args.seeds, args.calls, args.jobs)
+        .map_err(env_err)?;
     match args.format {
         Format::Json => crate::term::json(&serde_json::to_string_pretty(&c).map_err(env_err)?),
         Format::Table => {

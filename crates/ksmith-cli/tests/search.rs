@@ -33,10 +33,12 @@ fn nodes(store: &Path, run: &str) -> Vec<NodeRow> {
     let mut st = db
         .prepare("SELECT id, parent, state, speedup, payload FROM search_nodes WHERE run = ?1 ORDER BY id")
         .expect("query");
-    st.query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-        .expect("rows")
-        .collect::<Result<_, _>>()
-        .expect("rows")
+    st.query_map([run], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })
+    .expect("rows")
+    .collect::<Result<_, _>>()
+    .expect("rows")
 }
 
 fn run_row(store: &Path, run: &str) -> (String, String, Option<String>) {
@@ -94,7 +96,11 @@ fn every_strategy_runs_end_to_end_with_the_simulator() {
         assert!(out.contains("12 LLM calls"), "{s}: {out}");
         let run = run_id(&out);
         let (mode, status, reason) = run_row(store.path(), &run);
-        assert_eq!((mode.as_str(), status.as_str()), ("search", "finished"), "{s}");
+        assert_eq!(
+            (mode.as_str(), status.as_str()),
+            ("search", "finished"),
+            "{s}"
+        );
         assert_eq!(reason.as_deref(), Some("LLM call budget spent"));
         let ns = nodes(store.path(), &run);
         // The root is judged without a call; 12 calls at 2 a node make at least 6 more (the
@@ -105,8 +111,14 @@ fn every_strategy_runs_end_to_end_with_the_simulator() {
             .map(|n| shape(&n.4)["spend"]["calls"].as_u64().expect("calls"))
             .sum();
         assert_eq!(calls, 12, "{s}: the stored nodes' calls");
-        assert!(ns.iter().all(|n| n.2 != "expanding"), "{s}: a node left in flight");
-        assert!(ns[1..].iter().all(|n| n.1.is_some()), "{s}: every child has a parent");
+        assert!(
+            ns.iter().all(|n| n.2 != "expanding"),
+            "{s}: a node left in flight"
+        );
+        assert!(
+            ns[1..].iter().all(|n| n.1.is_some()),
+            "{s}: every child has a parent"
+        );
         let printed = out.lines().filter(|l| l.starts_with("node n")).count();
         assert_eq!(printed, ns.len(), "{s}: one line per finished node");
     }
@@ -121,15 +133,81 @@ fn bad_search_parameters_exit_2_naming_the_flag_or_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let other = dir.path().join("other-task-pool.json");
     let text_pool = std::fs::read_to_string(pool()).expect("pool");
-    std::fs::write(&other, text_pool.replace("\"task\": \"matmul\"", "\"task\": \"not_matmul\"")).expect("write");
+    std::fs::write(
+        &other,
+        text_pool.replace("\"task\": \"matmul\"", "\"task\": \"not_matmul\""),
+    )
+    .expect("write");
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec!["--strategy".into(), "beam".into(), "--width".into(), "0".into(), "--model".into(), model.clone()], "--width"),
-        (vec!["--strategy".into(), "loop".into(), "--width".into(), "2".into(), "--model".into(), model.clone()], "--width does not apply"),
-        (vec!["--strategy".into(), "sideways".into(), "--model".into(), model.clone()], "--strategy sideways"),
-        (vec!["--strategy".into(), "beam".into(), "--model".into(), "sim:/nonexistent/pool.json".into()], "/nonexistent/pool.json"),
-        (vec!["--strategy".into(), "beam".into(), "--model".into(), format!("sim:{}", other.display())], "no candidates for task `matmul`"),
-        (vec!["--strategy".into(), "greedy".into(), "--model".into(), "openai:gpt-x".into()], "not wired yet"),
-        (vec!["--strategy".into(), "evolve".into(), "--islands".into(), "0".into(), "--model".into(), model.clone()], "--islands"),
+        (
+            vec![
+                "--strategy".into(),
+                "beam".into(),
+                "--width".into(),
+                "0".into(),
+                "--model".into(),
+                model.clone(),
+            ],
+            "--width",
+        ),
+        (
+            vec![
+                "--strategy".into(),
+                "loop".into(),
+                "--width".into(),
+                "2".into(),
+                "--model".into(),
+                model.clone(),
+            ],
+            "--width does not apply",
+        ),
+        (
+            vec![
+                "--strategy".into(),
+                "sideways".into(),
+                "--model".into(),
+                model.clone(),
+            ],
+            "--strategy sideways",
+        ),
+        (
+            vec![
+                "--strategy".into(),
+                "beam".into(),
+                "--model".into(),
+                "sim:/nonexistent/pool.json".into(),
+            ],
+            "/nonexistent/pool.json",
+        ),
+        (
+            vec![
+                "--strategy".into(),
+                "beam".into(),
+                "--model".into(),
+                format!("sim:{}", other.display()),
+            ],
+            "no candidates for task `matmul`",
+        ),
+        (
+            vec![
+                "--strategy".into(),
+                "greedy".into(),
+                "--model".into(),
+                "openai:gpt-x".into(),
+            ],
+            "not wired yet",
+        ),
+        (
+            vec![
+                "--strategy".into(),
+                "evolve".into(),
+                "--islands".into(),
+                "0".into(),
+                "--model".into(),
+                model.clone(),
+            ],
+            "--islands",
+        ),
     ];
     for (extra, want) in cases {
         let mut args = vec!["optimize", t];
@@ -202,11 +280,15 @@ fn a_killed_search_resumes_without_repeating_a_finished_node() {
     let (run, before) = loop {
         assert!(Instant::now() < deadline, "the search never got going");
         std::thread::sleep(Duration::from_millis(50));
-        let Ok(c) = Connection::open(&db) else { continue };
+        let Ok(c) = Connection::open(&db) else {
+            continue;
+        };
         let Ok(run) = c.query_row("SELECT id FROM runs", [], |r| r.get::<_, String>(0)) else {
             continue;
         };
-        let Ok(ns) = std::panic::catch_unwind(|| nodes(&store, &run)) else { continue };
+        let Ok(ns) = std::panic::catch_unwind(|| nodes(&store, &run)) else {
+            continue;
+        };
         if ns.iter().filter(|n| n.2 != "expanding").count() >= 5 {
             break (run, ns);
         }
@@ -238,11 +320,17 @@ fn a_killed_search_resumes_without_repeating_a_finished_node() {
             .next()
             .and_then(|s| s.parse().ok())
             .expect("node id");
-        assert!(!finished.contains_key(&id), "n{id} expanded again after it finished");
+        assert!(
+            !finished.contains_key(&id),
+            "n{id} expanded again after it finished"
+        );
     }
     let after = nodes(&store, &run);
     // The budget holds: 14 nodes, ids 0..13, each once.
-    assert_eq!(after.iter().map(|n| n.0).collect::<Vec<_>>(), (0..14).collect::<Vec<_>>());
+    assert_eq!(
+        after.iter().map(|n| n.0).collect::<Vec<_>>(),
+        (0..14).collect::<Vec<_>>()
+    );
     for (id, payload) in &finished {
         let now = &after[*id as usize].4;
         // Merged later, a finished node may only gain its duplicate mark; its result stays.
@@ -253,7 +341,12 @@ fn a_killed_search_resumes_without_repeating_a_finished_node() {
     }
     // The same search as the uninterrupted one.
     for (w, r) in whole_nodes.iter().zip(&after) {
-        assert_eq!(shape(&w.4), shape(&r.4), "node {} differs from the uninterrupted run", w.0);
+        assert_eq!(
+            shape(&w.4),
+            shape(&r.4),
+            "node {} differs from the uninterrupted run",
+            w.0
+        );
     }
     let (_, status, _) = run_row(&store, &run);
     assert_eq!(status, "finished");
@@ -287,14 +380,33 @@ fn simulate_compares_strategies_and_makes_pools() {
     for r in rows {
         let at = r["at"].as_array().expect("at");
         assert_eq!(at.last().expect("a checkpoint")["calls"], 20);
-        let mean = at.last().expect("checkpoint")["mean"].as_f64().expect("mean");
+        let mean = at.last().expect("checkpoint")["mean"]
+            .as_f64()
+            .expect("mean");
         // The start (naive, 0.32x) is always reached; the pool's best is 1.12x.
         assert!((0.3..=1.13).contains(&mean), "{r}");
     }
-    let o = ksmith(store.path(), &["simulate", "--pool", p.to_str().expect("path"), "--strategies", "sideways"]);
+    let o = ksmith(
+        store.path(),
+        &[
+            "simulate",
+            "--pool",
+            p.to_str().expect("path"),
+            "--strategies",
+            "sideways",
+        ],
+    );
     assert_eq!(o.status.code(), Some(2));
     // A pool from an empty store is refused; from the shipped pool's store it is made.
     let out_file = store.path().join("pool.json");
-    let o = ksmith(store.path(), &["simulate", "pool", "--out", out_file.to_str().expect("path")]);
+    let o = ksmith(
+        store.path(),
+        &[
+            "simulate",
+            "pool",
+            "--out",
+            out_file.to_str().expect("path"),
+        ],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
 }

@@ -81,10 +81,7 @@ mod tests {
     fn one_elite_per_cell() {
         let mut a = Archive::default();
         let c1 = Features::default();
-        let c2 = Features {
-            threads: 1,
-            ..c1
-        };
+        let c2 = Features { threads: 1, ..c1 };
         assert!(a.offer(c1, NodeId(1), 1.0));
         assert!(!a.offer(c1, NodeId(2), 0.5));
         assert!(a.offer(c1, NodeId(3), 2.0));

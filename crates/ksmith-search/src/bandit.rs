@@ -159,11 +159,7 @@ mod tests {
             let i = b.choose();
             b.reward(i, if i == good { 1.0 } else { 0.0 });
         }
-        let best = b
-            .arms
-            .iter()
-            .max_by_key(|a| a.pulls)
-            .expect("arms");
+        let best = b.arms.iter().max_by_key(|a| a.pulls).expect("arms");
         assert_eq!((best.model.as_deref(), best.hint), (Some("b"), Hint::Fuse));
     }
 }

@@ -148,10 +148,7 @@ impl Budget {
         inner: u32,
         free_slots: u64,
     ) -> Result<Option<u64>, StopReason> {
-        if self
-            .nodes
-            .is_some_and(|l| t.nodes + r.nodes >= l)
-        {
+        if self.nodes.is_some_and(|l| t.nodes + r.nodes >= l) {
             return Err(StopReason::Nodes);
         }
         if self
@@ -209,10 +206,7 @@ mod tests {
         };
         assert_eq!(b.admit(&t, &r, 1, 1), Ok(Some(1)));
         assert_eq!(b.admit(&t, &r, 2, 1), Err(StopReason::Evaluations));
-        let r = Reserved {
-            calls: 10,
-            ..r
-        };
+        let r = Reserved { calls: 10, ..r };
         assert_eq!(b.admit(&t, &r, 1, 1), Err(StopReason::Calls));
     }
 }

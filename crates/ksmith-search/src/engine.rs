@@ -15,7 +15,9 @@ use crate::events::{Event, EventSink};
 use crate::features::Features;
 use crate::graph::{Entry, Graph, Request};
 use crate::hint::Hint;
-use crate::node::{ExpandError, Expanded, Expander, Expansion, Node, NodeId, NodeOutcome, NodeState, Spend};
+use crate::node::{
+    ExpandError, Expanded, Expander, Expansion, Node, NodeId, NodeOutcome, NodeState, Spend,
+};
 use crate::persist::{Persist, PersistError};
 use crate::strategy::{Next, Strategy, StrategySettings, StrategyState};
 use rand::{Rng, SeedableRng};
@@ -290,7 +292,12 @@ impl Search {
         loop {
             if self.state.batch.is_empty() {
                 let elapsed = elapsed_before + started.elapsed().as_secs_f64();
-                if let Some(r) = self.state.settings.budget.spent(&self.state.totals, elapsed) {
+                if let Some(r) = self
+                    .state
+                    .settings
+                    .budget
+                    .spent(&self.state.totals, elapsed)
+                {
                     return Ok(r);
                 }
                 if let Some(r) = self.target_reached() {
@@ -327,7 +334,11 @@ impl Search {
             }
             let mut failure: Option<StopReason> = None;
             let mut save_error: Option<PersistError> = None;
-            let mut handle = |this: &mut Search, id: NodeId, r: Result<Expanded, ExpandError>, wall: f64| -> Result<(), SearchError> {
+            let mut handle = |this: &mut Search,
+                              id: NodeId,
+                              r: Result<Expanded, ExpandError>,
+                              wall: f64|
+             -> Result<(), SearchError> {
                 match r {
                     Ok(x) => this.record(id, x, wall),
                     Err(ExpandError::Budget(m)) => this.record(
@@ -450,18 +461,19 @@ impl Search {
         while (self.state.batch.len() as u64) < jobs {
             let reserved = self.reserved();
             let free = jobs - self.state.batch.len() as u64;
-            let cap = match self
-                .state
-                .settings
-                .budget
-                .admit(&self.state.totals, &reserved, inner, free)
-            {
-                Ok(c) => c,
-                Err(r) => {
-                    refused = Some(r);
-                    break;
-                }
-            };
+            let cap =
+                match self
+                    .state
+                    .settings
+                    .budget
+                    .admit(&self.state.totals, &reserved, inner, free)
+                {
+                    Ok(c) => c,
+                    Err(r) => {
+                        refused = Some(r);
+                        break;
+                    }
+                };
             let s = &mut self.state;
             match s.strategy.next(&s.graph, &mut s.rng) {
                 Next::Expand(p) => {
@@ -550,7 +562,14 @@ impl Search {
                 (Some(st), None) => st.to_string(),
                 _ => n.state.as_str().to_string(),
             };
-            let headline = n.plan.lines().next().unwrap_or("").chars().take(100).collect::<String>();
+            let headline = n
+                .plan
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(100)
+                .collect::<String>();
             lineage.push(format!("{} [{}] {headline} -> {outcome}", n.id, n.hint));
             at = n.parent.and_then(|p| s.graph.get(p));
         }
@@ -635,14 +654,21 @@ impl Search {
             .and_then(|p| s.graph.speedup(p));
         let speedup = s.graph.speedup(id);
         if let Some(arm) = s.graph.entries[idx].request.arm {
-            s.bandit.reward(arm, bandit::reward(parent_speedup, speedup));
+            s.bandit
+                .reward(arm, bandit::reward(parent_speedup, speedup));
         }
         if let Some(sp) = speedup {
             let cell = s.graph.entries[idx].features.unwrap_or_default();
             s.archive.offer(cell, id, sp);
-            if s.best.and_then(|b| s.graph.speedup(b)).is_none_or(|b| sp > b) {
+            if s.best
+                .and_then(|b| s.graph.speedup(b))
+                .is_none_or(|b| sp > b)
+            {
                 s.best = Some(id);
-                events.emit(Event::NewBest { node: id, speedup: sp });
+                events.emit(Event::NewBest {
+                    node: id,
+                    speedup: sp,
+                });
             }
         }
         s.strategy.finished(&s.graph, id);
@@ -651,5 +677,6 @@ impl Search {
 
 /// The state a store holds for a run, parsed.
 pub fn parse_state(json: &str) -> Result<SearchState, SearchError> {
-    serde_json::from_str(json).map_err(|e| SearchError::State(format!("stored state does not parse: {e}")))
+    serde_json::from_str(json)
+        .map_err(|e| SearchError::State(format!("stored state does not parse: {e}")))
 }

@@ -11,7 +11,9 @@
 use serde::{Deserialize, Serialize};
 
 /// Features of one program.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub struct Features {
     /// Uses threads (OpenMP, pthreads).
     pub threads: u8,
@@ -34,9 +36,7 @@ impl Features {
             3
         } else if code.contains("_mm256_") {
             2
-        } else if code.contains("_mm_")
-            || code.contains("omp simd")
-            || code.contains("vector_size")
+        } else if code.contains("_mm_") || code.contains("omp simd") || code.contains("vector_size")
         {
             1
         } else {

@@ -365,7 +365,11 @@ impl SimExpander {
         if let Some(p) = from.filter(|p| cands[*p].passed()) {
             let others: f64 = weights.iter().sum();
             let d = self.settings.duplicate_rate;
-            weights[p] = if others > 0.0 { others * d / (1.0 - d) } else { 1.0 };
+            weights[p] = if others > 0.0 {
+                others * d / (1.0 - d)
+            } else {
+                1.0
+            };
         }
         let total: f64 = weights.iter().sum();
         if total <= 0.0 {
@@ -474,7 +478,10 @@ impl Expander for SimExpander {
             evaluations: iters,
             wall_s: 0.0,
         };
-        let plan = format!("{} (simulated, {iters} iteration(s))", req.hint.instruction());
+        let plan = format!(
+            "{} (simulated, {iters} iteration(s))",
+            req.hint.instruction()
+        );
         Ok(self.expanded(best.unwrap_or(usize::MAX), plan, spend))
     }
 }
@@ -644,7 +651,10 @@ pub fn compare(
 /// configuration's `-DNAME=VALUE` flags become `#define` lines ahead of its source (so
 /// configurations are distinct programs). The start is the task's `naive` solution when one
 /// was judged, else its slowest correct candidate. Parents and hints are not known.
-pub fn pool_from_store(store: &ksmith_store::Store, description: &str) -> Result<Pool, ksmith_store::StoreError> {
+pub fn pool_from_store(
+    store: &ksmith_store::Store,
+    description: &str,
+) -> Result<Pool, ksmith_store::StoreError> {
     let mut tasks: Vec<PoolTask> = Vec::new();
     let mut seen: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     let mut ids = store.ids()?;
@@ -652,16 +662,29 @@ pub fn pool_from_store(store: &ksmith_store::Store, description: &str) -> Result
     for id in ids {
         let Some(ev) = store.get(id)? else { continue };
         let r = &ev.result;
-        let lang = ev.solution.get("language").and_then(|v| v.as_str()).unwrap_or("c");
+        let lang = ev
+            .solution
+            .get("language")
+            .and_then(|v| v.as_str())
+            .unwrap_or("c");
         if lang != "c" {
             continue;
         }
-        let name = ev.solution.get("name").and_then(|v| v.as_str()).unwrap_or("").to_string();
+        let name = ev
+            .solution
+            .get("name")
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string();
         let flags: Vec<String> = ev
             .solution
             .get("flags")
             .and_then(|v| v.as_array())
-            .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default();
         let mut source = String::new();
         for f in &flags {
@@ -681,7 +704,9 @@ pub fn pool_from_store(store: &ksmith_store::Store, description: &str) -> Result
         let cand = Candidate {
             id: format!("e{id}"),
             status: r.status,
-            speedup: perf.map(|p| p.speedup).filter(|s| s.is_finite() && *s > 0.0),
+            speedup: perf
+                .map(|p| p.speedup)
+                .filter(|s| s.is_finite() && *s > 0.0),
             interval: perf.map(|p| p.speedup_interval),
             roofline_fraction: perf.map(|p| p.roofline_fraction),
             source: Some(source),
@@ -712,7 +737,11 @@ pub fn pool_from_store(store: &ksmith_store::Store, description: &str) -> Result
                 .candidates
                 .iter()
                 .filter(|c| c.passed())
-                .min_by(|a, b| a.speedup.partial_cmp(&b.speedup).unwrap_or(std::cmp::Ordering::Equal))
+                .min_by(|a, b| {
+                    a.speedup
+                        .partial_cmp(&b.speedup)
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                })
                 .map(|c| c.id.clone());
         }
     }

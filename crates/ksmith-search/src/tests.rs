@@ -55,7 +55,7 @@ impl Expander for Fake {
             .as_ref()
             .and_then(|p| p.outcome.speedup)
             .unwrap_or(1.0);
-        let fails = req.parent.is_some() && req.seed % 5 == 0;
+        let fails = req.parent.is_some() && req.seed.is_multiple_of(5);
         let factor = if req.hint == self.good {
             1.6
         } else {
@@ -109,7 +109,9 @@ fn run(st: SearchSettings, f: &Fake) -> (Search, crate::SearchResult) {
 }
 
 fn correct(n: &Node) -> Option<f64> {
-    n.outcome.speedup.filter(|_| n.outcome.passed() && n.duplicate_of.is_none())
+    n.outcome
+        .speedup
+        .filter(|_| n.outcome.passed() && n.duplicate_of.is_none())
 }
 
 #[test]
@@ -172,7 +174,13 @@ fn parallel_trajectories_have_depth_d() {
             assert!(parent == NodeId(0) || t.nodes.contains(&parent));
         }
     }
-    assert_eq!(r.nodes.iter().filter(|n| n.parent == Some(NodeId(0))).count(), 3);
+    assert_eq!(
+        r.nodes
+            .iter()
+            .filter(|n| n.parent == Some(NodeId(0)))
+            .count(),
+        3
+    );
     assert_eq!(r.nodes.iter().map(|n| n.depth).max(), Some(4));
 }
 
@@ -198,7 +206,12 @@ fn beam_keeps_the_best_w_per_level() {
     assert_eq!(per_depth, vec![1, 3, 6, 6]);
     // Level-2 parents are the two best of level 1 by the keep rule.
     let g = &s.state.graph;
-    let mut level1: Vec<NodeId> = r.nodes.iter().filter(|n| n.depth == 1).map(|n| n.id).collect();
+    let mut level1: Vec<NodeId> = r
+        .nodes
+        .iter()
+        .filter(|n| n.depth == 1)
+        .map(|n| n.id)
+        .collect();
     rank(g, &mut level1);
     let mut parents: Vec<NodeId> = r
         .nodes
@@ -216,7 +229,10 @@ fn beam_keeps_the_best_w_per_level() {
 #[test]
 fn greedy_expands_the_best_open_node() {
     let f = Fake::new(Hint::Tile);
-    let (_, r) = run(settings(StrategySettings::Greedy { branch_cap: 2 }, 15, 1), &f);
+    let (_, r) = run(
+        settings(StrategySettings::Greedy { branch_cap: 2 }, 15, 1),
+        &f,
+    );
     assert_eq!(r.nodes.len(), 15);
     for i in 1..r.nodes.len() {
         let earlier = &r.nodes[..i];
@@ -272,7 +288,10 @@ fn evolve_migrates_and_fills_the_archive() {
 #[test]
 fn bandit_prefers_the_rewarding_hint_in_a_search() {
     let f = Fake::new(Hint::Fuse);
-    let (_, r) = run(settings(StrategySettings::Greedy { branch_cap: 3 }, 300, 1), &f);
+    let (_, r) = run(
+        settings(StrategySettings::Greedy { branch_cap: 3 }, 300, 1),
+        &f,
+    );
     let count = |h: Hint| r.nodes.iter().filter(|n| n.hint == h).count();
     let fuse = count(Hint::Fuse);
     // Uniform would give each of the ten hints about 30.
@@ -291,7 +310,15 @@ fn budgets_stop_exactly() {
     assert_eq!(r.totals.spend.calls, 17);
     assert_eq!(r.stop, StopReason::Calls);
 
-    let mut st = settings(StrategySettings::Beam { width: 3, branches: 2, depth: None }, 1000, 4);
+    let mut st = settings(
+        StrategySettings::Beam {
+            width: 3,
+            branches: 2,
+            depth: None,
+        },
+        1000,
+        4,
+    );
     st.budget.nodes = None;
     st.budget.evaluations = Some(11);
     let (_, r) = run(st, &f);
@@ -312,7 +339,15 @@ fn budgets_stop_exactly() {
 fn batches_merge_in_id_order_whatever_finishes_first() {
     let mut f = Fake::new(Hint::Tile);
     f.sleep_by_id = true;
-    let st = settings(StrategySettings::Beam { width: 2, branches: 2, depth: Some(3) }, 100, 4);
+    let st = settings(
+        StrategySettings::Beam {
+            width: 2,
+            branches: 2,
+            depth: Some(3),
+        },
+        100,
+        4,
+    );
     let (a, _) = run(st.clone(), &f);
     let (b, _) = run(st, &f);
     assert_eq!(a.state.graph, b.state.graph);
@@ -324,9 +359,21 @@ fn batches_merge_in_id_order_whatever_finishes_first() {
 #[test]
 fn resume_after_a_crash_mid_node_gives_the_same_tree() {
     for strategy in [
-        StrategySettings::Beam { width: 2, branches: 2, depth: None },
-        StrategySettings::Evolve { islands: 2, migrate_every: 3, elite_prob: 0.6, inspirations: 1 },
-        StrategySettings::Parallel { trajectories: 3, depth: None },
+        StrategySettings::Beam {
+            width: 2,
+            branches: 2,
+            depth: None,
+        },
+        StrategySettings::Evolve {
+            islands: 2,
+            migrate_every: 3,
+            elite_prob: 0.6,
+            inspirations: 1,
+        },
+        StrategySettings::Parallel {
+            trajectories: 3,
+            depth: None,
+        },
     ] {
         let st = settings(strategy, 14, 3);
         let f = Fake::new(Hint::Tile);
@@ -382,13 +429,19 @@ fn bad_settings_name_the_parameter() {
     assert!(e.to_string().contains("width"), "{e}");
     let mut st = SearchSettings::new(StrategySettings::Loop);
     st.jobs = 0;
-    assert!(Search::new(st).err().expect("refused").to_string().contains("jobs"));
+    assert!(Search::new(st)
+        .err()
+        .expect("refused")
+        .to_string()
+        .contains("jobs"));
 }
 
 #[test]
 fn overhead_is_measured() {
     let f = Fake::new(Hint::Tile);
-    let (_, r) = run(settings(StrategySettings::Greedy { branch_cap: 3 }, 50, 1), &f);
+    let (_, r) = run(
+        settings(StrategySettings::Greedy { branch_cap: 3 }, 50, 1),
+        &f,
+    );
     assert!(r.overhead_per_node_s > 0.0 && r.overhead_per_node_s < 0.05);
 }
-

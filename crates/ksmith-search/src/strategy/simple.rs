@@ -146,7 +146,11 @@ impl Strategy for Parallel {
         if self.root.launched(id) {
             return;
         }
-        if let Some(t) = self.pending.take().and_then(|i| self.trajectories.get_mut(i)) {
+        if let Some(t) = self
+            .pending
+            .take()
+            .and_then(|i| self.trajectories.get_mut(i))
+        {
             t.nodes.push(id);
             t.busy = true;
         }
