@@ -620,10 +620,20 @@ impl Search {
             NodeState::Done
         };
         if let Some(src) = x.source {
-            e.features = Some(Features::of_source(&src));
+            // The same code (by hash) has the same features: computed once.
+            let hash = e.node.code_hash.clone();
+            let known = hash.as_ref().and_then(|h| {
+                s.graph.entries.iter().find_map(|o| {
+                    (o.node.code_hash.as_ref() == Some(h) && o.finished)
+                        .then_some(o.features)
+                        .flatten()
+                })
+            });
+            let e = &mut s.graph.entries[id.0 as usize];
+            e.features = Some(known.unwrap_or_else(|| Features::of_source(&src)));
             s.sources.insert(id.0, src);
         }
-        e.finished = true;
+        s.graph.entries[id.0 as usize].finished = true;
         s.totals.spend.add(&spend);
         s.totals.nodes += 1;
     }

@@ -80,19 +80,25 @@ impl Features {
 fn strip_comments(src: &str) -> String {
     let mut out = String::with_capacity(src.len());
     let mut rest = src;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix("/*") {
-            rest = r.find("*/").map_or("", |i| &r[i + 2..]);
+    loop {
+        let next = match (rest.find("/*"), rest.find("//")) {
+            (None, None) => {
+                out.push_str(rest);
+                return out;
+            }
+            (Some(b), Some(l)) => b.min(l),
+            (Some(b), None) => b,
+            (None, Some(l)) => l,
+        };
+        out.push_str(&rest[..next]);
+        let r = &rest[next..];
+        rest = if let Some(body) = r.strip_prefix("/*") {
             out.push(' ');
-        } else if let Some(r) = rest.strip_prefix("//") {
-            rest = r.find('\n').map_or("", |i| &r[i..]);
+            body.find("*/").map_or("", |i| &body[i + 2..])
         } else {
-            let c = rest.chars().next().unwrap_or(' ');
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
+            r.find('\n').map_or("", |i| &r[i..])
+        };
     }
-    out
 }
 
 /// (deepest nesting, loop count), tracking braces: a loop's depth is the number of loop
