@@ -410,3 +410,47 @@ fn simulate_compares_strategies_and_makes_pools() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
 }
+
+#[test]
+fn a_finished_search_resumes_only_with_a_raised_limit() {
+    let store = tempfile::tempdir().expect("tempdir");
+    let t = task();
+    let model = format!("sim:{}", pool().display());
+    let o = ksmith(
+        store.path(),
+        &[
+            "optimize",
+            t.to_str().expect("path"),
+            "--strategy",
+            "parallel",
+            "--n",
+            "2",
+            "--model",
+            &model,
+            "--max-calls",
+            "8",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let run = run_id(&out);
+    let first = nodes(store.path(), &run);
+    let o = ksmith(store.path(), &["resume", &run]);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    assert!(text(&o).1.contains("already finished"));
+    let o = ksmith(store.path(), &["resume", &run, "--max-calls", "16"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let after = nodes(store.path(), &run);
+    assert!(after.len() > first.len(), "no new nodes: {out}");
+    // The earlier nodes are untouched, and the total stays within the raised limit.
+    for (a, b) in first.iter().zip(&after) {
+        assert_eq!(a.4, b.4, "n{} changed", a.0);
+    }
+    let calls: u64 = after
+        .iter()
+        .map(|n| shape(&n.4)["spend"]["calls"].as_u64().expect("calls"))
+        .sum();
+    assert_eq!(calls, 16);
+    assert_eq!(run_row(store.path(), &run).1, "finished");
+}

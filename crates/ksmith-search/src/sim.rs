@@ -753,3 +753,196 @@ pub fn pool_from_store(
         tasks,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::StopReason;
+    use crate::engine::{Search, SearchSettings};
+    use crate::persist::NoPersist;
+
+    fn cand(id: &str, status: Status, speedup: Option<f64>, src: &str) -> Candidate {
+        Candidate {
+            id: id.into(),
+            status,
+            speedup,
+            interval: speedup.map(|s| (s * 0.9, s * 1.1)),
+            roofline_fraction: None,
+            source: Some(src.into()),
+            features: None,
+            parent: None,
+            hint: None,
+        }
+    }
+
+    fn pool(start: Option<&str>) -> Pool {
+        Pool {
+            version: POOL_VERSION,
+            description: String::new(),
+            settings: SimSettings {
+                failure_rate: Some(0.2),
+                ..SimSettings::default()
+            },
+            tasks: vec![PoolTask {
+                task: "t".into(),
+                start: start.map(str::to_string),
+                candidates: vec![
+                    cand(
+                        "naive",
+                        Status::Passed,
+                        Some(0.5),
+                        "void f() { for (;;) {} }",
+                    ),
+                    cand(
+                        "omp",
+                        Status::Passed,
+                        Some(1.0),
+                        "void f() {\n#pragma omp parallel for\n for (;;) {} }",
+                    ),
+                    cand(
+                        "simd",
+                        Status::Passed,
+                        Some(0.8),
+                        "void f() { for (;;) { _mm256_add_ps(a, b); } }",
+                    ),
+                    cand("bad", Status::CompileError, None, "void f( {"),
+                ],
+            }],
+        }
+    }
+
+    fn req(parent: Option<Node>, hint: Hint, seed: u64) -> Expansion {
+        Expansion {
+            node: NodeId(1),
+            parent,
+            parent_source: None,
+            lineage: Vec::new(),
+            hint,
+            inspirations: Vec::new(),
+            inner_iterations: 1,
+            seed,
+            model: None,
+            max_calls: None,
+        }
+    }
+
+    #[test]
+    fn hints_steer_draws_and_failures_follow_the_rate() {
+        let p = pool(Some("naive"));
+        let x = SimExpander::new(&p, &p.tasks[0]);
+        let root = x
+            .expand(&req(None, Hint::FirstKernel, 1), &NullSink)
+            .expect("root");
+        assert_eq!(root.outcome.speedup, Some(0.5));
+        assert_eq!(root.spend.calls, 0);
+        let parent = Node {
+            id: NodeId(0),
+            parent: None,
+            depth: 0,
+            hint: Hint::FirstKernel,
+            state: crate::node::NodeState::Done,
+            plan: String::new(),
+            code_hash: root.code_hash.clone(),
+            norm_hash: root.norm_hash.clone(),
+            duplicate_of: None,
+            outcome: root.outcome.clone(),
+            spend: root.spend,
+        };
+        let count = |hint: Hint, want: f64| {
+            (0..400)
+                .filter(|s| {
+                    x.expand(&req(Some(parent.clone()), hint, *s), &NullSink)
+                        .expect("draw")
+                        .outcome
+                        .speedup
+                        == Some(want)
+                })
+                .count()
+        };
+        // Parallelize favours the OpenMP program, vectorize the SIMD one.
+        assert!(count(Hint::Parallelize, 1.0) > count(Hint::Vectorize, 1.0));
+        assert!(count(Hint::Vectorize, 0.8) > count(Hint::Parallelize, 0.8));
+        let failed = (0..400)
+            .filter(|s| {
+                !x.expand(&req(Some(parent.clone()), Hint::Tile, *s), &NullSink)
+                    .expect("draw")
+                    .outcome
+                    .passed()
+            })
+            .count();
+        assert!(
+            (50..=110).contains(&failed),
+            "{failed} of 400 failed at rate 0.2"
+        );
+        // Calls follow the cap.
+        let mut r = req(Some(parent), Hint::Tile, 3);
+        r.inner_iterations = 3;
+        r.max_calls = Some(3);
+        let e = x.expand(&r, &NullSink).expect("draw");
+        assert_eq!((e.spend.calls, e.spend.evaluations), (2, 1));
+    }
+
+    #[test]
+    fn a_pool_without_start_writes_a_first_kernel_and_searches_reach_the_best() {
+        let p = pool(None);
+        let x = SimExpander::new(&p, &p.tasks[0]);
+        let mut st = SearchSettings::new(StrategySettings::default_for(StrategyKind::Greedy));
+        st.budget.calls = Some(60);
+        st.budget.target_speedup = Some(1.0);
+        let mut s = Search::new(st).expect("settings");
+        let r = s.run(&x, &NullSink, &mut NoPersist).expect("runs");
+        assert!(r.nodes[0].spend.calls > 0, "the first kernel costs calls");
+        assert_eq!(r.stop, StopReason::TargetSpeedup { speedup: 1.0 });
+        let c = compare(
+            &p,
+            &p.tasks[0],
+            &[
+                StrategySettings::Loop,
+                StrategySettings::BestOfN { n: None },
+            ],
+            4,
+            20,
+            1,
+        )
+        .expect("compare");
+        assert_eq!(c.rows.len(), 2);
+        assert!(c
+            .rows
+            .iter()
+            .all(|r| r.at.last().is_some_and(|s| s.calls == 20 && s.mean > 0.0)));
+    }
+
+    #[test]
+    fn bad_pools_are_refused_naming_the_problem() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("p.json");
+        std::fs::write(&f, "{\"version\": 1, \"tasks\": [").expect("write");
+        assert!(Pool::load(&f)
+            .err()
+            .expect("refused")
+            .to_string()
+            .contains("not a pool"));
+        let mut p = pool(Some("missing"));
+        std::fs::write(&f, serde_json::to_string(&p).expect("json")).expect("write");
+        assert!(Pool::load(&f)
+            .err()
+            .expect("refused")
+            .to_string()
+            .contains("start `missing`"));
+        p.tasks[0].start = None;
+        p.settings.failure_rate = Some(1.5);
+        std::fs::write(&f, serde_json::to_string(&p).expect("json")).expect("write");
+        assert!(Pool::load(&f)
+            .err()
+            .expect("refused")
+            .to_string()
+            .contains("failure_rate"));
+        let p = pool(None);
+        let e = p.task("other", "p.json").err().expect("no task");
+        assert!(
+            e.to_string().contains("no candidates for task `other`"),
+            "{e}"
+        );
+        assert!(Pool::load(&dir.path().join("none.json")).is_err());
+    }
+}
