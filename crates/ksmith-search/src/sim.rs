@@ -918,27 +918,24 @@ mod tests {
         let f = dir.path().join("p.json");
         std::fs::write(&f, "{\"version\": 1, \"tasks\": [").expect("write");
         assert!(Pool::load(&f)
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string()
             .contains("not a pool"));
         let mut p = pool(Some("missing"));
         std::fs::write(&f, serde_json::to_string(&p).expect("json")).expect("write");
         assert!(Pool::load(&f)
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string()
             .contains("start `missing`"));
         p.tasks[0].start = None;
         p.settings.failure_rate = Some(1.5);
         std::fs::write(&f, serde_json::to_string(&p).expect("json")).expect("write");
         assert!(Pool::load(&f)
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string()
             .contains("failure_rate"));
         let p = pool(None);
-        let e = p.task("other", "p.json").err().expect("no task");
+        let e = p.task("other", "p.json").expect_err("no task");
         assert!(
             e.to_string().contains("no candidates for task `other`"),
             "{e}"
