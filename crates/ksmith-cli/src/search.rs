@@ -112,6 +112,28 @@ pub(crate) fn requested(args: &OptimizeArgs) -> Result<Option<StrategyKind>, Exi
             names()
         )));
     }
+    let f = &args.search_flags;
+    let given = [
+        ("--width", f.width.is_some()),
+        ("--branches", f.branches.is_some()),
+        ("--depth", f.depth.is_some()),
+        ("--inner", f.inner.is_some()),
+        ("--n", f.n.is_some()),
+        ("--branch-cap", f.branch_cap.is_some()),
+        ("--islands", f.islands.is_some()),
+        ("--migrate-every", f.migrate_every.is_some()),
+        ("--jobs", f.jobs.is_some()),
+        ("--max-evals", f.max_evals.is_some()),
+        ("--max-nodes", f.max_nodes.is_some()),
+        ("--target-speedup", f.target_speedup.is_some()),
+        ("--target-roofline", f.target_roofline.is_some()),
+    ];
+    if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+        return Err(input(anyhow!(
+            "{flag} is a graph-search flag; add --strategy {}",
+            names().replace(", ", "|")
+        )));
+    }
     Ok(None)
 }
 
