@@ -460,20 +460,21 @@ impl Search {
         let mut refused: Option<StopReason> = None;
         while (self.state.batch.len() as u64) < jobs {
             let reserved = self.reserved();
-            let free = jobs - self.state.batch.len() as u64;
-            let cap =
-                match self
-                    .state
-                    .settings
-                    .budget
-                    .admit(&self.state.totals, &reserved, inner, free)
-                {
-                    Ok(c) => c,
-                    Err(r) => {
-                        refused = Some(r);
-                        break;
-                    }
-                };
+            // Each node of the batch holds one call while it fills; the calls left are
+            // shared out once the batch is known (below).
+            let cap = match self
+                .state
+                .settings
+                .budget
+                .admit(&self.state.totals, &reserved, inner, 1)
+                .map(|c| c.map(|_| 1))
+            {
+                Ok(c) => c,
+                Err(r) => {
+                    refused = Some(r);
+                    break;
+                }
+            };
             let s = &mut self.state;
             match s.strategy.next(&s.graph, &mut s.rng) {
                 Next::Expand(p) => {
@@ -532,6 +533,18 @@ impl Search {
         }
         if self.state.batch.is_empty() {
             return Err(refused.unwrap_or(StopReason::Exhausted));
+        }
+        // The calls left, shared among the batch's nodes (the first get the remainder), so
+        // a lone node (loop) may use them all and a full batch cannot overshoot.
+        if let Some(limit) = self.state.settings.budget.calls {
+            let left = limit.saturating_sub(self.state.totals.spend.calls);
+            let n = self.state.batch.len() as u64;
+            for (i, id) in self.state.batch.clone().into_iter().enumerate() {
+                let cap = left / n + u64::from((i as u64) < left % n);
+                if let Some(e) = self.state.graph.entries.get_mut(id.0 as usize) {
+                    e.request.max_calls = Some(cap.max(1));
+                }
+            }
         }
         Ok(())
     }
