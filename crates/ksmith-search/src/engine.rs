@@ -76,8 +76,8 @@ pub struct SearchState {
     pub settings: SearchSettings,
     /// Every node.
     pub graph: Graph,
-    /// Sources of nodes that produced code, by node id.
-    pub sources: BTreeMap<u64, String>,
+    /// Sources of nodes that produced code, by code hash (once per distinct program).
+    pub sources: BTreeMap<String, String>,
     /// The batch in flight (empty between batches).
     pub batch: Vec<NodeId>,
     /// The strategy's state.
@@ -590,7 +590,9 @@ impl Search {
         Expansion {
             node: id,
             parent: parent.map(|p| p.node.clone()),
-            parent_source: parent.and_then(|p| s.sources.get(&p.node.id.0).cloned()),
+            parent_source: parent
+                .and_then(|p| p.node.code_hash.as_ref())
+                .and_then(|h| s.sources.get(h).cloned()),
             lineage,
             hint: e.request.hint,
             inspirations: e
@@ -599,7 +601,8 @@ impl Search {
                 .iter()
                 .filter_map(|i| {
                     let n = s.graph.get(*i)?;
-                    Some((n.node.clone(), s.sources.get(&i.0)?.clone()))
+                    let src = s.sources.get(n.node.code_hash.as_ref()?)?;
+                    Some((n.node.clone(), src.clone()))
                 })
                 .collect(),
             inner_iterations: e.request.inner,
@@ -633,8 +636,13 @@ impl Search {
             NodeState::Done
         };
         if let Some(src) = x.source {
+            let hash = e
+                .node
+                .code_hash
+                .get_or_insert_with(|| ksmith_task::content_hash(src.as_bytes()))
+                .clone();
+            let hash = Some(hash);
             // The same code (by hash) has the same features: computed once.
-            let hash = e.node.code_hash.clone();
             let known = hash.as_ref().and_then(|h| {
                 s.graph.entries.iter().find_map(|o| {
                     (o.node.code_hash.as_ref() == Some(h) && o.finished)
@@ -644,7 +652,9 @@ impl Search {
             });
             let e = &mut s.graph.entries[id.0 as usize];
             e.features = Some(known.unwrap_or_else(|| Features::of_source(&src)));
-            s.sources.insert(id.0, src);
+            if let Some(h) = hash {
+                s.sources.entry(h).or_insert(src);
+            }
         }
         s.graph.entries[id.0 as usize].finished = true;
         s.totals.spend.add(&spend);
