@@ -16,6 +16,7 @@ mod optimize;
 mod progress;
 mod report;
 mod results;
+mod search;
 mod tune;
 
 use anyhow::{anyhow, Context, Result};
@@ -200,7 +201,7 @@ enum Cmd {
     /// Evaluate every task of a suite with its solutions; print the table and suite metrics.
     Bench(bench::BenchArgs),
     /// Find a faster kernel: with --model, LLM agents plan, implement, fix, tune and profile; without, the seed is autotuned. The winner is re-validated on fresh seeds.
-    Optimize(optimize::OptimizeArgs),
+    Optimize(Box<optimize::OptimizeArgs>),
     /// Search a solution's tunable parameters; writes the winning configuration as a new solution (STORE/tuned/TASK/SOLUTION-tuned; nothing when the untuned solution wins).
     Tune(tune::TuneArgs),
     /// Check a task (or every task of a suite): definition, reference, tolerances, solutions.
@@ -297,6 +298,9 @@ enum Cmd {
     /// Cross-run memory: what made kernels faster in earlier runs, shown to later planners.
     #[command(subcommand)]
     Memory(memory::MemoryCmd),
+    /// Compare search strategies offline on a pool of judged candidates (best speedup against
+    /// LLM calls over many seeds); `simulate pool` writes a pool from the store.
+    Simulate(search::SimulateArgs),
 }
 
 #[derive(Subcommand)]
@@ -497,6 +501,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         }
         Cmd::VerifyExport(args) => deploy::verify_export(&ctx, &args),
         Cmd::Memory(cmd) => memory::run(&ctx, &cmd),
+        Cmd::Simulate(args) => search::simulate(&ctx, &args),
     }
 }
 
@@ -510,7 +515,8 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Export { .. }
         | Cmd::Evals(_)
         | Cmd::Compare(_)
-        | Cmd::VerifyExport(_) => false,
+        | Cmd::VerifyExport(_)
+        | Cmd::Simulate(_) => false,
         Cmd::Validate { no_run, .. } => !no_run,
         Cmd::Memory(m) => m.writes_store(),
         Cmd::Hw { refresh, gpu, .. } => *refresh || *gpu || !store_dir.join("hw.json").exists(),

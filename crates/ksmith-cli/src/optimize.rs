@@ -28,6 +28,8 @@ pub(crate) struct OptimizeArgs {
     pub opts: JudgeOpts,
     #[command(flatten)]
     pub agent: crate::agent::AgentArgs,
+    #[command(flatten)]
+    pub search_flags: crate::search::SearchFlags,
 }
 
 fn start_solution(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> {
@@ -136,6 +138,9 @@ struct TaskSummary {
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
+    if let Some(kind) = crate::search::requested(args)? {
+        return crate::search::start(ctx, args, kind);
+    }
     if args.agent.model.is_some() || args.agent.interactive {
         if !args.task.join(ksmith_task::TASK_FILE_NAME).exists() {
             return Err(input(anyhow!(

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Clone)]
 #[command(next_help_heading = "Search")]
 pub(crate) struct SearchArgs {
-    /// Search strategy: exhaustive, random, hillclimb or genetic.
+    /// Search strategy: exhaustive, random, hillclimb or genetic (the tuner); for `optimize`
+    /// also a graph search: loop, best-of-n, parallel, beam, greedy, evolve (docs/search.md).
     #[arg(long, default_value = "hillclimb")]
     pub strategy: String,
     /// Maximum configurations to evaluate (earlier evaluations found in the store are reused for free).

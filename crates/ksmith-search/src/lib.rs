@@ -1,15 +1,32 @@
 //! The search engine: everything that proposes, judges and chooses candidates without being a
-//! front end. The graph search over agent sessions (`node`, `hint`, strategies), the events a
-//! front end renders, and (as it moves out of the CLI) the evaluator, the tuner's driver and the
-//! agent loop. The CLI keeps argument parsing, printing and exit codes.
+//! front end. The graph search over agent sessions (`node`, `hint`, `engine`, `strategy`), the
+//! events a front end renders, the simulator (`sim`), and (as it moves out of the CLI) the
+//! evaluator, the tuner's driver and the agent loop. The CLI keeps argument parsing, printing
+//! and exit codes.
 
+pub mod archive;
+pub mod bandit;
+pub mod budget;
+pub mod engine;
 pub mod events;
+pub mod features;
+pub mod graph;
 pub mod hint;
 pub mod memory;
 pub mod node;
+pub mod persist;
+pub mod sim;
+pub mod strategy;
 
+pub use budget::{Budget, StopReason};
+pub use engine::{Finalizer, Search, SearchError, SearchResult, SearchSettings, SearchState};
 pub use events::{Event, EventSink, NullSink};
 pub use hint::Hint;
 pub use node::{
     ExpandError, Expanded, Expander, Expansion, Node, NodeId, NodeOutcome, NodeState, Spend,
 };
+pub use persist::{MemoryPersist, NoPersist, Persist, PersistError, StorePersist};
+pub use strategy::{StrategyKind, StrategySettings};
+
+#[cfg(test)]
+mod tests;

@@ -158,6 +158,13 @@ pub struct Expansion {
     pub inner_iterations: u32,
     /// Seed for anything random inside the session (simulation draws).
     pub seed: u64,
+    /// The model to use when several are configured (None: the run's model).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Most LLM calls the session may make (None: no limit); the engine's share of the call
+    /// budget, so a search stops at its call budget exactly.
+    #[serde(default)]
+    pub max_calls: Option<u64>,
 }
 
 /// A grown node, as the expander reports it (the engine assigns state and bookkeeping).

@@ -215,6 +215,10 @@ pub(crate) struct ResumeArgs {
 
 /// `ksmith resume RUN`.
 pub(crate) fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<u8, Exit> {
+    // A graph-search run resumes through the search engine.
+    if crate::search::is_search_run(ctx, &args.run)? {
+        return crate::search::resume(ctx, &args.run, &args.budget, None);
+    }
     let session = session::Session::reopen(ctx, &args.run, &args.budget)?;
     iterate::drive(ctx, session)
 }

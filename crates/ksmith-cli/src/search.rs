@@ -1,0 +1,704 @@
+//! Graph search from the command line: `ksmith optimize TASK --strategy loop|best-of-n|
+//! parallel|beam|greedy|evolve --model sim:POOL.json` (a search run), `ksmith resume RUN` of a
+//! search run, and `ksmith simulate` (strategies compared on a pool; `simulate pool` makes a
+//! pool from a store). The engine is `ksmith_search`; this module parses, prints and picks
+//! the expander.
+
+use crate::agent::BudgetArgs;
+use crate::optimize::OptimizeArgs;
+use crate::{env_err, input, Ctx, Exit};
+use anyhow::anyhow;
+use ksmith_search::engine::{parse_state, SearchState};
+use ksmith_search::sim::{self, Pool, SimExpander, SimFinalizer};
+use ksmith_search::{
+    Budget, Event, EventSink, Expander, Finalizer, Node, NodeState, Search, SearchSettings,
+    StopReason, StorePersist, StrategyKind, StrategySettings,
+};
+use ksmith_store::{RunRow, RunStatus, Store, StoreError};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Search flags of `optimize` (with a search `--strategy`).
+#[derive(clap::Args, Clone, Debug, Default)]
+#[command(
+    next_help_heading = "Graph search (--strategy loop|best-of-n|parallel|beam|greedy|evolve)"
+)]
+pub(crate) struct SearchFlags {
+    /// beam: nodes kept per level, W (default 4).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub width: Option<u32>,
+    /// beam: children per kept node, B (default 2).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub branches: Option<u32>,
+    /// beam, parallel: levels (beam) or nodes per trajectory (parallel) (default: until a budget).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub depth: Option<u32>,
+    /// Inner plan → implement → judge rounds per node, K (default 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub inner: Option<u32>,
+    /// parallel: trajectories, N (default 4); best-of-n: children of the root (default: until
+    /// a budget).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub n: Option<u32>,
+    /// greedy: most children per node (default 3).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub branch_cap: Option<u32>,
+    /// evolve: islands (default 3).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub islands: Option<u32>,
+    /// evolve: finished nodes between migrations, M (default 8).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub migrate_every: Option<u32>,
+    /// Node expansions in flight at once (default 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: Option<u32>,
+    /// Most evaluations by the judge.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_evals: Option<u64>,
+    /// Most nodes (default 20 when no other limit is given).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_nodes: Option<u64>,
+    /// Stop once a correct node reaches this speedup.
+    #[arg(long, value_parser = positive)]
+    pub target_speedup: Option<f64>,
+    /// Stop once a correct node reaches this fraction of the roofline (0 to 1].
+    #[arg(long, value_parser = fraction)]
+    pub target_roofline: Option<f64>,
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err("expected a number above 0".into()),
+    }
+}
+
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err("expected a fraction above 0, at most 1".into()),
+    }
+}
+
+/// What a search run stores as its options (enough to resume it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SearchRunOptions {
+    /// The engine's settings.
+    settings: SearchSettings,
+    /// The model spelling (`sim:POOL` today).
+    model: String,
+    /// The task's name (the pool's task).
+    task: String,
+}
+
+/// The search strategy an `optimize` asks for, if it asks for a search: a search strategy
+/// name, or a `sim:` model (whose default is the loop).
+pub(crate) fn requested(args: &OptimizeArgs) -> Result<Option<StrategyKind>, Exit> {
+    if let Some(k) = StrategyKind::from_name(&args.search.strategy) {
+        return Ok(Some(k));
+    }
+    if args
+        .agent
+        .model
+        .as_deref()
+        .is_some_and(|m| m.starts_with("sim:"))
+    {
+        if args.search.strategy == "hillclimb" {
+            return Ok(Some(StrategyKind::Loop));
+        }
+        return Err(input(anyhow!(
+            "--strategy {}: a sim: model runs a graph search; expected one of {}",
+            args.search.strategy,
+            names()
+        )));
+    }
+    let f = &args.search_flags;
+    let given = [
+        ("--width", f.width.is_some()),
+        ("--branches", f.branches.is_some()),
+        ("--depth", f.depth.is_some()),
+        ("--inner", f.inner.is_some()),
+        ("--n", f.n.is_some()),
+        ("--branch-cap", f.branch_cap.is_some()),
+        ("--islands", f.islands.is_some()),
+        ("--migrate-every", f.migrate_every.is_some()),
+        ("--jobs", f.jobs.is_some()),
+        ("--max-evals", f.max_evals.is_some()),
+        ("--max-nodes", f.max_nodes.is_some()),
+        ("--target-speedup", f.target_speedup.is_some()),
+        ("--target-roofline", f.target_roofline.is_some()),
+    ];
+    if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+        return Err(input(anyhow!(
+            "{flag} is a graph-search flag; add --strategy {}",
+            names().replace(", ", "|")
+        )));
+    }
+    Ok(None)
+}
+
+fn names() -> String {
+    StrategyKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The strategy with the flags that apply to it; a flag for another strategy is refused.
+fn strategy_settings(kind: StrategyKind, f: &SearchFlags) -> Result<StrategySettings, Exit> {
+    let mut s = StrategySettings::default_for(kind);
+    let mut used = Vec::new();
+    match &mut s {
+        StrategySettings::Loop => {}
+        StrategySettings::BestOfN { n } => {
+            if f.n.is_some() {
+                *n = f.n;
+                used.push("n");
+            }
+        }
+        StrategySettings::Parallel {
+            trajectories,
+            depth,
+        } => {
+            if let Some(v) = f.n {
+                *trajectories = v;
+                used.push("n");
+            }
+            if f.depth.is_some() {
+                *depth = f.depth;
+                used.push("depth");
+            }
+        }
+        StrategySettings::Beam {
+            width,
+            branches,
+            depth,
+        } => {
+            if let Some(v) = f.width {
+                *width = v;
+                used.push("width");
+            }
+            if let Some(v) = f.branches {
+                *branches = v;
+                used.push("branches");
+            }
+            if f.depth.is_some() {
+                *depth = f.depth;
+                used.push("depth");
+            }
+        }
+        StrategySettings::Greedy { branch_cap } => {
+            if let Some(v) = f.branch_cap {
+                *branch_cap = v;
+                used.push("branch-cap");
+            }
+        }
+        StrategySettings::Evolve {
+            islands,
+            migrate_every,
+            ..
+        } => {
+            if let Some(v) = f.islands {
+                *islands = v;
+                used.push("islands");
+            }
+            if let Some(v) = f.migrate_every {
+                *migrate_every = v;
+                used.push("migrate-every");
+            }
+        }
+    }
+    let given = [
+        ("width", f.width.is_some()),
+        ("branches", f.branches.is_some()),
+        ("depth", f.depth.is_some()),
+        ("n", f.n.is_some()),
+        ("branch-cap", f.branch_cap.is_some()),
+        ("islands", f.islands.is_some()),
+        ("migrate-every", f.migrate_every.is_some()),
+    ];
+    if let Some((flag, _)) = given.iter().find(|(n, g)| *g && !used.contains(n)) {
+        return Err(input(anyhow!(
+            "--{flag} does not apply to --strategy {kind} (see docs/search.md for each strategy's parameters)"
+        )));
+    }
+    s.check()
+        .map_err(|e| input(anyhow!("--strategy {kind}: {e}")))?;
+    Ok(s)
+}
+
+/// The expander and finalizer a model spelling stands for.
+struct Chosen {
+    expander: Box<dyn Expander>,
+    finalizer: Box<dyn Finalizer>,
+}
+
+/// THE place an expander is chosen from a model spelling: `sim:POOL.json` is the simulator;
+/// every other model waits for the agent expander.
+fn expander_for(model: &str, task: &str) -> Result<Chosen, Exit> {
+    if let Some(path) = model.strip_prefix("sim:") {
+        let p = Path::new(path);
+        let pool = Pool::load(p).map_err(input)?;
+        let t = pool
+            .task(task, &p.display().to_string())
+            .map_err(input)?
+            .clone();
+        return Ok(Chosen {
+            expander: Box::new(SimExpander::new(&pool, &t)),
+            finalizer: Box::new(SimFinalizer { seed: 0 }),
+        });
+    }
+    Err(input(anyhow!(
+        "--model {model}: graph search with an LLM agent is not wired yet; use --model sim:POOL.json (a simulated pool, docs/search.md), or drop the search --strategy for the agent loop"
+    )))
+}
+
+/// Budget from the flags; a search without any limit gets 20 nodes.
+fn budget(b: &BudgetArgs, f: &SearchFlags) -> Result<Budget, Exit> {
+    if b.iterations.is_some() {
+        return Err(input(anyhow!(
+            "--iterations counts agent-loop iterations; a search takes --max-nodes, --max-calls, --max-evals, --max-tokens, --max-cost or --max-wall"
+        )));
+    }
+    let mut out = Budget {
+        calls: b.max_calls,
+        tokens: b.max_tokens,
+        cost: b.max_cost,
+        evaluations: f.max_evals,
+        wall_s: b.max_wall,
+        nodes: f.max_nodes,
+        target_speedup: f.target_speedup,
+        target_roofline: f.target_roofline,
+    };
+    if out.calls.is_none()
+        && out.tokens.is_none()
+        && out.cost.is_none()
+        && out.evaluations.is_none()
+        && out.wall_s.is_none()
+        && out.nodes.is_none()
+    {
+        out.nodes = Some(20);
+    }
+    Ok(out)
+}
+
+fn run_error(e: StoreError) -> Exit {
+    match e {
+        StoreError::RunBusy { .. } | StoreError::ReadOnly { .. } => input(e),
+        e => env_err(e),
+    }
+}
+
+fn new_run_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let tag = ksmith_task::content_hash(
+        format!("search-{}-{}", now.as_nanos(), std::process::id()).as_bytes(),
+    );
+    format!("run-{}-{}", now.as_secs(), &tag[..6])
+}
+
+/// `ksmith optimize TASK --strategy S --model sim:POOL`: a new search run.
+pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Result<u8, Exit> {
+    let flags = &args.search_flags;
+    let strategy = strategy_settings(kind, flags)?;
+    let model = args.agent.model.clone().ok_or_else(|| {
+        input(anyhow!(
+            "--strategy {kind}: a graph search needs --model (sim:POOL.json today)"
+        ))
+    })?;
+    if !args.task.join(ksmith_task::TASK_FILE_NAME).exists() {
+        return Err(input(anyhow!(
+            "{}: a search optimizes one task directory (with task.toml), not a suite",
+            args.task.display()
+        )));
+    }
+    let task = crate::load_task(&args.task)?;
+    let mut settings = SearchSettings::new(strategy);
+    settings.budget = budget(&args.agent.budget, flags)?;
+    settings.jobs = flags.jobs.unwrap_or(1);
+    settings.inner = flags.inner.unwrap_or(1);
+    settings.seed = args.search.seed;
+    // The expander is built (and its input checked) before anything is stored.
+    let model = match model.strip_prefix("sim:") {
+        Some(p) => format!(
+            "sim:{}",
+            std::path::absolute(p)
+                .unwrap_or_else(|_| PathBuf::from(p))
+                .display()
+        ),
+        None => model,
+    };
+    let chosen = expander_for(&model, &task.name)?;
+    let search = Search::new(settings.clone()).map_err(input)?;
+    let mut store = ctx.store()?;
+    let options = SearchRunOptions {
+        settings,
+        model: model.clone(),
+        task: task.name.clone(),
+    };
+    let mut run = RunRow {
+        id: new_run_id(),
+        created_at: String::new(),
+        updated_at: String::new(),
+        task_dir: std::path::absolute(&task.dir)
+            .unwrap_or_else(|_| task.dir.clone())
+            .display()
+            .to_string(),
+        task: task.name.clone(),
+        tests_hash: task.content_hash.clone(),
+        model,
+        mode: "search".into(),
+        options: serde_json::to_string(&options).map_err(env_err)?,
+        status: RunStatus::Running,
+        stop_reason: None,
+        active_s: 0.0,
+        out_dir: None,
+    };
+    store.create_run(&run).map_err(env_err)?;
+    let _lock = store.lock_run(&run.id).map_err(run_error)?;
+    say!(
+        "search {}: {} on {} with {} (resume with `ksmith resume {}`)",
+        run.id,
+        kind,
+        task.name,
+        run.model,
+        run.id
+    );
+    drive(&mut store, &mut run, search, &chosen)
+}
+
+/// Whether a stored run is a search run (an unknown id is left to the agent's resume).
+pub(crate) fn is_search_run(ctx: &Ctx, id: &str) -> Result<bool, Exit> {
+    let store = ctx.store_read()?;
+    Ok(store
+        .run(id)
+        .map_err(env_err)?
+        .is_some_and(|r| r.mode == "search"))
+}
+
+/// `ksmith resume RUN` of a search run: the same search, from its last saved state.
+pub(crate) fn resume(
+    ctx: &Ctx,
+    id: &str,
+    b: &BudgetArgs,
+    extra: Option<&SearchFlags>,
+) -> Result<u8, Exit> {
+    let mut store = ctx.store()?;
+    let mut run = store
+        .run(id)
+        .map_err(env_err)?
+        .ok_or_else(|| input(anyhow!("no run `{id}` in {}", ctx.store_dir.display())))?;
+    let _lock = store.lock_run(id).map_err(run_error)?;
+    let opts: SearchRunOptions = serde_json::from_str(&run.options)
+        .map_err(|e| env_err(anyhow!("run {id}: stored search options unreadable: {e}")))?;
+    let state: SearchState = match store.search_state(id).map_err(env_err)? {
+        Some(json) => parse_state(&json).map_err(env_err)?,
+        None => Search::new(opts.settings.clone()).map_err(input)?.state,
+    };
+    let mut search = Search::resume(state).map_err(env_err)?;
+    let given = b.max_calls.is_some()
+        || b.max_tokens.is_some()
+        || b.max_cost.is_some()
+        || b.max_wall.is_some()
+        || extra.is_some_and(|f| f.max_evals.is_some() || f.max_nodes.is_some());
+    if given {
+        let mut nb = search.state.settings.budget.clone();
+        if b.iterations.is_some() {
+            return Err(input(anyhow!(
+                "--iterations does not apply to a search run; use --max-nodes or --max-calls"
+            )));
+        }
+        nb.calls = b.max_calls.or(nb.calls);
+        nb.tokens = b.max_tokens.or(nb.tokens);
+        nb.cost = b.max_cost.or(nb.cost);
+        nb.wall_s = b.max_wall.or(nb.wall_s);
+        if let Some(f) = extra {
+            nb.evaluations = f.max_evals.or(nb.evaluations);
+            nb.nodes = f.max_nodes.or(nb.nodes);
+        }
+        search.set_budget(nb);
+    } else if run.status == RunStatus::Finished {
+        return Err(input(anyhow!(
+            "run {id} already finished ({}); raise a limit (--max-calls, ...) to search further",
+            run.stop_reason.as_deref().unwrap_or("done")
+        )));
+    }
+    let chosen = expander_for(&opts.model, &opts.task)?;
+    let in_flight = search
+        .state
+        .batch
+        .iter()
+        .filter(|n| search.state.graph.get(**n).is_some_and(|e| !e.finished))
+        .count();
+    say!(
+        "resuming search {id}: {} nodes finished, {in_flight} in flight (expanded again)",
+        search.state.totals.nodes
+    );
+    run.status = RunStatus::Running;
+    run.stop_reason = None;
+    store.update_run(&run).map_err(env_err)?;
+    drive(&mut store, &mut run, search, &chosen)
+}
+
+/// Prints the engine's events.
+struct TermSink;
+
+impl EventSink for TermSink {
+    fn emit(&self, event: Event) {
+        match event {
+            Event::NodeStarted { node, parent, hint } => {
+                let from = parent.map_or("start".to_string(), |p| p.to_string());
+                say!("start {node} from {from} [{hint}]");
+            }
+            Event::NodeFinished { node } => say!("{}", node_line(&node)),
+            Event::NewBest { node, speedup } => say!("  new best: {node} {speedup:.2}x"),
+            Event::Progress { node, message } => match node {
+                Some(n) => note!("  {n}: {}", crate::term::one(&message)),
+                None => note!("  {}", crate::term::one(&message)),
+            },
+            Event::Stopped { .. } => {}
+        }
+    }
+}
+
+fn node_line(n: &Node) -> String {
+    let parent = n.parent.map_or("-".to_string(), |p| p.to_string());
+    let what = match (n.state, n.outcome.status, n.outcome.speedup) {
+        (NodeState::Duplicate, _, _) => format!(
+            "duplicate of {}",
+            n.duplicate_of.map_or("?".into(), |d| d.to_string())
+        ),
+        (_, Some(s), Some(x)) if n.outcome.passed() => format!("{s} {x:.2}x"),
+        (_, Some(s), _) => s.to_string(),
+        (st, None, _) => st.as_str().to_string(),
+    };
+    format!(
+        "node {} <- {parent} depth {} [{}] {what} (calls {}, evals {})",
+        n.id, n.depth, n.hint, n.spend.calls, n.spend.evaluations
+    )
+}
+
+fn drive(
+    store: &mut Store,
+    run: &mut RunRow,
+    mut search: Search,
+    chosen: &Chosen,
+) -> Result<u8, Exit> {
+    let (expander, finalizer) = (&*chosen.expander, &*chosen.finalizer);
+    let id = run.id.clone();
+    let started = std::time::Instant::now();
+    let result = {
+        let mut persist = StorePersist {
+            store: &mut *store,
+            run: id.clone(),
+        };
+        search.run(expander, &TermSink, &mut persist)
+    };
+    run.active_s += started.elapsed().as_secs_f64();
+    let r = match result {
+        Ok(r) => r,
+        Err(e) => {
+            run.status = RunStatus::Failed;
+            run.stop_reason = Some(e.to_string());
+            let _ = store.update_run(run);
+            return Err(match e {
+                ksmith_search::SearchError::Input(_) | ksmith_search::SearchError::Settings(_) => {
+                    input(e)
+                }
+                e => env_err(e),
+            });
+        }
+    };
+    let finalists: Vec<Node> = r
+        .finalists
+        .iter()
+        .filter_map(|f| r.nodes.get(f.0 as usize).cloned())
+        .collect();
+    let winner = finalizer.decide(&finalists).map_err(env_err)?;
+    run.status = if r.stop.is_normal() {
+        RunStatus::Finished
+    } else {
+        RunStatus::Failed
+    };
+    run.stop_reason = Some(r.stop.to_string());
+    store.update_run(run).map_err(env_err)?;
+    say!("stopped: {}", r.stop);
+    let t = &r.totals;
+    say!(
+        "{} nodes, {} LLM calls, {} tokens, ${:.4}, {} evaluations; engine overhead {:.1} µs per node (+ {:.1} µs persisting)",
+        t.nodes,
+        t.spend.calls,
+        t.spend.tokens,
+        t.spend.cost,
+        t.spend.evaluations,
+        r.overhead_per_node_s * 1e6,
+        r.persist_per_node_s * 1e6
+    );
+    match (r.best, r.best_speedup) {
+        (Some(b), Some(s)) => say!(
+            "best: {b} {s:.2}x; finalists: {}",
+            r.finalists
+                .iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => say!("best: no correct node"),
+    }
+    if let Some(w) = winner {
+        say!("winner (re-timed among the finalists): {w}");
+    }
+    Ok(match r.stop {
+        StopReason::ExpanderFailed { .. } => crate::EXIT_FAILED,
+        _ => 0,
+    })
+}
+
+/// Arguments of `ksmith simulate`.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct SimulateArgs {
+    #[command(subcommand)]
+    pub cmd: Option<SimulateCmd>,
+    /// The pool file (docs/search.md).
+    #[arg(long)]
+    pub pool: Option<PathBuf>,
+    /// The pool's task (default: its first).
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Strategies to compare, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "loop,best-of-n,parallel,beam,greedy,evolve"
+    )]
+    pub strategies: Vec<String>,
+    /// Seeds per strategy.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub seeds: u32,
+    /// LLM-call budget per search.
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub calls: u64,
+    /// Expansions in flight (results do not depend on it beyond batch order).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: u32,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// `simulate` subcommands.
+#[derive(clap::Subcommand)]
+pub(crate) enum SimulateCmd {
+    /// Write a pool from the store's evaluations (global --store).
+    Pool {
+        /// Output file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Output format of `simulate`.
+#[derive(Copy, Clone, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// A table.
+    Table,
+    /// One JSON document.
+    Json,
+}
+
+/// `ksmith simulate`.
+pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
+    if let Some(SimulateCmd::Pool { out }) = &args.cmd {
+        let store = ctx.store_read()?;
+        let pool = sim::pool_from_store(
+            &store,
+            &format!(
+                "made by `ksmith simulate pool` from {}",
+                ctx.store_dir.display()
+            ),
+        )
+        .map_err(env_err)?;
+        if pool.tasks.is_empty() {
+            return Err(input(anyhow!(
+                "{}: no C evaluations to make a pool from",
+                ctx.store_dir.display()
+            )));
+        }
+        let text = serde_json::to_string_pretty(&pool).map_err(env_err)?;
+        std::fs::write(out, text + "\n")
+            .map_err(|e| env_err(anyhow!("--out {}: {e}", out.display())))?;
+        let n: usize = pool.tasks.iter().map(|t| t.candidates.len()).sum();
+        say!(
+            "wrote {} ({} tasks, {n} candidates)",
+            out.display(),
+            pool.tasks.len()
+        );
+        return Ok(0);
+    }
+    let path = args.pool.as_ref().ok_or_else(|| {
+        input(anyhow!(
+            "--pool FILE is required (or `simulate pool --out FILE`)"
+        ))
+    })?;
+    let pool = Pool::load(path).map_err(input)?;
+    let name = match &args.task {
+        Some(t) => t.clone(),
+        None => pool
+            .tasks
+            .first()
+            .map(|t| t.task.clone())
+            .ok_or_else(|| input(anyhow!("pool file {}: no tasks", path.display())))?,
+    };
+    let task = pool
+        .task(&name, &path.display().to_string())
+        .map_err(input)?;
+    let strategies = args
+        .strategies
+        .iter()
+        .map(|s| {
+            StrategyKind::from_name(s.trim())
+                .map(StrategySettings::default_for)
+                .ok_or_else(|| {
+                    input(anyhow!(
+                        "--strategies: unknown strategy `{s}`; expected {}",
+                        names()
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let c = sim::compare(&pool, task, &strategies, args.seeds, args.calls, args.jobs)
+        .map_err(env_err)?;
+    match args.format {
+        Format::Json => crate::term::json(&serde_json::to_string_pretty(&c).map_err(env_err)?),
+        Format::Table => {
+            say!(
+                "task {}: best speedup reached (mean ± sd over {} seeds, [min-max]) against LLM calls; failure rate {:.2}",
+                c.task,
+                c.seeds,
+                c.failure_rate
+            );
+            let mut head = format!("{:<10}", "strategy");
+            for s in c.rows.first().map(|r| r.at.as_slice()).unwrap_or(&[]) {
+                head.push_str(&format!(" | {:>22}", format!("{} calls", s.calls)));
+            }
+            head.push_str(&format!(" | {:>6} | {:>9}", "nodes", "µs/node"));
+            say!("{head}");
+            for r in &c.rows {
+                let mut line = format!("{:<10}", r.strategy.as_str());
+                for s in &r.at {
+                    line.push_str(&format!(
+                        " | {:>22}",
+                        format!("{:.2} ± {:.2} [{:.2}-{:.2}]", s.mean, s.sd, s.min, s.max)
+                    ));
+                }
+                line.push_str(&format!(" | {:>6.1} | {:>9.1}", r.nodes, r.overhead_us));
+                say!("{line}");
+            }
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,135 @@
+//! The search graph as the engine keeps it: every node with the request that grew it, and the
+//! questions strategies ask of it (best correct node, status rank, children).
+
+use crate::features::Features;
+use crate::hint::Hint;
+use crate::node::{Node, NodeId};
+use ksmith_judge::Status;
+use serde::{Deserialize, Serialize};
+
+/// How a node was asked for (kept so a resumed search expands a node in flight again with
+/// the same request).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Parent.
+    pub parent: Option<NodeId>,
+    /// Hint given.
+    pub hint: Hint,
+    /// Model given (several models configured).
+    pub model: Option<String>,
+    /// Inspirations shown.
+    pub inspirations: Vec<NodeId>,
+    /// Inner iterations.
+    pub inner: u32,
+    /// Seed for the session.
+    pub seed: u64,
+    /// Call cap given.
+    pub max_calls: Option<u64>,
+    /// Bandit arm pulled (None: no bandit choice, e.g. the root).
+    pub arm: Option<usize>,
+    /// Island (evolve).
+    pub island: u32,
+}
+
+/// One node with the engine's bookkeeping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The node.
+    pub node: Node,
+    /// Its request.
+    pub request: Request,
+    /// Its expansion has returned (a node in flight has not).
+    pub finished: bool,
+    /// Merged: the strategy and bandit have seen it.
+    pub merged: bool,
+    /// Code features (when it produced code).
+    pub features: Option<Features>,
+}
+
+/// Every node, indexed by id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    /// Entries; `entries[i].node.id == NodeId(i)`.
+    pub entries: Vec<Entry>,
+}
+
+/// Order of statuses for keep rules when nothing (or not enough) is correct: closer to
+/// correct ranks higher.
+pub fn status_rank(s: Option<Status>) -> u8 {
+    match s {
+        Some(Status::Passed) => 7,
+        Some(Status::IncorrectNumerical) => 6,
+        Some(Status::IncorrectShape) | Some(Status::IncorrectDtype) => 5,
+        Some(Status::Timeout) => 4,
+        Some(Status::RuntimeError) => 3,
+        Some(Status::CompileError) => 2,
+        Some(Status::PolicyRejected) => 1,
+        None => 0,
+    }
+}
+
+impl Graph {
+    /// The entry of a node.
+    pub fn get(&self, id: NodeId) -> Option<&Entry> {
+        self.entries.get(id.0 as usize)
+    }
+
+    /// The node's speedup when it is correct, timed and not a duplicate.
+    pub fn speedup(&self, id: NodeId) -> Option<f64> {
+        let e = self.get(id)?;
+        (e.merged && e.node.outcome.passed() && e.node.duplicate_of.is_none())
+            .then_some(e.node.outcome.speedup)
+            .flatten()
+    }
+
+    /// The best merged correct node (ties: the earlier).
+    pub fn best_correct(&self) -> Option<NodeId> {
+        self.best_of(self.entries.iter().map(|e| e.node.id))
+    }
+
+    /// The best correct node among `ids` (ties: the earlier id).
+    pub fn best_of(&self, ids: impl Iterator<Item = NodeId>) -> Option<NodeId> {
+        let mut best: Option<(NodeId, f64)> = None;
+        for id in ids {
+            if let Some(s) = self.speedup(id) {
+                if best.is_none_or(|(b, bs)| s > bs || (s == bs && id < b)) {
+                    best = Some((id, s));
+                }
+            }
+        }
+        best.map(|(id, _)| id)
+    }
+
+    /// Sort key for keep rules: correct by speedup first, then by status rank, then by id.
+    pub fn keep_key(&self, id: NodeId) -> (bool, f64, u8, std::cmp::Reverse<NodeId>) {
+        let e = self.get(id);
+        (
+            self.speedup(id).is_some(),
+            self.speedup(id).unwrap_or(0.0),
+            e.map_or(0, |e| status_rank(e.node.outcome.status)),
+            std::cmp::Reverse(id),
+        )
+    }
+
+    /// Children of a node (in flight included).
+    pub fn children(&self, id: NodeId) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.request.parent == Some(id))
+            .count()
+    }
+
+    /// Nodes in flight (launched, not merged).
+    pub fn in_flight(&self) -> usize {
+        self.entries.iter().filter(|e| !e.merged).count()
+    }
+}
+
+/// Sorts `ids` best first by [`Graph::keep_key`].
+pub fn rank(g: &Graph, ids: &mut [NodeId]) {
+    ids.sort_by(|a, b| {
+        g.keep_key(*b)
+            .partial_cmp(&g.keep_key(*a))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+}

@@ -1,0 +1,447 @@
+//! Engine and strategy tests on a tiny deterministic fake expander.
+
+use crate::budget::StopReason;
+use crate::engine::{parse_state, Search, SearchSettings};
+use crate::events::NullSink;
+use crate::graph::rank;
+use crate::hint::Hint;
+use crate::node::{ExpandError, Expanded, Expander, Expansion, Node, NodeId, NodeOutcome, Spend};
+use crate::persist::{MemoryPersist, NoPersist, PersistError};
+use crate::strategy::{StrategySettings, StrategyState};
+use crate::{EventSink, SearchError};
+use ksmith_judge::Status;
+use std::sync::Mutex;
+
+/// Outcome depends only on the request: `good` multiplies the parent's speedup by 1.6, other
+/// hints by 0.9..1.05 (from the seed); every 5th seed (mod) fails to compile. Sources carry
+/// features by hint, so evolve's archive fills.
+struct Fake {
+    good: Hint,
+    calls: u64,
+    expanded: Mutex<Vec<NodeId>>,
+    sleep_by_id: bool,
+}
+
+impl Fake {
+    fn new(good: Hint) -> Fake {
+        Fake {
+            good,
+            calls: 2,
+            expanded: Mutex::new(Vec::new()),
+            sleep_by_id: false,
+        }
+    }
+}
+
+impl Expander for Fake {
+    fn expand(&self, req: &Expansion, _e: &dyn EventSink) -> Result<Expanded, ExpandError> {
+        if let Ok(mut v) = self.expanded.lock() {
+            v.push(req.node);
+        }
+        if self.sleep_by_id {
+            // Later ids finish first, so merge order must not follow completion order.
+            std::thread::sleep(std::time::Duration::from_millis(20 - (req.node.0 % 4) * 5));
+        }
+        let calls = req.max_calls.map_or(self.calls, |m| m.min(self.calls));
+        let spend = Spend {
+            calls,
+            tokens: calls * 100,
+            cost: 0.0,
+            evaluations: 1,
+            wall_s: 0.01,
+        };
+        let parent = req
+            .parent
+            .as_ref()
+            .and_then(|p| p.outcome.speedup)
+            .unwrap_or(1.0);
+        let fails = req.parent.is_some() && req.seed.is_multiple_of(5);
+        let factor = if req.hint == self.good {
+            1.6
+        } else {
+            0.9 + (req.seed % 16) as f64 / 100.0
+        };
+        let body = match req.hint {
+            Hint::Parallelize => "#pragma omp parallel for\n for (;;) {}",
+            Hint::Vectorize => "for (;;) { _mm256_add_ps(a, b); }",
+            Hint::Tile => "for (;;) { for (;;) { for (;;) {} } }",
+            _ => "for (;;) {}",
+        };
+        let src = format!("// {}\nvoid k() {{\n{body}\n}}\n", req.seed);
+        let h = ksmith_task::content_hash(src.as_bytes());
+        Ok(Expanded {
+            plan: format!("{} from {:?}", req.hint, req.parent.as_ref().map(|p| p.id)),
+            source: Some(src),
+            code_hash: Some(h.clone()),
+            norm_hash: Some(h),
+            duplicate_of: None,
+            outcome: if fails {
+                NodeOutcome {
+                    status: Some(Status::CompileError),
+                    ..NodeOutcome::default()
+                }
+            } else {
+                NodeOutcome {
+                    status: Some(Status::Passed),
+                    speedup: Some(parent * factor),
+                    interval: Some((parent * factor * 0.95, parent * factor * 1.05)),
+                    roofline_fraction: Some(0.1 * parent * factor),
+                    eval_id: None,
+                }
+            },
+            spend,
+        })
+    }
+}
+
+fn settings(s: StrategySettings, nodes: u64, jobs: u32) -> SearchSettings {
+    let mut st = SearchSettings::new(s);
+    st.budget.nodes = Some(nodes);
+    st.jobs = jobs;
+    st.seed = 7;
+    st
+}
+
+fn run(st: SearchSettings, f: &Fake) -> (Search, crate::SearchResult) {
+    let mut s = Search::new(st).expect("valid settings");
+    let r = s.run(f, &NullSink, &mut NoPersist).expect("search runs");
+    (s, r)
+}
+
+fn correct(n: &Node) -> Option<f64> {
+    n.outcome
+        .speedup
+        .filter(|_| n.outcome.passed() && n.duplicate_of.is_none())
+}
+
+#[test]
+fn loop_always_grows_the_best_correct_node() {
+    let f = Fake::new(Hint::Tile);
+    let (_, r) = run(settings(StrategySettings::Loop, 12, 4), &f);
+    assert_eq!(r.nodes.len(), 12);
+    assert_eq!(r.stop, StopReason::Nodes);
+    for (i, n) in r.nodes.iter().enumerate().skip(1) {
+        let best = r.nodes[..i]
+            .iter()
+            .filter(|m| correct(m).is_some())
+            .fold(None, |b: Option<&Node>, m| match b {
+                Some(b) if correct(b) >= correct(m) => Some(b),
+                _ => Some(m),
+            })
+            .map(|m| m.id);
+        assert_eq!(n.parent, best.or(Some(NodeId(i as u64 - 1))), "node {i}");
+    }
+}
+
+#[test]
+fn best_of_n_is_children_of_the_root() {
+    let f = Fake::new(Hint::Tile);
+    let (_, r) = run(
+        settings(StrategySettings::BestOfN { n: Some(5) }, 100, 3),
+        &f,
+    );
+    assert_eq!(r.stop, StopReason::Exhausted);
+    assert_eq!(r.nodes.len(), 6);
+    assert!(r.nodes[1..]
+        .iter()
+        .all(|n| n.depth == 1 && n.parent == Some(NodeId(0))));
+}
+
+#[test]
+fn parallel_trajectories_have_depth_d() {
+    let f = Fake::new(Hint::Tile);
+    let (s, r) = run(
+        settings(
+            StrategySettings::Parallel {
+                trajectories: 3,
+                depth: Some(4),
+            },
+            100,
+            3,
+        ),
+        &f,
+    );
+    assert_eq!(r.stop, StopReason::Exhausted);
+    assert_eq!(r.nodes.len(), 1 + 3 * 4);
+    let StrategyState::Parallel(p) = &s.state.strategy else {
+        panic!("parallel state")
+    };
+    for t in &p.trajectories {
+        assert_eq!(t.nodes.len(), 4);
+        // Each trajectory is its own chain from the root: parents are in it or the root.
+        for id in &t.nodes {
+            let parent = r.nodes[id.0 as usize].parent.expect("has parent");
+            assert!(parent == NodeId(0) || t.nodes.contains(&parent));
+        }
+    }
+    assert_eq!(
+        r.nodes
+            .iter()
+            .filter(|n| n.parent == Some(NodeId(0)))
+            .count(),
+        3
+    );
+    assert_eq!(r.nodes.iter().map(|n| n.depth).max(), Some(4));
+}
+
+#[test]
+fn beam_keeps_the_best_w_per_level() {
+    let f = Fake::new(Hint::Tile);
+    let (s, r) = run(
+        settings(
+            StrategySettings::Beam {
+                width: 2,
+                branches: 3,
+                depth: Some(3),
+            },
+            100,
+            4,
+        ),
+        &f,
+    );
+    assert_eq!(r.stop, StopReason::Exhausted);
+    let per_depth: Vec<usize> = (0..4)
+        .map(|d| r.nodes.iter().filter(|n| n.depth == d).count())
+        .collect();
+    assert_eq!(per_depth, vec![1, 3, 6, 6]);
+    // Level-2 parents are the two best of level 1 by the keep rule.
+    let g = &s.state.graph;
+    let mut level1: Vec<NodeId> = r
+        .nodes
+        .iter()
+        .filter(|n| n.depth == 1)
+        .map(|n| n.id)
+        .collect();
+    rank(g, &mut level1);
+    let mut parents: Vec<NodeId> = r
+        .nodes
+        .iter()
+        .filter(|n| n.depth == 2)
+        .filter_map(|n| n.parent)
+        .collect();
+    parents.sort();
+    parents.dedup();
+    let mut want = level1[..2].to_vec();
+    want.sort();
+    assert_eq!(parents, want);
+}
+
+#[test]
+fn greedy_expands_the_best_open_node() {
+    let f = Fake::new(Hint::Tile);
+    let (_, r) = run(
+        settings(StrategySettings::Greedy { branch_cap: 2 }, 15, 1),
+        &f,
+    );
+    assert_eq!(r.nodes.len(), 15);
+    for i in 1..r.nodes.len() {
+        let earlier = &r.nodes[..i];
+        let kids = |id: NodeId| earlier.iter().filter(|m| m.parent == Some(id)).count();
+        let open: Vec<&Node> = earlier.iter().filter(|m| kids(m.id) < 2).collect();
+        let best_correct = open
+            .iter()
+            .filter(|m| correct(m).is_some())
+            .fold(None, |b: Option<&&Node>, m| match b {
+                Some(b) if correct(b) >= correct(m) => Some(b),
+                _ => Some(m),
+            })
+            .map(|m| m.id);
+        if let Some(b) = best_correct {
+            assert_eq!(r.nodes[i].parent, Some(b), "node {i}");
+        }
+    }
+}
+
+#[test]
+fn evolve_migrates_and_fills_the_archive() {
+    let f = Fake::new(Hint::Tile);
+    let (s, r) = run(
+        settings(
+            StrategySettings::Evolve {
+                islands: 2,
+                migrate_every: 4,
+                elite_prob: 0.5,
+                inspirations: 2,
+            },
+            30,
+            2,
+        ),
+        &f,
+    );
+    assert_eq!(r.nodes.len(), 30);
+    let StrategyState::Evolve(e) = &s.state.strategy else {
+        panic!("evolve state")
+    };
+    assert!(e.migrations >= 6, "migrations {}", e.migrations);
+    assert!(e.islands.iter().all(|i| i.archive.len() >= 2));
+    assert!(r.archive_cells >= 3, "cells {}", r.archive_cells);
+    assert!(s
+        .state
+        .graph
+        .entries
+        .iter()
+        .any(|e| !e.request.inspirations.is_empty()));
+    // Both islands grew.
+    assert!(e.islands.iter().all(|i| i.members.len() >= 10));
+}
+
+#[test]
+fn bandit_prefers_the_rewarding_hint_in_a_search() {
+    let f = Fake::new(Hint::Fuse);
+    let (_, r) = run(
+        settings(StrategySettings::Greedy { branch_cap: 3 }, 300, 1),
+        &f,
+    );
+    let count = |h: Hint| r.nodes.iter().filter(|n| n.hint == h).count();
+    let fuse = count(Hint::Fuse);
+    // Uniform would give each of the ten hints about 30.
+    for h in Hint::improving().filter(|h| *h != Hint::Fuse) {
+        assert!(2 * fuse > 3 * count(h), "fuse {fuse}, {h} {}", count(h));
+    }
+}
+
+#[test]
+fn budgets_stop_exactly() {
+    let f = Fake::new(Hint::Tile);
+    let mut st = settings(StrategySettings::Greedy { branch_cap: 3 }, 1000, 3);
+    st.budget.nodes = None;
+    st.budget.calls = Some(17);
+    let (_, r) = run(st, &f);
+    assert_eq!(r.totals.spend.calls, 17);
+    assert_eq!(r.stop, StopReason::Calls);
+
+    let mut st = settings(
+        StrategySettings::Beam {
+            width: 3,
+            branches: 2,
+            depth: None,
+        },
+        1000,
+        4,
+    );
+    st.budget.nodes = None;
+    st.budget.evaluations = Some(11);
+    let (_, r) = run(st, &f);
+    assert_eq!(r.totals.spend.evaluations, 11);
+    assert_eq!(r.stop, StopReason::Evaluations);
+
+    let (_, r) = run(settings(StrategySettings::Loop, 9, 1), &f);
+    assert_eq!((r.nodes.len(), r.totals.nodes), (9, 9));
+
+    let mut st = settings(StrategySettings::Loop, 1000, 1);
+    st.budget.target_speedup = Some(2.0);
+    let (_, r) = run(st, &f);
+    assert!(matches!(r.stop, StopReason::TargetSpeedup { speedup } if speedup >= 2.0));
+    assert!(r.nodes.len() < 1000);
+}
+
+#[test]
+fn batches_merge_in_id_order_whatever_finishes_first() {
+    let mut f = Fake::new(Hint::Tile);
+    f.sleep_by_id = true;
+    let st = settings(
+        StrategySettings::Beam {
+            width: 2,
+            branches: 2,
+            depth: Some(3),
+        },
+        100,
+        4,
+    );
+    let (a, _) = run(st.clone(), &f);
+    let (b, _) = run(st, &f);
+    assert_eq!(a.state.graph, b.state.graph);
+    assert_eq!(a.state.bandit, b.state.bandit);
+}
+
+/// Crash after every possible save; resuming from the last saved state gives the same final
+/// tree as an uninterrupted run, and never expands a node that had finished.
+#[test]
+fn resume_after_a_crash_mid_node_gives_the_same_tree() {
+    for strategy in [
+        StrategySettings::Beam {
+            width: 2,
+            branches: 2,
+            depth: None,
+        },
+        StrategySettings::Evolve {
+            islands: 2,
+            migrate_every: 3,
+            elite_prob: 0.6,
+            inspirations: 1,
+        },
+        StrategySettings::Parallel {
+            trajectories: 3,
+            depth: None,
+        },
+    ] {
+        let st = settings(strategy, 14, 3);
+        let f = Fake::new(Hint::Tile);
+        let (whole, _) = run(st.clone(), &f);
+        let mut crashes = 0;
+        for k in 1..40 {
+            let f = Fake::new(Hint::Tile);
+            let mut mem = MemoryPersist {
+                crash_after: Some(k),
+                ..MemoryPersist::default()
+            };
+            let mut s = Search::new(st.clone()).expect("settings");
+            match s.run(&f, &NullSink, &mut mem) {
+                Err(SearchError::Persist(PersistError::Crash(_))) => crashes += 1,
+                Ok(_) => break,
+                Err(e) => panic!("{e}"),
+            }
+            let saved = parse_state(mem.states.last().expect("a save")).expect("parses");
+            let finished: Vec<NodeId> = saved
+                .graph
+                .entries
+                .iter()
+                .filter(|e| e.finished)
+                .map(|e| e.node.id)
+                .collect();
+            let f2 = Fake::new(Hint::Tile);
+            let mut resumed = Search::resume(saved).expect("resumes");
+            resumed
+                .run(&f2, &NullSink, &mut MemoryPersist::default())
+                .expect("resumed run");
+            let again = f2.expanded.lock().expect("lock").clone();
+            assert!(
+                again.iter().all(|id| !finished.contains(id)),
+                "crash after {k}: re-expanded a finished node"
+            );
+            assert_eq!(resumed.state.graph, whole.state.graph, "crash after {k}");
+            assert_eq!(resumed.state.bandit, whole.state.bandit);
+            assert_eq!(resumed.state.rng, whole.state.rng);
+        }
+        assert!(crashes > 10);
+    }
+}
+
+#[test]
+fn bad_settings_name_the_parameter() {
+    let e = Search::new(SearchSettings::new(StrategySettings::Beam {
+        width: 0,
+        branches: 2,
+        depth: None,
+    }))
+    .err()
+    .expect("refused");
+    assert!(e.to_string().contains("width"), "{e}");
+    let mut st = SearchSettings::new(StrategySettings::Loop);
+    st.jobs = 0;
+    assert!(Search::new(st)
+        .err()
+        .expect("refused")
+        .to_string()
+        .contains("jobs"));
+}
+
+#[test]
+fn overhead_is_measured() {
+    let f = Fake::new(Hint::Tile);
+    let (_, r) = run(
+        settings(StrategySettings::Greedy { branch_cap: 3 }, 50, 1),
+        &f,
+    );
+    assert!(r.overhead_per_node_s > 0.0 && r.overhead_per_node_s < 0.05);
+}
