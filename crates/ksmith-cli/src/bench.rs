@@ -3,6 +3,7 @@
 use crate::{env_err, input, load_task, report, suite_tasks, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use ksmith_judge::{EvalResult, JudgeError, Status};
+use ksmith_search::{Evaluator, EvaluatorError, Purpose, Reuse};
 use ksmith_store::BenchItem;
 use ksmith_task::{Solution, Task};
 use std::collections::BTreeMap;
@@ -201,27 +202,24 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                 row.result = store.get(id).map_err(env_err)?.map(|e| e.result);
             }
             Some(BenchItem::Failed(err)) => row.error = Some(err),
-            _ => match judge.evaluate(task, &it.solution) {
-                Ok(result) => {
-                    let id = store
-                        .record(
-                            &judge.eval_key(task, &it.solution).map_err(env_err)?,
-                            task,
-                            &it.solution,
-                            &result,
-                        )
-                        .map_err(env_err)?;
+            // Every item is judged (a repeat is a new measurement); resume goes by the bench
+            // run's items above, not by evaluation keys.
+            _ => match Evaluator::new(&mut judge, &mut store)
+                .with_reuse(Reuse::Never)
+                .evaluate(task, &it.solution, &Purpose::Plain)
+            {
+                Ok(e) => {
                     store
-                        .set_bench_item(run_id, &it.id, Some(id), None)
+                        .set_bench_item(run_id, &it.id, Some(e.id), None)
                         .map_err(env_err)?;
-                    row.eval_id = Some(id);
-                    row.result = Some(result);
+                    row.eval_id = Some(e.id);
+                    row.result = Some(e.result);
                 }
-                Err(JudgeError::Unavailable { backend, why }) => {
+                Err(EvaluatorError::Judge(JudgeError::Unavailable { backend, why })) => {
                     // Not recorded: the same run on a machine with the backend evaluates it.
                     row.unavailable = Some(format!("{backend}: {why}"));
                 }
-                Err(JudgeError::Task { message, .. }) => {
+                Err(EvaluatorError::Judge(JudgeError::Task { message, .. })) => {
                     store
                         .set_bench_item(run_id, &it.id, None, Some(&message))
                         .map_err(env_err)?;
@@ -229,7 +227,7 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                 }
                 Err(e) => {
                     progress.finish();
-                    return Err(env_err(e));
+                    return Err(crate::eval_err(e));
                 }
             },
         }

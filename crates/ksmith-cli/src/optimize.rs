@@ -304,7 +304,7 @@ fn optimize_task(
     fresh.no_timing = true;
     let mut judge = ctx.judge(&fresh)?;
     judge.set_stage_hook(Some(crate::progress::judge_hook(&progress, false, false)));
-    let (_, check) = crate::evaluate_recorded(&mut judge, &mut ctx.store()?, &task, &best)?;
+    let check = crate::evaluate_recorded(&mut judge, &mut ctx.store()?, &task, &best)?.result;
     progress.finish();
     lines.push(line("winner on fresh seeds (correctness)", &check));
     print_report(&lines, xla);

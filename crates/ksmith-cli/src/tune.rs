@@ -5,6 +5,7 @@ use crate::{env_err, input, load_task, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use ksmith_judge::{EvalResult, Performance, Race, Status};
+use ksmith_search::{Evaluator, Purpose};
 use ksmith_task::{Solution, Task};
 use ksmith_tune::{Config, Space, Trial};
 use serde_json::json;
@@ -186,26 +187,19 @@ pub(crate) fn search(
             ", successive elimination on"
         }
     ));
-    // `salt` separates a confirmation from the first measurement of the same code.
-    let mut evaluate =
-        |variant: &Solution, race: Option<Race>, salt: &str| -> Result<(EvalResult, bool), Exit> {
-            // A raced result may be a rough estimate: never reuse it where a full one is wanted.
-            let raced = if race.is_some() { ":raced" } else { "" };
-            let key = format!(
-                "{}{salt}{raced}",
-                judge.eval_key(task, variant).map_err(env_err)?
-            );
-            if let Some(prev) = store.find(&key).map_err(env_err)? {
-                return Ok((prev.result, true));
-            }
-            let (_, r) =
-                crate::evaluate_recorded_as(&mut judge, &mut store, task, variant, race, &key)?;
-            Ok((r, false))
-        };
+    // A raced result may be a rough estimate: its key names the race, so it is never reused
+    // where a full measurement (or a race against another incumbent) is wanted.
+    let mut evaluate = |variant: &Solution, race: Option<Race>| -> Result<(EvalResult, bool), Exit> {
+        let purpose = race.map_or(Purpose::Plain, Purpose::Raced);
+        let e = Evaluator::new(&mut judge, &mut store)
+            .evaluate(task, variant, &purpose)
+            .map_err(crate::eval_err)?;
+        Ok((e.result, e.reused))
+    };
     // The untuned solution (macro defaults) is the reference point and the first incumbent.
     progress.line("judging the untuned solution (the reference point)");
     progress.activity("untuned solution");
-    let (default_result, reused) = evaluate(solution, None, "")?;
+    let (default_result, reused) = evaluate(solution, None)?;
     progress.line(&format!(
         "untuned -> {}",
         trial_outcome(&default_result, reused)
@@ -229,7 +223,7 @@ pub(crate) fn search(
         let race = leader.clone().filter(|_| !args.no_race).map(Race::against);
         let label = one(&ksmith_tune::label(&config)).into_owned();
         progress.activity(&label);
-        let (result, reused) = evaluate(&variant, race, "")?;
+        let (result, reused) = evaluate(&variant, race)?;
         progress.step(&format!("{label} -> {}", trial_outcome(&result, reused)));
         let trial = Trial {
             config: config.clone(),

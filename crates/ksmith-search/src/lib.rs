@@ -3,10 +3,12 @@
 //! front end renders, and (as it moves out of the CLI) the evaluator, the tuner's driver and the
 //! agent loop. The CLI keeps argument parsing, printing and exit codes.
 
+pub mod evaluator;
 pub mod events;
 pub mod hint;
 pub mod node;
 
+pub use evaluator::{Evaluated, Evaluator, EvaluatorError, Purpose, Reuse};
 pub use events::{Event, EventSink, NullSink};
 pub use hint::Hint;
 pub use node::{
