@@ -1,12 +1,12 @@
 //! `ksmith bench`: every task of a suite, resumable, with the summary table and suite metrics.
 
+use crate::bench_rows::Row;
 use crate::{env_err, input, load_task, report, suite_tasks, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
-use ksmith_judge::{EvalResult, JudgeError, Status};
+use ksmith_judge::{JudgeError, Status};
 use ksmith_search::{Evaluator, EvaluatorError, Purpose, Reuse};
 use ksmith_store::BenchItem;
 use ksmith_task::{Solution, Task};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -86,18 +86,6 @@ struct Item {
     solution: Solution,
     label: String,
     repeat: u32,
-}
-
-/// The outcome of one item.
-pub(crate) struct Row {
-    pub task: String,
-    pub solution: String,
-    pub repeat: u32,
-    pub eval_id: Option<i64>,
-    pub result: Option<EvalResult>,
-    pub error: Option<String>,
-    /// Why the solution could not run on this machine (no GPU, no nvcc): not a failure.
-    pub unavailable: Option<String>,
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
@@ -285,15 +273,4 @@ fn row_outcome(row: &Row) -> String {
         ),
         (None, None) => "-".into(),
     }
-}
-
-/// Rows grouped by (task, solution), in first-seen order.
-pub(crate) fn group(rows: &[Row]) -> BTreeMap<(String, String), Vec<&Row>> {
-    let mut m: BTreeMap<(String, String), Vec<&Row>> = BTreeMap::new();
-    for r in rows {
-        m.entry((r.task.clone(), r.solution.clone()))
-            .or_default()
-            .push(r);
-    }
-    m
 }

@@ -10,6 +10,7 @@
 mod term;
 mod agent;
 mod bench;
+mod bench_rows;
 mod deploy;
 mod optimize;
 mod progress;
