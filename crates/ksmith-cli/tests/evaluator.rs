@@ -59,9 +59,9 @@ fn bench_items(store: &Path) -> Vec<(String, i64)> {
     let Some(c) = db(store) else {
         return Vec::new();
     };
-    let Ok(mut stmt) = c.prepare(
-        "SELECT item, eval_id FROM bench_items WHERE eval_id IS NOT NULL ORDER BY item",
-    ) else {
+    let Ok(mut stmt) =
+        c.prepare("SELECT item, eval_id FROM bench_items WHERE eval_id IS NOT NULL ORDER BY item")
+    else {
         return Vec::new();
     };
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -161,7 +161,10 @@ fn tune_killed_and_rerun_reuses_stored_evaluations_and_races() {
     // Every configuration stored before the kill (all but the untuned solution, row 0) is
     // reused.
     let reused = rows.iter().filter(|r| r["reused"] == true).count() as i64;
-    assert!(reused >= stored - 1, "{stored} stored, {reused} reused: {v}");
+    assert!(
+        reused >= stored - 1,
+        "{stored} stored, {reused} reused: {v}"
+    );
 
     // A third run judges no configuration again: only the side-by-side re-timing (never
     // reused: it is the point of re-timing) adds rows, one per finalist.
@@ -187,7 +190,10 @@ fn tune_killed_and_rerun_reuses_stored_evaluations_and_races() {
             |r| r.get(0),
         )
         .unwrap();
-    assert!(dup <= confirmed, "{dup} repeated keys, {confirmed} finalists");
+    assert!(
+        dup <= confirmed,
+        "{dup} repeated keys, {confirmed} finalists"
+    );
 }
 
 #[test]

@@ -7,9 +7,10 @@ pub mod evaluator;
 pub mod events;
 pub mod hint;
 pub mod node;
+pub mod tune;
 
 pub use evaluator::{Evaluated, Evaluator, EvaluatorError, Purpose, Reuse};
-pub use events::{Event, EventSink, NullSink};
+pub use events::{Event, EventSink, NullSink, TrialOutcome};
 pub use hint::Hint;
 pub use node::{
     ExpandError, Expanded, Expander, Expansion, Node, NodeId, NodeOutcome, NodeState, Spend,
