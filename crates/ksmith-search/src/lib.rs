@@ -5,6 +5,7 @@
 
 pub mod evaluator;
 pub mod events;
+pub mod finalize;
 pub mod hint;
 pub mod node;
 pub mod tune;
