@@ -194,7 +194,7 @@ enum Cmd {
         json: bool,
         /// Judge again even when an evaluation of the same code, task, machine and settings is
         /// stored (by default it is shown, marked as reused).
-        #[arg(long)]
+        #[arg(long, env = "KSMITH_EVAL_AGAIN", value_parser = clap::builder::BoolishValueParser::new())]
         again: bool,
         #[command(flatten)]
         opts: JudgeOpts,

@@ -25,6 +25,11 @@ fn fast_vector_add() -> String {
         .to_string()
 }
 
+/// ksmith with the store's evaluations reused (the default outside the tests).
+fn ksmith_reusing(store: &Path, args: &[&str]) -> std::process::Output {
+    ksmith_env(store, args, &[("KSMITH_EVAL_AGAIN", "0")])
+}
+
 fn db(store: &Path) -> Option<rusqlite::Connection> {
     store
         .join("ksmith.db")
@@ -82,14 +87,14 @@ fn eval_twice_reuses_the_stored_evaluation_and_again_judges_anew() {
         "10",
         "--json",
     ];
-    let first = ksmith(&store, &args);
+    let first = ksmith_reusing(&store, &args);
     assert_eq!(first.status.code(), Some(0), "{}", text(&first));
     let a = json(&first);
     assert_eq!(a["status"], "PASSED", "{a}");
     assert_eq!(a["reused"], false, "{a}");
     assert_eq!(evaluations(&store), 1);
 
-    let second = ksmith(&store, &args);
+    let second = ksmith_reusing(&store, &args);
     assert_eq!(second.status.code(), Some(0), "{}", text(&second));
     let b = json(&second);
     assert_eq!(b["reused"], true, "{b}");
@@ -99,7 +104,7 @@ fn eval_twice_reuses_the_stored_evaluation_and_again_judges_anew() {
 
     // The human form says it was reused.
     let human: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
-    let shown = ksmith(&store, &human);
+    let shown = ksmith_reusing(&store, &human);
     assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
     assert!(
         stderr(&shown).contains("reused from the store"),
@@ -111,16 +116,20 @@ fn eval_twice_reuses_the_stored_evaluation_and_again_judges_anew() {
     // Other judge settings are another key; --again judges anew.
     let mut other = args.to_vec();
     other[4] = "11";
-    assert_eq!(json(&ksmith(&store, &other))["reused"], false);
+    assert_eq!(json(&ksmith_reusing(&store, &other))["reused"], false);
     assert_eq!(evaluations(&store), 2);
     let mut again = args.to_vec();
     again.push("--again");
-    let c = json(&ksmith(&store, &again));
+    let c = json(&ksmith_reusing(&store, &again));
     assert_eq!(c["reused"], false, "{c}");
     assert_ne!(c["id"], a["id"], "{c}");
     assert_eq!(evaluations(&store), 3);
     // The newest evaluation under the key is the one reused from now on.
-    assert_eq!(json(&ksmith(&store, &args))["id"], c["id"]);
+    assert_eq!(json(&ksmith_reusing(&store, &args))["id"], c["id"]);
+    // KSMITH_EVAL_AGAIN=1 (what the other test files set) is --again.
+    let d = json(&ksmith(&store, &args));
+    assert_eq!(d["reused"], false, "{d}");
+    assert_eq!(evaluations(&store), 4);
 }
 
 #[test]
@@ -271,7 +280,7 @@ fn bench_resumes_after_kill_9_and_its_plain_keys_are_evals() {
     // settings reuse it.
     let a_task = suite.join("a_vector_add");
     let a_sol = sols.join("a_vector_add");
-    let ev = ksmith(
+    let ev = ksmith_reusing(
         &store,
         &[
             "eval",
