@@ -116,3 +116,27 @@ pub struct NullSink;
 impl EventSink for NullSink {
     fn emit(&self, _event: Event) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuner_events_round_trip_through_json() {
+        // A report or a later front end reads the events back.
+        let e = Event::TuneJudged {
+            config: Some(BTreeMap::from([("BLOCK".to_string(), 4096)])),
+            outcome: TrialOutcome {
+                status: Status::Passed,
+                reason: None,
+                speedup: Some(1.25),
+                interval: Some((1.1, 1.4)),
+                eliminated: true,
+            },
+            reused: true,
+        };
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains("\"event\":\"tune_judged\""), "{text}");
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), e);
+    }
+}
