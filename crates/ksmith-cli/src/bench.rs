@@ -1,11 +1,12 @@
 //! `ksmith bench`: every task of a suite, resumable, with the summary table and suite metrics.
 
+use crate::bench_rows::Row;
 use crate::{env_err, input, load_task, report, suite_tasks, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
-use ksmith_judge::{EvalResult, JudgeError, Status};
+use ksmith_judge::{JudgeError, Status};
+use ksmith_search::{Evaluator, EvaluatorError, Purpose, Reuse};
 use ksmith_store::BenchItem;
 use ksmith_task::{Solution, Task};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -85,18 +86,6 @@ struct Item {
     solution: Solution,
     label: String,
     repeat: u32,
-}
-
-/// The outcome of one item.
-pub(crate) struct Row {
-    pub task: String,
-    pub solution: String,
-    pub repeat: u32,
-    pub eval_id: Option<i64>,
-    pub result: Option<EvalResult>,
-    pub error: Option<String>,
-    /// Why the solution could not run on this machine (no GPU, no nvcc): not a failure.
-    pub unavailable: Option<String>,
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
@@ -201,27 +190,24 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                 row.result = store.get(id).map_err(env_err)?.map(|e| e.result);
             }
             Some(BenchItem::Failed(err)) => row.error = Some(err),
-            _ => match judge.evaluate(task, &it.solution) {
-                Ok(result) => {
-                    let id = store
-                        .record(
-                            &judge.eval_key(task, &it.solution).map_err(env_err)?,
-                            task,
-                            &it.solution,
-                            &result,
-                        )
-                        .map_err(env_err)?;
+            // Every item is judged (a repeat is a new measurement); resume goes by the bench
+            // run's items above, not by evaluation keys.
+            _ => match Evaluator::new(&mut judge, &mut store)
+                .with_reuse(Reuse::Never)
+                .evaluate(task, &it.solution, &Purpose::Plain)
+            {
+                Ok(e) => {
                     store
-                        .set_bench_item(run_id, &it.id, Some(id), None)
+                        .set_bench_item(run_id, &it.id, Some(e.id), None)
                         .map_err(env_err)?;
-                    row.eval_id = Some(id);
-                    row.result = Some(result);
+                    row.eval_id = Some(e.id);
+                    row.result = Some(e.result);
                 }
-                Err(JudgeError::Unavailable { backend, why }) => {
+                Err(EvaluatorError::Judge(JudgeError::Unavailable { backend, why })) => {
                     // Not recorded: the same run on a machine with the backend evaluates it.
                     row.unavailable = Some(format!("{backend}: {why}"));
                 }
-                Err(JudgeError::Task { message, .. }) => {
+                Err(EvaluatorError::Judge(JudgeError::Task { message, .. })) => {
                     store
                         .set_bench_item(run_id, &it.id, None, Some(&message))
                         .map_err(env_err)?;
@@ -229,7 +215,7 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
                 }
                 Err(e) => {
                     progress.finish();
-                    return Err(env_err(e));
+                    return Err(crate::eval_err(e));
                 }
             },
         }
@@ -287,15 +273,4 @@ fn row_outcome(row: &Row) -> String {
         ),
         (None, None) => "-".into(),
     }
-}
-
-/// Rows grouped by (task, solution), in first-seen order.
-pub(crate) fn group(rows: &[Row]) -> BTreeMap<(String, String), Vec<&Row>> {
-    let mut m: BTreeMap<(String, String), Vec<&Row>> = BTreeMap::new();
-    for r in rows {
-        m.entry((r.task.clone(), r.solution.clone()))
-            .or_default()
-            .push(r);
-    }
-    m
 }

@@ -10,6 +10,7 @@
 mod term;
 mod agent;
 mod bench;
+mod bench_rows;
 mod deploy;
 mod memory;
 mod optimize;
@@ -195,6 +196,10 @@ enum Cmd {
         /// Print the result object as one JSON document on stdout.
         #[arg(long)]
         json: bool,
+        /// Judge again even when an evaluation of the same code, task, machine and settings is
+        /// stored (by default it is shown, marked as reused).
+        #[arg(long, env = "KSMITH_EVAL_AGAIN", value_parser = clap::builder::BoolishValueParser::new())]
+        again: bool,
         #[command(flatten)]
         opts: JudgeOpts,
     },
@@ -430,9 +435,10 @@ fn run(cli: Cli) -> Result<u8, Exit> {
             task,
             solutions,
             json,
+            again,
             opts,
         } => match solutions.as_slice() {
-            [one] => cmd_eval(&ctx, &task, one, json, &opts),
+            [one] => cmd_eval(&ctx, &task, one, json, again, &opts),
             many => cmd_eval_together(&ctx, &task, many, json, &opts),
         },
         Cmd::Bench(args) => bench::run(&ctx, &args),
@@ -638,18 +644,31 @@ impl Ctx {
     }
 }
 
-/// Evaluates a solution and records the result; returns its id and the result.
+/// An evaluator's error with its exit code: the key or the store failing is the environment;
+/// the judge's errors map as [`judge_err`] says.
+pub(crate) fn eval_err(e: ksmith_search::EvaluatorError) -> Exit {
+    match e {
+        ksmith_search::EvaluatorError::Judge(e) => judge_err(e),
+        e => env_err(e),
+    }
+}
+
+/// The stored plain evaluation of `solution`, or a new one judged and recorded.
 pub(crate) fn evaluate_recorded(
     judge: &mut Judge,
     store: &mut Store,
     task: &Task,
     solution: &Solution,
-) -> Result<(i64, ksmith_judge::EvalResult), Exit> {
-    let key = judge.eval_key(task, solution).map_err(env_err)?;
-    evaluate_recorded_as(judge, store, task, solution, None, &key)
+) -> Result<ksmith_search::Evaluated, Exit> {
+    ksmith_search::Evaluator::new(judge, store)
+        .evaluate(task, solution, &ksmith_search::Purpose::Plain)
+        .map_err(eval_err)
 }
 
 /// Evaluates (raced when `race` is given) and records the result under `key`.
+// MERGE: evaluator — only agent/finish.rs (held-out checks) still calls this; when the engine
+// helper's finish.rs lands, switch it to `Evaluator::evaluate` with `Purpose::HeldOut` and
+// delete this.
 pub(crate) fn evaluate_recorded_as(
     judge: &mut Judge,
     store: &mut Store,
@@ -677,6 +696,7 @@ fn cmd_eval(
     task_dir: &Path,
     sol: &Path,
     json: bool,
+    again: bool,
     opts: &JudgeOpts,
 ) -> Result<u8, Exit> {
     let task = load_task(task_dir)?;
@@ -689,14 +709,26 @@ fn cmd_eval(
     let mut judge = ctx.judge(opts)?;
     let progress = progress::Progress::new(&format!("eval {}", task.name), 0);
     judge.set_stage_hook(Some(progress::judge_hook(&progress, !opts.no_timing, true)));
-    let evaluated = evaluate_recorded(&mut judge, &mut store, &task, &solution);
+    let reuse = if again {
+        ksmith_search::Reuse::Never
+    } else {
+        ksmith_search::Reuse::Stored
+    };
+    let evaluated = ksmith_search::Evaluator::new(&mut judge, &mut store)
+        .with_reuse(reuse)
+        .evaluate(&task, &solution, &ksmith_search::Purpose::Plain)
+        .map_err(eval_err);
     progress.finish();
-    let (id, result) = evaluated?;
+    let ksmith_search::Evaluated { id, result, reused } = evaluated?;
     if json {
         let mut v = serde_json::to_value(&result).map_err(env_err)?;
         v["id"] = serde_json::json!(id);
+        v["reused"] = serde_json::json!(reused);
         term::json(&v);
     } else {
+        if reused {
+            note!("ksmith: evaluation {id} reused from the store (same code, task, machine and judge settings); --again judges it anew");
+        }
         report::print_result(&result, Some(id));
     }
     Ok(if result.status == Status::Passed {
@@ -766,13 +798,9 @@ pub(crate) fn compare_recorded(
     task: &Task,
     solutions: &[Solution],
 ) -> Result<(Vec<i64>, ksmith_judge::Comparison), Exit> {
-    let cmp = judge.compare(task, solutions).map_err(judge_err)?;
-    let mut ids = Vec::new();
-    for (s, r) in solutions.iter().zip(&cmp.results) {
-        let key = format!("{}|together", judge.eval_key(task, s).map_err(env_err)?);
-        ids.push(store.record(&key, task, s, r).map_err(env_err)?);
-    }
-    Ok((ids, cmp))
+    ksmith_search::Evaluator::new(judge, store)
+        .compare(task, solutions)
+        .map_err(eval_err)
 }
 
 pub(crate) fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {

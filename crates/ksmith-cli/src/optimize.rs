@@ -4,7 +4,9 @@
 use crate::tune::{self, latency_ms, tuned_variant, Confirmed, Outcome, SearchArgs};
 use crate::{env_err, input, load_task, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
-use ksmith_judge::{EvalResult, Status};
+use ksmith_judge::EvalResult;
+use ksmith_search::finalize::{self, Recheck};
+use ksmith_search::Evaluator;
 use ksmith_task::escape::markdown_cell;
 use ksmith_task::{Solution, Task};
 use std::path::PathBuf;
@@ -309,11 +311,20 @@ fn optimize_task(
     fresh.no_timing = true;
     let mut judge = ctx.judge(&fresh)?;
     judge.set_stage_hook(Some(crate::progress::judge_hook(&progress, false, false)));
-    let (_, check) = crate::evaluate_recorded(&mut judge, &mut ctx.store()?, &task, &best)?;
+    let mut store = ctx.store()?;
+    let again = finalize::recheck(
+        &mut Evaluator::new(&mut judge, &mut store),
+        &task,
+        std::slice::from_ref(&best),
+        Recheck::CorrectnessOnly,
+    )
+    .map_err(crate::eval_err);
     progress.finish();
-    lines.push(line("winner on fresh seeds (correctness)", &check));
+    let again = again?;
+    let check = &again.results[0];
+    lines.push(line("winner on fresh seeds (correctness)", check));
     print_report(&lines, xla);
-    if check.status != Status::Passed {
+    if finalize::choose_winner(&again, Recheck::CorrectnessOnly, 0, |_| true).is_none() {
         say!(
             "the winner failed on fresh seeds ({}); no solution written",
             check.status

@@ -5,7 +5,7 @@
 //! printed through `say!` (escaped), one-line fields through [`one`], multi-line ones through
 //! [`continued`].
 
-use crate::bench::{group, Row};
+use crate::bench_rows::{group, Row};
 use crate::term::{continued, one};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use ksmith_backend::hw::Hardware;

@@ -459,7 +459,8 @@ impl EventSink for TermSink {
                 Some(n) => note!("  {n}: {}", crate::term::one(&message)),
                 None => note!("  {}", crate::term::one(&message)),
             },
-            Event::Stopped { .. } => {}
+            // Tuning inside a node and the stop itself are summarised elsewhere.
+            _ => {}
         }
     }
 }

@@ -1,15 +1,19 @@
 //! `ksmith tune`: search a solution's tunable parameters with the judge, resumably.
 
+use crate::progress::Progress;
 use crate::term::one;
 use crate::{env_err, input, load_task, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use ksmith_judge::{EvalResult, Performance, Race, Status};
+use ksmith_judge::EvalResult;
+use ksmith_search::tune::{TuneError, TuneSettings};
+use ksmith_search::{Event, EventSink, TrialOutcome};
 use ksmith_task::{Solution, Task};
-use ksmith_tune::{Config, Space, Trial};
+use ksmith_tune::Config;
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// Search settings shared by `ksmith tune` and `ksmith optimize`.
 #[derive(clap::Args, Clone)]
@@ -58,89 +62,26 @@ pub(crate) struct TuneArgs {
     pub opts: JudgeOpts,
 }
 
-/// Geometric mean of the per-workload median latencies of a passed evaluation.
-pub(crate) fn latency_ms(r: &EvalResult) -> Option<f64> {
-    passed_perf(r).map(|p| p.candidate_ms())
-}
+pub(crate) use ksmith_search::tune::{
+    cost, eliminated, latency_ms, passed_perf, tuned_variant, Confirmed, TuneOutcome as Outcome,
+};
 
-/// The tuner's figure of merit (lower is better): time relative to the XLA baseline measured in
-/// the same alternating windows (1 / speedup), so machine drift between evaluations cancels.
-pub(crate) fn cost(r: &EvalResult) -> Option<f64> {
-    passed_perf(r).map(|p| 1.0 / p.speedup.max(1e-12))
-}
-
-fn passed_perf(r: &EvalResult) -> Option<&Performance> {
-    r.performance
-        .as_ref()
-        .filter(|_| r.status == Status::Passed)
-}
-
-fn eliminated(r: &EvalResult) -> bool {
-    r.performance
-        .as_ref()
-        .is_some_and(|p| p.eliminated.is_some())
-}
-
-/// One evaluated configuration.
-pub(crate) struct Row {
-    pub config: Config,
-    pub result: EvalResult,
-    pub reused: bool,
-    /// Seconds since the search started when this evaluation finished.
-    pub elapsed_s: f64,
-}
-
-/// A leader timed twice: in the search, then again side by side with the other leaders and the
-/// untuned solution (`config` None); the second figure decides.
-pub(crate) struct Confirmed {
-    pub config: Option<Config>,
-    pub first: EvalResult,
-    pub second: EvalResult,
-    /// Against the untuned solution in the same rounds, when both were re-timed.
-    pub vs_untuned: Option<ksmith_judge::Relative>,
-}
-
-impl Confirmed {
-    /// The cost re-timed together (all leaders against the same baseline calls); None unless
-    /// it passed again.
-    pub fn cost(&self) -> Option<f64> {
-        cost(&self.second)
+impl SearchArgs {
+    /// The engine's settings from the flags.
+    pub(crate) fn settings(&self) -> TuneSettings {
+        TuneSettings {
+            strategy: self.strategy.clone(),
+            budget: self.budget,
+            time_budget: self.time_budget.map(Duration::from_secs),
+            seed: self.seed,
+            race: !self.no_race,
+            confirm: self.confirm,
+        }
     }
 }
 
-/// What a search found.
-pub(crate) struct Outcome {
-    /// The untuned solution's evaluation.
-    pub default_result: EvalResult,
-    /// Every configuration tried, in order.
-    pub rows: Vec<Row>,
-    /// Leaders re-timed, cheapest first.
-    pub confirmed: Vec<Confirmed>,
-    /// The winning configuration (None: the untuned solution) and its cost.
-    pub best: Option<(Option<Config>, f64)>,
-    /// Seconds the whole search took.
-    pub elapsed_s: f64,
-    /// Valid configurations in the space.
-    pub space_size: usize,
-    /// The untuned solution's configuration (its `#define` defaults), when known.
-    pub default_config: Option<Config>,
-    /// Seconds since the start when the untuned solution's evaluation finished.
-    pub default_elapsed_s: f64,
-}
-
-/// Per-workload speedups of a fully timed evaluation: what later candidates race against.
-fn incumbent(r: &EvalResult, workloads: usize) -> Option<Vec<f64>> {
-    let p = passed_perf(r).filter(|p| p.eliminated.is_none())?;
-    let mut v = vec![0.0; workloads];
-    for w in &p.workloads {
-        *v.get_mut(w.workload)? = w.speedup;
-    }
-    Some(v)
-}
-
-/// Evaluates the untuned solution, then up to `budget` configurations proposed by the strategy,
-/// racing each against the best so far; then re-times the leaders. Evaluations already in the
-/// store are reused, so an interrupted search resumes for free.
+/// Runs the tuner's search ([`ksmith_search::tune::search`]) with a judge and store made from
+/// the flags, its events shown as progress.
 pub(crate) fn search(
     ctx: &Ctx,
     task: &Task,
@@ -148,245 +89,177 @@ pub(crate) fn search(
     args: &SearchArgs,
     opts: &JudgeOpts,
 ) -> Result<Outcome, Exit> {
-    let started = Instant::now();
-    let deadline = args.time_budget.map(|s| started + Duration::from_secs(s));
-    let space = Space::new(task, solution);
-    if space.is_empty() {
-        return Err(input(anyhow!(
-            "solution {}: declares no [[tunables]]; nothing to tune",
-            solution.name
-        )));
-    }
-    let mut strategy = ksmith_tune::strategy(&args.strategy, args.seed).ok_or_else(|| {
-        input(anyhow!(
-            "unknown strategy `{}` (expected one of {})",
-            args.strategy,
-            ksmith_tune::STRATEGIES.join(", ")
-        ))
-    })?;
-    let space_size = space.enumerate().len();
+    let settings = args.settings();
+    // Refused before the judge starts (its Python side takes seconds).
+    ksmith_search::tune::check(task, solution, &settings).map_err(tune_err)?;
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
-    let steps = args.budget.min(space_size.saturating_sub(1).max(1)) as u64;
-    let progress = crate::progress::Progress::new(&format!("tune {}", solution.name), steps);
-    judge.set_stage_hook(Some(crate::progress::judge_hook(
-        &progress,
-        !opts.no_timing,
-        false,
-    )));
-    progress.line(&format!(
-        "{} on {}: {} parameters ({}), {space_size} valid configurations, strategy {}{}",
-        one(&solution.name),
-        one(&task.name),
-        space.names().len(),
-        one(&space.names().join(", ")),
-        strategy.name(),
-        if args.no_race {
-            ""
-        } else {
-            ", successive elimination on"
-        }
-    ));
-    // `salt` separates a confirmation from the first measurement of the same code.
-    let mut evaluate =
-        |variant: &Solution, race: Option<Race>, salt: &str| -> Result<(EvalResult, bool), Exit> {
-            // A raced result may be a rough estimate: never reuse it where a full one is wanted.
-            let raced = if race.is_some() { ":raced" } else { "" };
-            let key = format!(
-                "{}{salt}{raced}",
-                judge.eval_key(task, variant).map_err(env_err)?
-            );
-            if let Some(prev) = store.find(&key).map_err(env_err)? {
-                return Ok((prev.result, true));
-            }
-            let (_, r) =
-                crate::evaluate_recorded_as(&mut judge, &mut store, task, variant, race, &key)?;
-            Ok((r, false))
-        };
-    // The untuned solution (macro defaults) is the reference point and the first incumbent.
-    progress.line("judging the untuned solution (the reference point)");
-    progress.activity("untuned solution");
-    let (default_result, reused) = evaluate(solution, None, "")?;
-    progress.line(&format!(
-        "untuned -> {}",
-        trial_outcome(&default_result, reused)
-    ));
-    let default_elapsed_s = started.elapsed().as_secs_f64();
-    let nw = task.workloads.len();
-    let mut leader = incumbent(&default_result, nw);
-    // When the untuned configuration is known, the search starts from it (hill climbing explores
-    // its neighbours first) and never proposes it again.
-    let default_config = space.default_config(solution);
-    let mut history: Vec<Trial> = default_config
-        .iter()
-        .map(|c| Trial::measured(c.clone(), cost(&default_result)))
-        .collect();
-    let mut rows: Vec<Row> = Vec::new();
-    while rows.len() < args.budget && deadline.is_none_or(|d| Instant::now() < d) {
-        let Some(config) = strategy.propose(&space, &history) else {
-            break;
-        };
-        let variant = tuned_variant(solution, &config);
-        let race = leader.clone().filter(|_| !args.no_race).map(Race::against);
-        let label = one(&ksmith_tune::label(&config)).into_owned();
-        progress.activity(&label);
-        let (result, reused) = evaluate(&variant, race, "")?;
-        progress.step(&format!("{label} -> {}", trial_outcome(&result, reused)));
-        let trial = Trial {
-            config: config.clone(),
-            cost: cost(&result),
-            eliminated: eliminated(&result),
-        };
-        let improves = trial.cost.is_some()
-            && !trial.eliminated
-            && ksmith_tune::best(&history)
-                .and_then(|b| b.cost)
-                .is_none_or(|b| trial.cost < Some(b));
-        let beats_default = cost(&default_result).is_none_or(|d| trial.cost < Some(d));
-        if improves && beats_default {
-            leader = incumbent(&result, nw).or(leader);
-        }
-        history.push(trial);
-        rows.push(Row {
-            config,
-            result,
-            reused,
-            elapsed_s: started.elapsed().as_secs_f64(),
-        });
+    let view = TuneView::new(&solution.name);
+    judge.set_stage_hook(Some(view.judge_hook(!opts.no_timing)));
+    let outcome =
+        ksmith_search::tune::search(&mut judge, &mut store, task, solution, &settings, &view);
+    view.finish();
+    outcome.map_err(tune_err)
+}
+
+/// A tuner error with its exit code: bad settings are input, evaluations as
+/// [`crate::eval_err`] says.
+fn tune_err(e: TuneError) -> Exit {
+    match e {
+        TuneError::Evaluator(e) => crate::eval_err(e),
+        e => input(e),
     }
-    // The search may end before the budget (space exhausted, time budget).
-    progress.set_total(progress.position());
-    // Spend repetitions on the leaders: re-time the best few and the untuned solution.
-    let mut confirmed = Vec::new();
-    if args.confirm > 0 {
-        // The untuned configuration is re-timed as the untuned solution itself, below.
-        let mut leaders: Vec<&Trial> = history
-            .iter()
-            .filter(|t| t.cost.is_some() && !t.eliminated)
-            .filter(|t| Some(&t.config) != default_config.as_ref())
-            .collect();
-        leaders.sort_by(|a, b| a.cost.total_cmp_opt(&b.cost));
-        // The untuned solution first (the reference), then the leaders: timed side by side.
-        let mut finalists: Vec<(Option<Config>, EvalResult, Solution)> = Vec::new();
-        if default_result.status == Status::Passed {
-            finalists.push((None, default_result.clone(), solution.clone()));
-        }
-        for t in leaders.into_iter().take(args.confirm) {
-            let first = rows
-                .iter()
-                .find(|r| r.config == t.config)
-                .map(|r| r.result.clone())
-                .unwrap_or_else(|| default_result.clone());
-            let variant = tuned_variant(solution, &t.config);
-            finalists.push((Some(t.config.clone()), first, variant));
-        }
-        if !finalists.is_empty() {
-            progress.line(&format!(
-                "re-timing {} finalists side by side{}",
-                finalists.len(),
-                if finalists[0].0.is_none() {
-                    " (with the untuned solution)"
-                } else {
-                    ""
-                }
-            ));
-            let sols: Vec<Solution> = finalists.iter().map(|f| f.2.clone()).collect();
-            // Its own count: each finalist checked again, then all timed together.
-            progress.finish();
-            let again = crate::progress::Progress::new(
-                &format!("re-time {}", solution.name),
-                sols.len() as u64,
-            );
-            let hook = again.clone();
-            let mut timing_said = false;
-            judge.set_stage_hook(Some(Box::new(move |name, stage| match stage {
-                ksmith_judge::Stage::Load => hook.step(&format!("{}: checked again", one(name))),
-                ksmith_judge::Stage::Timing if !timing_said => {
-                    timing_said = true;
-                    hook.line("timing the finalists side by side, in rounds alternating with XLA");
+}
+
+/// The tuner's progress on the terminal: one bar for the search, another for the re-timing of
+/// the finalists; the judge's stages go to whichever is current.
+struct TuneView(Arc<Mutex<ViewState>>);
+
+struct ViewState {
+    search: Progress,
+    retime: Option<Progress>,
+    timing_said: bool,
+}
+
+impl TuneView {
+    fn new(solution: &str) -> TuneView {
+        TuneView(Arc::new(Mutex::new(ViewState {
+            search: Progress::new(&format!("tune {solution}"), 0),
+            retime: None,
+            timing_said: false,
+        })))
+    }
+
+    fn state(&self) -> MutexGuard<'_, ViewState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The judge's stage hook: the search bar's judge hook, then the re-timing's own lines.
+    fn judge_hook(&self, timing: bool) -> ksmith_judge::StageHook {
+        let state = self.0.clone();
+        let search = self.state().search.clone();
+        let mut inner = crate::progress::judge_hook(&search, timing, false);
+        Box::new(move |name, stage| {
+            let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(again) = s.retime.clone() else {
+                drop(s);
+                return inner(name, stage);
+            };
+            match stage {
+                ksmith_judge::Stage::Load => again.step(&format!("{}: checked again", one(name))),
+                ksmith_judge::Stage::Timing if !s.timing_said => {
+                    s.timing_said = true;
+                    again.line("timing the finalists side by side, in rounds alternating with XLA");
                 }
                 _ => {}
-            })));
-            let compared = crate::compare_recorded(&mut judge, &mut store, task, &sols);
-            again.finish();
-            let (_, cmp) = compared?;
-            let untuned_first = finalists[0].0.is_none();
-            for (i, ((config, first, _), second)) in
-                finalists.into_iter().zip(cmp.results).enumerate()
-            {
-                let vs_untuned = (untuned_first && i > 0).then(|| cmp.versus[i][0]).flatten();
-                confirmed.push(Confirmed {
-                    config,
-                    first,
-                    second,
-                    vs_untuned,
-                });
             }
-        }
-        confirmed.sort_by(|a, b| a.cost().total_cmp_opt(&b.cost()));
+        })
     }
-    progress.finish();
-    let best = match confirmed
-        .first()
-        .and_then(|c| Some((c.config.clone(), c.cost()?)))
-    {
-        Some(b) => Some(b),
-        None => {
-            // No confirmation: the cheaper of the best trial and the untuned solution.
-            let tuned =
-                ksmith_tune::best(&history).and_then(|b| Some((Some(b.config.clone()), b.cost?)));
-            let default = cost(&default_result).map(|c| (None, c));
-            match (tuned, default) {
-                (Some(t), Some(d)) => Some(if t.1 < d.1 { t } else { d }),
-                (t, d) => t.or(d),
-            }
+
+    fn finish(&self) {
+        let s = self.state();
+        s.search.finish();
+        if let Some(r) = &s.retime {
+            r.finish();
         }
-    };
-    Ok(Outcome {
-        default_result,
-        rows,
-        confirmed,
-        best,
-        elapsed_s: started.elapsed().as_secs_f64(),
-        space_size,
-        default_config,
-        default_elapsed_s,
-    })
+    }
+}
+
+/// A configuration's label for the terminal; None: the untuned solution.
+fn config_label(config: Option<&Config>) -> String {
+    match config {
+        Some(c) => one(&ksmith_tune::label(c)).into_owned(),
+        None => "untuned solution".into(),
+    }
+}
+
+impl EventSink for TuneView {
+    fn emit(&self, event: Event) {
+        let mut s = self.state();
+        match event {
+            Event::TuneStarted {
+                task,
+                solution,
+                parameters,
+                space_size,
+                strategy,
+                racing,
+                steps,
+            } => {
+                s.search.set_total(steps);
+                s.search.line(&format!(
+                    "{} on {}: {} parameters ({}), {space_size} valid configurations, strategy {strategy}{}",
+                    one(&solution),
+                    one(&task),
+                    parameters.len(),
+                    one(&parameters.join(", ")),
+                    if racing { ", successive elimination on" } else { "" }
+                ));
+            }
+            Event::TuneJudging { config: None } => {
+                s.search
+                    .line("judging the untuned solution (the reference point)");
+                s.search.activity("untuned solution");
+            }
+            Event::TuneJudging { config } => s.search.activity(&config_label(config.as_ref())),
+            Event::TuneJudged {
+                config: None,
+                outcome,
+                reused,
+            } => s
+                .search
+                .line(&format!("untuned -> {}", outcome_text(&outcome, reused))),
+            Event::TuneJudged {
+                config,
+                outcome,
+                reused,
+            } => s.search.step(&format!(
+                "{} -> {}",
+                config_label(config.as_ref()),
+                outcome_text(&outcome, reused)
+            )),
+            Event::TuneSearchEnded { .. } => {
+                let at = s.search.position();
+                s.search.set_total(at);
+            }
+            Event::TuneRetiming {
+                finalists,
+                with_untuned,
+            } => {
+                s.search.line(&format!(
+                    "re-timing {finalists} finalists side by side{}",
+                    if with_untuned {
+                        " (with the untuned solution)"
+                    } else {
+                        ""
+                    }
+                ));
+                // Its own count: each finalist checked again, then all timed together.
+                s.search.finish();
+                s.retime = Some(Progress::new("re-time", finalists as u64));
+            }
+            _ => {}
+        }
+    }
 }
 
 /// One evaluation's outcome on one line: `1.23x (1.10-1.31)`, `dropped early`, `COMPILE_ERROR
 /// (reason)`, with `reused` when it came from the store.
-fn trial_outcome(r: &EvalResult, reused: bool) -> String {
-    let mut s = match passed_perf(r) {
-        Some(p) if p.eliminated.is_some() => format!(
-            "dropped early ({} so far)",
-            crate::report::ratio(p.speedup, p.speedup_interval)
-        ),
-        Some(p) => crate::report::ratio(p.speedup, p.speedup_interval),
-        None => crate::report::status_text(r),
+fn outcome_text(o: &TrialOutcome, reused: bool) -> String {
+    let mut s = match (o.speedup, o.interval) {
+        (Some(x), Some(i)) if o.eliminated => {
+            format!("dropped early ({} so far)", crate::report::ratio(x, i))
+        }
+        (Some(x), Some(i)) => crate::report::ratio(x, i),
+        _ => match &o.reason {
+            Some(reason) => format!("{} ({})", o.status, one(reason)),
+            None => o.status.to_string(),
+        },
     };
     if reused {
         s.push_str(", reused from the store");
     }
     s
-}
-
-/// Total order on optional costs: missing (failed) last.
-trait CostOrd {
-    fn total_cmp_opt(&self, other: &Self) -> std::cmp::Ordering;
-}
-
-impl CostOrd for Option<f64> {
-    fn total_cmp_opt(&self, other: &Self) -> std::cmp::Ordering {
-        self.unwrap_or(f64::INFINITY)
-            .total_cmp(&other.unwrap_or(f64::INFINITY))
-    }
-}
-
-/// The solution with a configuration's values fixed as `-D` flags.
-pub(crate) fn tuned_variant(solution: &Solution, config: &Config) -> Solution {
-    let name = format!("{}[{}]", solution.name, ksmith_tune::label(config));
-    solution.variant(&name, &ksmith_tune::defines(config))
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
@@ -559,7 +432,7 @@ fn print_table(outcome: &Outcome) {
             &r.result,
         )
     }));
-    sorted.sort_by(|a, b| cost(a.2).total_cmp_opt(&cost(b.2)));
+    sorted.sort_by(|a, b| ksmith_search::tune::cmp_cost(cost(a.2), cost(b.2)));
     let default_cost = cost(&outcome.default_result);
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);

@@ -8,8 +8,10 @@ pub mod archive;
 pub mod bandit;
 pub mod budget;
 pub mod engine;
+pub mod evaluator;
 pub mod events;
 pub mod features;
+pub mod finalize;
 pub mod graph;
 pub mod hint;
 pub mod memory;
@@ -17,10 +19,12 @@ pub mod node;
 pub mod persist;
 pub mod sim;
 pub mod strategy;
+pub mod tune;
 
 pub use budget::{Budget, StopReason};
 pub use engine::{Finalizer, Search, SearchError, SearchResult, SearchSettings, SearchState};
-pub use events::{Event, EventSink, NullSink};
+pub use evaluator::{Evaluated, Evaluator, EvaluatorError, Purpose, Reuse};
+pub use events::{Event, EventSink, NullSink, TrialOutcome};
 pub use hint::Hint;
 pub use node::{
     ExpandError, Expanded, Expander, Expansion, Node, NodeId, NodeOutcome, NodeState, Spend,

@@ -244,23 +244,12 @@ fn check_frozen(s: &Session, task: &Task) -> Result<(), Halt> {
 pub(super) fn evaluate(s: &mut Session, st: &mut State, sol: &Solution) -> Result<Judged, Halt> {
     let task = crate::load_task(&st.task.dir)?;
     check_frozen(s, &task)?;
-    let key = st
-        .judge
-        .eval_key(&st.task, sol)
-        .map_err(|e| Halt::Failed(e.into()))?;
-    if let Some(stored) = s.store.find(&key).map_err(|e| Halt::Failed(e.into()))? {
-        return Ok(Judged {
-            solution: sol.clone(),
-            result: stored.result,
-            eval_id: stored.id,
-        });
-    }
-    let (eval_id, result) =
-        crate::evaluate_recorded_as(&mut st.judge, &mut s.store, &st.task, sol, None, &key)?;
+    // MERGE: evaluator
+    let e = crate::evaluate_recorded(&mut st.judge, &mut s.store, &st.task, sol)?;
     Ok(Judged {
         solution: sol.clone(),
-        result,
-        eval_id,
+        result: e.result,
+        eval_id: e.id,
     })
 }
 

@@ -28,12 +28,15 @@ pub fn ksmith(store: &Path, args: &[&str]) -> Output {
     ksmith_env(store, args, &[])
 }
 
-/// Runs ksmith with `args` and extra environment variables.
+/// Runs ksmith with `args` and extra environment variables. `eval` judges anew (the tests are
+/// about the judge; a verdict stored by an earlier run of the suite must not stand in for it)
+/// unless `env` sets `KSMITH_EVAL_AGAIN=0`.
 pub fn ksmith_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ksmith"))
         .arg("--store")
         .arg(store)
         .args(args)
+        .env("KSMITH_EVAL_AGAIN", "1")
         .envs(env.iter().copied())
         .current_dir(root())
         .output()

@@ -1,0 +1,28 @@
+//! The rows of a bench run: what `bench` produces and `report`/`results` summarize (their own
+//! module, so the command and its report do not import each other).
+
+use ksmith_judge::EvalResult;
+use std::collections::BTreeMap;
+
+/// The outcome of one item.
+pub(crate) struct Row {
+    pub task: String,
+    pub solution: String,
+    pub repeat: u32,
+    pub eval_id: Option<i64>,
+    pub result: Option<EvalResult>,
+    pub error: Option<String>,
+    /// Why the solution could not run on this machine (no GPU, no nvcc): not a failure.
+    pub unavailable: Option<String>,
+}
+
+/// Rows grouped by (task, solution), in first-seen order.
+pub(crate) fn group(rows: &[Row]) -> BTreeMap<(String, String), Vec<&Row>> {
+    let mut m: BTreeMap<(String, String), Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        m.entry((r.task.clone(), r.solution.clone()))
+            .or_default()
+            .push(r);
+    }
+    m
+}
