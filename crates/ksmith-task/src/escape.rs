@@ -208,9 +208,15 @@ mod tests {
     fn html_text_cannot_open_a_tag_or_leave_an_attribute() {
         let s = "</script><script>alert(1)</script> a=\"x\" b='y' & \u{202e}";
         let h = html(s);
-        assert!(!h.contains('<') && !h.contains('>') && !h.contains('"'), "{h}");
+        assert!(
+            !h.contains('<') && !h.contains('>') && !h.contains('"'),
+            "{h}"
+        );
         assert!(!h.contains('\'') && !h.contains('\u{202e}'), "{h}");
-        assert!(h.starts_with("&lt;/script&gt;&lt;script&gt;alert(1)"), "{h}");
+        assert!(
+            h.starts_with("&lt;/script&gt;&lt;script&gt;alert(1)"),
+            "{h}"
+        );
         assert!(h.contains("&amp; \\u{202e}"), "{h}");
     }
 

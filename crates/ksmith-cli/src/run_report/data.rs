@@ -301,7 +301,10 @@ pub(crate) fn load(store: &Store, id: &str) -> Result<ReportData, LoadError> {
     let roles = roles(&calls);
     let (mut n_calls, mut tokens, mut cost) = (
         calls.len() as u64,
-        calls.iter().map(|c| c.tokens_in + c.tokens_out).sum::<u64>(),
+        calls
+            .iter()
+            .map(|c| c.tokens_in + c.tokens_out)
+            .sum::<u64>(),
         calls.iter().map(|c| c.cost).sum::<f64>(),
     );
     if calls.is_empty() {
@@ -416,12 +419,7 @@ fn serial_nodes(
     Ok(out)
 }
 
-fn search_node(
-    store: &Store,
-    n: &Node,
-    at: Option<f64>,
-    warnings: &mut Vec<String>,
-) -> ReportNode {
+fn search_node(store: &Store, n: &Node, at: Option<f64>, warnings: &mut Vec<String>) -> ReportNode {
     let judged = n.outcome.status;
     let tone = match n.state {
         NodeState::Pending | NodeState::Expanding => Tone::Open,

@@ -180,7 +180,11 @@ fn winner_section(s: &mut String, d: &ReportData) {
             .context_radius(3)
             .header(&format!("start/{}", f.name), &format!("winner/{}", f.name))
             .to_string();
-        let _ = write!(s, "<h3>{} — diff from the start</h3><pre class=\"diff\">", html(&f.name));
+        let _ = write!(
+            s,
+            "<h3>{} — diff from the start</h3><pre class=\"diff\">",
+            html(&f.name)
+        );
         if diff.is_empty() {
             s.push_str("(unchanged)");
         }

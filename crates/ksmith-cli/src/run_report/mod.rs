@@ -85,10 +85,7 @@ pub(crate) fn cmd_report(ctx: &Ctx, args: &ReportArgs) -> Result<u8, Exit> {
     match &d.winner {
         Some(w) => {
             let n = &d.nodes[w.node];
-            let when = n
-                .at_s
-                .map(|t| format!(", {t:.1} s in"))
-                .unwrap_or_default();
+            let when = n.at_s.map(|t| format!(", {t:.1} s in")).unwrap_or_default();
             say!(
                 "best {:.2}x at {} (node {} of {}{when}){}",
                 n.speedup.unwrap_or(f64::NAN),
