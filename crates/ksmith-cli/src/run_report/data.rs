@@ -380,10 +380,7 @@ fn serial_nodes(
         let it = s.iteration as u64;
         let ok = passed(&s.status) && s.speedup.is_some();
         let (calls, tokens) = per_iter.get(&it).copied().unwrap_or_default();
-        let sources: Vec<(String, String)> =
-            serde_json::from_str::<BTreeMap<String, String>>(&s.sources)
-                .map(|m| m.into_iter().collect())
-                .unwrap_or_default();
+        let sources = snapshot_sources(&s.sources);
         // When the iteration ended: its evaluation's record (a reused one predates the run:
         // clamped to the start), else its last call.
         let ended = s
@@ -417,6 +414,20 @@ fn serial_nodes(
         prev = Some(it);
     }
     Ok(out)
+}
+
+/// A snapshot's files: `{"files": {name: hash}, "flags": [...]}` (or a bare `{name: hash}`).
+fn snapshot_sources(json: &str) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    let files = v.get("files").unwrap_or(&v);
+    files
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, h)| Some((k.clone(), h.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn search_node(store: &Store, n: &Node, at: Option<f64>, warnings: &mut Vec<String>) -> ReportNode {
@@ -558,6 +569,7 @@ fn winner(
             root
         }
     };
+    let is_start = start_ix == Some(i);
     let start_ix = start_ix.filter(|s| *s != i);
     let start_sources: BTreeMap<String, String> = start_ix
         .map(|s| nodes[s].sources.iter().cloned().collect())
@@ -570,7 +582,11 @@ fn winner(
         .iter()
         .map(|(name, hash)| {
             // One file on each side is the same file even when the names differ.
-            let start_hash = start_sources.get(name).cloned().or(single_start.clone());
+            let start_hash = if is_start {
+                Some(hash.clone())
+            } else {
+                start_sources.get(name).cloned().or(single_start.clone())
+            };
             WinnerFile {
                 name: name.clone(),
                 start: start_hash
@@ -613,9 +629,11 @@ fn winner(
     }
     Winner {
         node: i,
-        start_label: start_ix
-            .map(|s| nodes[s].label.clone())
-            .unwrap_or_else(|| "nothing (the run started from the task alone)".to_string()),
+        start_label: match start_ix {
+            Some(s) => nodes[s].label.clone(),
+            None if is_start => format!("{} (the winner is the start itself)", w.label),
+            None => "nothing (the run started from the task alone)".to_string(),
+        },
         files,
         workloads,
         roofline,
@@ -635,6 +653,17 @@ mod tests {
         assert!((b - a - 25.5).abs() < 1e-9);
         assert_eq!(parse_utc("yesterday"), None);
         assert_eq!(parse_utc("2026-13-02T11:34:35Z"), None);
+    }
+
+    #[test]
+    fn snapshot_sources_are_read_in_both_shapes() {
+        let want = vec![("kernel.c".to_string(), "ab".to_string())];
+        assert_eq!(
+            snapshot_sources(r#"{"files":{"kernel.c":"ab"},"flags":[]}"#),
+            want
+        );
+        assert_eq!(snapshot_sources(r#"{"kernel.c":"ab"}"#), want);
+        assert!(snapshot_sources("not json").is_empty());
     }
 
     #[test]
