@@ -320,10 +320,7 @@ pub(crate) fn load(store: &Store, id: &str) -> Result<ReportData, LoadError> {
     } else {
         last_at
     };
-    let winner = match winner_ix {
-        Some(i) => Some(winner(store, kind, &nodes, i, &mut warnings)),
-        None => None,
-    };
+    let winner = winner_ix.map(|i| winner(store, kind, &nodes, i, &mut warnings));
     Ok(ReportData {
         run,
         kind,

@@ -92,10 +92,9 @@ pub(crate) fn page(d: &ReportData) -> String {
     }
     s.push_str("</section>\n");
 
-    let _ = write!(
+    let _ = writeln!(
         s,
-        r#"<section id="tree"><h2>Search tree ({n} nodes)</h2><p class="legend"><span class="best">winner</span><span class="passed">passed</span><span class="failed">refused by the judge</span><span class="skipped">not judged</span><span class="open">unfinished</span></p><div class="scroll">{svg}</div></section>
-"#,
+        r#"<section id="tree"><h2>Search tree ({n} nodes)</h2><p class="legend"><span class="best">winner</span><span class="passed">passed</span><span class="failed">refused by the judge</span><span class="skipped">not judged</span><span class="open">unfinished</span></p><div class="scroll">{svg}</div></section>"#,
         n = d.nodes.len(),
         svg = tree::svg(&d.nodes)
     );
@@ -227,10 +226,9 @@ fn cost_section(s: &mut String, d: &ReportData) {
             r.cost
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         s,
-        r#"<tr><th>total</th><th class="num">{}</th><th class="num" colspan="2">{} tokens</th><th class="num">{:.4}</th></tr></table><p>{} evaluations · {:.1} s wall</p></section>
-"#,
+        r#"<tr><th>total</th><th class="num">{}</th><th class="num" colspan="2">{} tokens</th><th class="num">{:.4}</th></tr></table><p>{} evaluations · {:.1} s wall</p></section>"#,
         d.calls, d.tokens, d.cost, d.evaluations, d.wall_s
     );
 }
