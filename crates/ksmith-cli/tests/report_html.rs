@@ -456,4 +456,64 @@ fn a_search_run_report_draws_every_node_with_its_parent_and_the_winner_diff() {
     assert!(!page.contains("<b onmouseover"));
     let shot = screenshot(&file, dir.path());
     assert_rendered(&shot, 3);
+
+    // On a store this user cannot write: the default place is refused (exit 2, saying why),
+    // --out elsewhere works and gives the same page.
+    chmod(dir.path(), 0o755);
+    chmod_tree(&store_dir, 0o555, 0o444);
+    let open = dir.path().join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    chmod(&open, 0o777);
+    let o = as_reader(&store_dir, &["report", id]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("read-only") && stderr(&o).contains("--out"),
+        "{}",
+        text(&o)
+    );
+    assert!(!store_dir.join("reports").exists());
+    let elsewhere = open.join("r.html");
+    let o = as_reader(
+        &store_dir,
+        &["report", id, "--out", elsewhere.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), page);
+    chmod_tree(&store_dir, 0o755, 0o644);
+}
+
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Directories to `dir_mode`, files to `file_mode`, recursively.
+fn chmod_tree(p: &Path, dir_mode: u32, file_mode: u32) {
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).unwrap() {
+            chmod_tree(&e.unwrap().path(), dir_mode, file_mode);
+        }
+        chmod(p, dir_mode);
+    } else {
+        chmod(p, file_mode);
+    }
+}
+
+/// Runs ksmith as a user who cannot write the store (nobody, when the tests run as root).
+fn as_reader(store: &Path, args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ksmith"));
+    cmd.arg("--store").arg(store).args(args).current_dir(root());
+    if unsafe { libc::geteuid() } == 0 {
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.env("HOME", "/nonexistent");
+    }
+    cmd.output().unwrap()
 }
