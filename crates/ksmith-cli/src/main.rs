@@ -18,6 +18,7 @@ mod progress;
 mod report;
 mod results;
 mod search;
+mod run_report;
 mod tune;
 
 use anyhow::{anyhow, Context, Result};
@@ -257,6 +258,10 @@ enum Cmd {
     Evals(results::EvalsArgs),
     /// Compare two bench runs or agent runs per task, with the noise; optionally a regression gate.
     Compare(results::CompareArgs),
+    /// Write one self-contained HTML report of an agent run or graph search (best speedup over
+    /// time, evaluations and tokens; the tree; the winner's diff and roofline; the cost) and
+    /// print a summary.
+    Report(run_report::ReportArgs),
     /// List the LLM calls of a run: role, tokens, cost, latency.
     Calls {
         /// Run id.
@@ -458,6 +463,7 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         Cmd::Evals(args) => results::cmd_evals(&ctx, &args),
         Cmd::Compare(args) => results::cmd_compare(&ctx, &args),
         Cmd::Calls { run, full, json } => agent::cmd_calls(&ctx, &run, full, json),
+        Cmd::Report(args) => run_report::cmd_report(&ctx, &args),
         Cmd::Task(TaskCmd::New(args)) => agent::cmd_task_new(&ctx, &args),
         Cmd::Export {
             format: ExportFormat::FlashinferTrace,
@@ -518,6 +524,7 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         Cmd::Show { .. }
         | Cmd::Runs { .. }
         | Cmd::Calls { .. }
+        | Cmd::Report(_)
         | Cmd::Export { .. }
         | Cmd::Evals(_)
         | Cmd::Compare(_)

@@ -181,9 +181,44 @@ pub fn markdown_fence(text: &str, info: &str) -> String {
     format!("{fence}{info}\n{text}{nl}{fence}\n")
 }
 
+/// Untrusted text for HTML element content or a quoted attribute value: [`for_terminal`]
+/// first (controls and bidi overrides become visible escapes), then `& < > " '` become
+/// character references, so no candidate text can open a tag or leave an attribute.
+pub fn html(s: &str) -> String {
+    let s = for_terminal(s);
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn html_text_cannot_open_a_tag_or_leave_an_attribute() {
+        let s = "</script><script>alert(1)</script> a=\"x\" b='y' & \u{202e}";
+        let h = html(s);
+        assert!(
+            !h.contains('<') && !h.contains('>') && !h.contains('"'),
+            "{h}"
+        );
+        assert!(!h.contains('\'') && !h.contains('\u{202e}'), "{h}");
+        assert!(
+            h.starts_with("&lt;/script&gt;&lt;script&gt;alert(1)"),
+            "{h}"
+        );
+        assert!(h.contains("&amp; \\u{202e}"), "{h}");
+    }
 
     #[test]
     fn clean_text_is_borrowed_unchanged() {
