@@ -3,6 +3,7 @@
 //! front end renders, and (as it moves out of the CLI) the evaluator, the tuner's driver and the
 //! agent loop. The CLI keeps argument parsing, printing and exit codes.
 
+pub mod agent;
 pub mod dedup;
 pub mod events;
 pub mod hint;
