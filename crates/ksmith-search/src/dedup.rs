@@ -256,10 +256,16 @@ mod tests {
         let a = "#include <math.h>\n/* header */\nvoid f(float *x, int n) { // loop\n  for (int i = 0; i < n; i++)  x[i] = 0; }\n";
         let b = "#include <math.h>\nvoid f(float*x,int n){for(int i=0;i<n;i++)x[i]=0;}";
         assert_eq!(c(a), c(b));
-        assert_eq!(c(b), "#include<math.h>\nvoid f(float*x,int n){for(int i=0;i<n;i++)x[i]=0;}");
+        assert_eq!(
+            c(b),
+            "#include<math.h>\nvoid f(float*x,int n){for(int i=0;i<n;i++)x[i]=0;}"
+        );
         // Comment markers inside strings and chars are text, not comments.
         let s = "const char *p = \"a // not a comment /* nor this */\"; char q = '/';";
-        assert_eq!(c(s), "const char*p=\"a // not a comment /* nor this */\";char q='/';");
+        assert_eq!(
+            c(s),
+            "const char*p=\"a // not a comment /* nor this */\";char q='/';"
+        );
         // Whitespace inside a string is kept; an escaped quote does not end it.
         assert_ne!(c("s = \"a  b\";"), c("s = \"a b\";"));
         assert_eq!(c("s = \"x\\\" // y\";"), "s=\"x\\\" // y\";");
@@ -277,20 +283,29 @@ mod tests {
         assert_eq!(c(unix), c(dos));
         // The newline ending a directive matters; a continued directive goes on.
         assert_eq!(c(unix), "#define N 4\nint a[N];");
-        assert_eq!(c("#define M(a) \\\n  (a+1)\nint x;"), "#define M(a)\\(a+1)\nint x;");
+        assert_eq!(
+            c("#define M(a) \\\n  (a+1)\nint x;"),
+            "#define M(a)\\(a+1)\nint x;"
+        );
         assert_eq!(
             norm_hash(unix, Language::C),
             norm_hash(dos, Language::C),
             "CRLF does not change the hash"
         );
-        assert_ne!(norm_hash(unix, Language::C), norm_hash(unix, Language::Cuda));
+        assert_ne!(
+            norm_hash(unix, Language::C),
+            norm_hash(unix, Language::Cuda)
+        );
     }
 
     #[test]
     fn python_keeps_indentation_and_strings() {
         let a = "import triton  # the jit\n\ndef k(x):\n    # body\n    y = x  +  1\n    return '# kept'\n";
         let b = "import triton\ndef k(x):\n    y = x+1\n    return '# kept'";
-        assert_eq!(normalize(a, Language::Triton), normalize(b, Language::Triton));
+        assert_eq!(
+            normalize(a, Language::Triton),
+            normalize(b, Language::Triton)
+        );
         assert_eq!(
             normalize(b, Language::Triton),
             "import triton\ndef k(x):\n    y=x+1\n    return'# kept'"
@@ -298,7 +313,10 @@ mod tests {
         // Indentation is syntax: a different block structure is a different program.
         let c1 = "if a:\n    x()\n    y()\n";
         let c2 = "if a:\n    x()\ny()\n";
-        assert_ne!(normalize(c1, Language::Pallas), normalize(c2, Language::Pallas));
+        assert_ne!(
+            normalize(c1, Language::Pallas),
+            normalize(c2, Language::Pallas)
+        );
         // Triple-quoted strings keep their lines and their `#`.
         let d = "s = \"\"\"a\n# b\n\"\"\"\n";
         assert_eq!(normalize(d, Language::Triton), "s=\"\"\"a\n# b\n\"\"\"");

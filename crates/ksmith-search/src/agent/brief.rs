@@ -56,12 +56,7 @@ pub fn task_brief(t: &Task, entry: &str, language: Language) -> Value {
                 entry,
                 args.join(", ")
             );
-            (
-                language.name(),
-                "GPU (interpreter on a CPU)",
-                "python",
-                sig,
-            )
+            (language.name(), "GPU (interpreter on a CPU)", "python", sig)
         }
     };
     json!({

@@ -155,18 +155,19 @@ impl AgentExpander {
                 settings.task_dir.display()
             ))
         })?;
-        let spec = ModelSpec::parse(&settings.model)
-            .map_err(|e| input(anyhow!("--model: {e}")))?;
+        let spec = ModelSpec::parse(&settings.model).map_err(|e| input(anyhow!("--model: {e}")))?;
         let config = ksmith_llm::Config::discover().map_err(|e| input(e.into()))?;
         ksmith_llm::preflight(&spec, &config)
             .map_err(|e| input(anyhow!("model {}: {e}", settings.model)))?;
         let price = config.price(&spec);
-        let prompts =
-            Prompts::load(settings.prompts.as_deref()).map_err(|e| input(e.into()))?;
+        let prompts = Prompts::load(settings.prompts.as_deref()).map_err(|e| input(e.into()))?;
         let base = match &settings.start {
             Some(path) => {
                 let sol = Solution::load(path, &task).map_err(|e| {
-                    input(anyhow!("invalid starting solution {}:\n{e}", path.display()))
+                    input(anyhow!(
+                        "invalid starting solution {}:\n{e}",
+                        path.display()
+                    ))
                 })?;
                 let [(file, source)] = sol.sources.as_slice() else {
                     return Err(input(anyhow!(
@@ -263,7 +264,10 @@ impl AgentExpander {
             cx.spend.calls += 1;
             cx.spend.tokens += c.tokens_in + c.tokens_out;
             cx.spend.cost += c.cost;
-            cx.say(format!("{step}: {} reply replayed from the journal", role.name()));
+            cx.say(format!(
+                "{step}: {} reply replayed from the journal",
+                role.name()
+            ));
             return Ok(c.reply.clone());
         }
         let seq = stored
@@ -286,7 +290,11 @@ impl AgentExpander {
         };
         cx.events.emit(Event::Progress {
             node: Some(cx.req.node),
-            message: format!("{step}: asking the {} ({})", role.name(), self.settings.model),
+            message: format!(
+                "{step}: asking the {} ({})",
+                role.name(),
+                self.settings.model
+            ),
         });
         let started = Instant::now();
         let result = provider.complete(&req);
@@ -381,12 +389,7 @@ impl AgentExpander {
         source: String,
     ) -> Result<Candidate, ExpandError> {
         let norm = norm_hash(&source, self.base.language);
-        let fingerprint = cx
-            .judge
-            .environment()
-            .map_err(failed)?
-            .fingerprint
-            .clone();
+        let fingerprint = cx.judge.environment().map_err(failed)?.fingerprint.clone();
         let task_hash = self.task.content_hash.clone();
         let earlier = match self.dedup.get(&norm) {
             Some(f) => Some((self.settings.run.clone(), f.node, Some(f.eval_id))),
@@ -575,8 +578,7 @@ impl AgentExpander {
                 cand.eval_id
             ));
             let mut tried: Vec<String> = Vec::new();
-            while cand.speedup().is_none() && (tried.len() as u32) < self.settings.fix_attempts
-            {
+            while cand.speedup().is_none() && (tried.len() as u32) < self.settings.fix_attempts {
                 let (kind, detail) = failure(&cand.result);
                 let n = tried.len() + 1;
                 let vars = json!({
