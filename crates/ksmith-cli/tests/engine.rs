@@ -93,12 +93,23 @@ fn create_run(store: &Path, id: &str, task: &Path) {
 }
 
 fn expander(store: &Path, run: &str, task: &Path, model: String) -> AgentExpander {
+    let start = root().join("tasks/starter/softmax/solutions/naive");
+    expander_from(store, run, task, model, Some(start))
+}
+
+fn expander_from(
+    store: &Path,
+    run: &str,
+    task: &Path,
+    model: String,
+    start: Option<PathBuf>,
+) -> AgentExpander {
     let settings = ExpanderSettings {
         run: run.into(),
         store_dir: store.to_path_buf(),
         task_dir: task.to_path_buf(),
         model,
-        start: Some(root().join("tasks/starter/softmax/solutions/naive")),
+        start,
         fix_attempts: 1,
         prompts: None,
     };
@@ -316,4 +327,42 @@ fn a_hinted_node_replays_its_journal_and_a_duplicate_is_not_judged_again() {
     assert!(said.contains(&format!("of run {run}")), "{said}");
     assert_eq!(m0.outcome.eval_id, n0.outcome.eval_id);
     assert_eq!(evaluations(&store), evals);
+}
+
+#[test]
+fn with_no_starting_solution_the_first_node_writes_a_kernel_from_the_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task("softmax", tmp.path(), WORKLOADS);
+    let run = "run-engine-first";
+    create_run(&store, run, &task);
+    let hint = Hint::FirstKernel;
+    // The planner sees the skeleton (signature, no body) and is asked for a first correct
+    // kernel; the implementer's fix loop then gets the failure of a wrong first try.
+    let wrong = KERNEL.replace("yr[j] *= r;", "yr[j] *= 2.0f * r;");
+    let model = script(
+        tmp.path(),
+        "first.toml",
+        &[
+            reply(
+                "planner",
+                &[hint.instruction(), "not written yet", "Nothing passes yet"],
+                &plan("A first correct softmax"),
+            ),
+            reply("implementer", &["A first correct softmax"], &code(&wrong)),
+            reply("fixer", &["wrong results", "2.0f * r"], &code(KERNEL)),
+        ],
+    );
+    let x = expander_from(&store, run, &task, model, None);
+    let lines = Lines::default();
+    let n0 = match x.expand(&request(0, None, hint), &lines) {
+        Ok(e) => e,
+        Err(e) => panic!("node 0: {e}"),
+    };
+    let said = lines.0.lock().unwrap().join("\n");
+    assert_eq!(n0.outcome.status, Some(Status::Passed), "{said}");
+    assert!(said.contains("after fix 1: passed"), "{said}");
+    assert_eq!(n0.source.as_deref(), Some(KERNEL));
+    assert_eq!((n0.spend.calls, n0.spend.evaluations), (3, 2));
+    assert_eq!(evaluations(&store), 2);
 }
