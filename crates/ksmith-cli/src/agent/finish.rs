@@ -50,7 +50,7 @@ fn held_out(
 ) -> Result<(Vec<Workload>, Vec<Option<(i64, EvalResult)>>), Exit> {
     let seed =
         u64::from_str_radix(&ksmith_task::content_hash(s.run.id.as_bytes())[..16], 16).unwrap_or(7);
-    let mut opts = s.opts.judge.opts();
+    let mut opts = super::judge_opts(&s.opts.judge);
     opts.fresh_seeds = true;
     opts.no_timing = true;
     let mut judge = st.ctx.judge(&opts)?;
@@ -128,7 +128,7 @@ pub(super) fn finalize(
             finalists.push((sn, sol));
         }
     }
-    let mut fresh = s.opts.judge.opts();
+    let mut fresh = super::judge_opts(&s.opts.judge);
     fresh.fresh_seeds = true;
     let mut judge = st.ctx.judge(&fresh)?;
     let solutions: Vec<Solution> = finalists.iter().map(|(_, f)| f.clone()).collect();

@@ -4,6 +4,7 @@
 
 pub mod brief;
 pub mod expander;
+pub mod state;
 
 pub use expander::{AgentExpander, ExpanderSettings, JudgeFactory};
 
