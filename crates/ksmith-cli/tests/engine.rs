@@ -366,3 +366,75 @@ fn with_no_starting_solution_the_first_node_writes_a_kernel_from_the_task() {
     assert_eq!((n0.spend.calls, n0.spend.evaluations), (3, 2));
     assert_eq!(evaluations(&store), 2);
 }
+
+#[test]
+fn two_nodes_expand_at_once_from_one_expander() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task("softmax", tmp.path(), WORKLOADS);
+    let run = "run-engine-jobs";
+    create_run(&store, run, &task);
+    // A `command:` model (the scripted one answers by global call order, which parallel
+    // nodes do not fix): per hint a plan, and per plan a different correct kernel.
+    let other = KERNEL.replace("yr[j] *= r;", "yr[j] = yr[j] * r;");
+    std::fs::write(tmp.path().join("a.c"), KERNEL).unwrap();
+    std::fs::write(tmp.path().join("b.c"), &other).unwrap();
+    std::fs::write(tmp.path().join("plan-a.md"), plan("Reciprocal per row")).unwrap();
+    std::fs::write(tmp.path().join("plan-b.md"), plan("Unroll by four")).unwrap();
+    let model_sh = format!(
+        "prompt=$(cat)\ncase \"$KSMITH_ROLE\" in\n  planner) case \"$prompt\" in *'(unroll)'*) cat {d}/plan-b.md ;; *) cat {d}/plan-a.md ;; esac ;;\n  *) printf 'kernel.c\\n```c\\n'; case \"$prompt\" in *'Unroll by four'*) cat {d}/b.c ;; *) cat {d}/a.c ;; esac; printf '```\\n' ;;\nesac\n",
+        d = tmp.path().display()
+    );
+    std::fs::write(tmp.path().join("model.sh"), model_sh).unwrap();
+    let model = format!("command:sh {}", tmp.path().join("model.sh").display());
+    let x = expander(&store, run, &task, model);
+    let lines = Lines::default();
+    let hints = [Hint::Vectorize, Hint::Unroll];
+    let out: Vec<Result<Expanded, ExpandError>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = hints
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let (x, lines) = (&x, &lines);
+                sc.spawn(move || x.expand(&request(i as u64, None, *h), lines))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let said = lines.0.lock().unwrap().join("\n");
+    let got: Vec<Expanded> = out
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|e| panic!("{e}\n{said}")))
+        .collect();
+    assert_eq!(got[0].source.as_deref(), Some(KERNEL));
+    assert_eq!(got[1].source.as_deref(), Some(other.as_str()));
+    for g in &got {
+        assert!(g.outcome.passed(), "{:?}\n{said}", g.outcome);
+        assert_eq!((g.spend.calls, g.spend.evaluations), (2, 1));
+        assert!(g.duplicate_of.is_none());
+    }
+    assert_ne!(got[0].outcome.eval_id, got[1].outcome.eval_id);
+    // Each node's calls are journaled under it, in order; the run's seqs are all distinct.
+    let c = rusqlite::Connection::open(store.join("ksmith.db")).unwrap();
+    let rows: Vec<(i64, i64, i64, String)> = c
+        .prepare("SELECT node, node_seq, seq, role FROM llm_calls WHERE run = ?1 ORDER BY node, node_seq")
+        .unwrap()
+        .query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let shape: Vec<(i64, i64, &str)> = rows.iter().map(|r| (r.0, r.1, r.3.as_str())).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (0, 0, "planner"),
+            (0, 1, "implementer"),
+            (1, 0, "planner"),
+            (1, 1, "implementer")
+        ]
+    );
+    let mut seqs: Vec<i64> = rows.iter().map(|r| r.2).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, vec![0, 1, 2, 3]);
+    assert_eq!(evaluations(&store), 2);
+}
