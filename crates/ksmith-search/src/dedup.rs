@@ -5,7 +5,7 @@
 use crate::node::NodeId;
 use ksmith_task::Language;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// The source without comments and without whitespace that cannot change its meaning.
 ///
@@ -211,10 +211,21 @@ pub struct FirstSeen {
     pub eval_id: i64,
 }
 
-/// The in-run index shared by concurrent expansions: normalized hash → first judged node.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    /// A node is judging it now.
+    Judging(NodeId),
+    /// Judged.
+    Judged(FirstSeen),
+}
+
+/// The in-run index shared by concurrent expansions: normalized hash → first judged node. A
+/// code being judged by one node makes another node with the same code wait for that verdict
+/// instead of judging it too.
 #[derive(Debug, Default)]
 pub struct DedupIndex {
-    seen: Mutex<HashMap<String, FirstSeen>>,
+    slots: Mutex<HashMap<String, Slot>>,
+    judged: Condvar,
 }
 
 impl DedupIndex {
@@ -223,23 +234,58 @@ impl DedupIndex {
         DedupIndex::default()
     }
 
-    /// Where this normalized hash was first judged in the run.
-    pub fn get(&self, norm_hash: &str) -> Option<FirstSeen> {
-        self.seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(norm_hash)
-            .copied()
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records a judged candidate (the first record wins); returns the one kept.
+    /// Where this normalized hash was first judged in the run (None while it is being judged).
+    pub fn get(&self, norm_hash: &str) -> Option<FirstSeen> {
+        match self.lock().get(norm_hash) {
+            Some(Slot::Judged(f)) => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// Where this code was judged, waiting while another node judges it; None: `node` is to
+    /// judge it now and must then [`insert`](Self::insert) or [`release`](Self::release) it.
+    pub fn claim(&self, norm_hash: &str, node: NodeId) -> Option<FirstSeen> {
+        let mut slots = self.lock();
+        loop {
+            match slots.get(norm_hash).copied() {
+                Some(Slot::Judged(f)) => return Some(f),
+                Some(Slot::Judging(n)) if n != node => {
+                    slots = self.judged.wait(slots).unwrap_or_else(|p| p.into_inner());
+                }
+                _ => {
+                    slots.insert(norm_hash.to_string(), Slot::Judging(node));
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Records a judged candidate (the first judged record wins); returns the one kept.
     pub fn insert(&self, norm_hash: &str, first: FirstSeen) -> FirstSeen {
-        *self
-            .seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(norm_hash.to_string())
-            .or_insert(first)
+        let mut slots = self.lock();
+        let kept = match slots.get(norm_hash) {
+            Some(Slot::Judged(f)) => *f,
+            _ => {
+                slots.insert(norm_hash.to_string(), Slot::Judged(first));
+                first
+            }
+        };
+        self.judged.notify_all();
+        kept
+    }
+
+    /// Gives up a claim that ended without a verdict (the judge failed): a waiting node judges
+    /// it instead.
+    pub fn release(&self, norm_hash: &str, node: NodeId) {
+        let mut slots = self.lock();
+        if matches!(slots.get(norm_hash), Some(Slot::Judging(n)) if *n == node) {
+            slots.remove(norm_hash);
+        }
+        self.judged.notify_all();
     }
 }
 
@@ -340,5 +386,39 @@ mod tests {
         );
         assert_eq!(kept, first);
         assert_eq!(ix.get("h"), Some(first));
+    }
+
+    #[test]
+    fn a_code_being_judged_makes_the_next_claimant_wait_for_its_verdict() {
+        let ix = std::sync::Arc::new(DedupIndex::new());
+        assert_eq!(ix.claim("h", NodeId(1)), None, "node 1 judges it");
+        assert_eq!(ix.get("h"), None, "not judged yet");
+        assert_eq!(
+            ix.claim("h", NodeId(1)),
+            None,
+            "a node's own claim does not block it"
+        );
+        let waiter = {
+            let ix = ix.clone();
+            std::thread::spawn(move || ix.claim("h", NodeId(2)))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "node 2 waits for node 1's verdict");
+        let first = FirstSeen {
+            node: NodeId(1),
+            eval_id: 5,
+        };
+        ix.insert("h", first);
+        assert_eq!(waiter.join().unwrap(), Some(first));
+        // A released claim (the judge failed) passes to the waiting node.
+        assert_eq!(ix.claim("g", NodeId(3)), None);
+        let waiter = {
+            let ix = ix.clone();
+            std::thread::spawn(move || ix.claim("g", NodeId(4)))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        ix.release("g", NodeId(3));
+        assert_eq!(waiter.join().unwrap(), None, "node 4 now judges it");
+        assert_eq!(ix.claim("g", NodeId(4)), None);
     }
 }

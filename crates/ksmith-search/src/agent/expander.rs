@@ -391,16 +391,25 @@ impl AgentExpander {
         let norm = norm_hash(&source, self.base.language);
         let fingerprint = cx.judge.environment().map_err(failed)?.fingerprint.clone();
         let task_hash = self.task.content_hash.clone();
-        let earlier = match self.dedup.get(&norm) {
+        // Waits while another node of this run judges the same code.
+        let claimed = self.dedup.claim(&norm, cx.req.node);
+        let earlier = match claimed {
             Some(f) => Some((self.settings.run.clone(), f.node, Some(f.eval_id))),
-            None => cx
-                .store
-                .dedup_lookup(&fingerprint, &task_hash, &norm)
-                .map_err(failed)?
-                .map(|h| (h.run, NodeId(h.node), h.eval_id)),
+            None => match cx.store.dedup_lookup(&fingerprint, &task_hash, &norm) {
+                Ok(hit) => hit.map(|h| (h.run, NodeId(h.node), h.eval_id)),
+                Err(e) => {
+                    self.dedup.release(&norm, cx.req.node);
+                    return Err(failed(e));
+                }
+            },
         };
         if let Some((run, node, Some(eval_id))) = earlier {
-            if let Some(stored) = cx.store.get(eval_id).map_err(failed)? {
+            let stored = cx.store.get(eval_id).map_err(failed);
+            if claimed.is_none() {
+                // Found in the store, not judged here: nodes waiting on this claim look there.
+                self.dedup.release(&norm, cx.req.node);
+            }
+            if let Some(stored) = stored? {
                 // The same node judging its own code again (a re-expansion after a kill, or a
                 // fix that came back to an earlier version) is a reuse, not a duplicate.
                 let own = run == self.settings.run && node == cx.req.node;
@@ -432,7 +441,11 @@ impl AgentExpander {
             source.clone(),
             self.base.flags.clone(),
         );
-        let (eval_id, result, fresh) = evaluate(&mut cx.judge, &mut cx.store, &self.task, &sol)?;
+        let evaluated = evaluate(&mut cx.judge, &mut cx.store, &self.task, &sol);
+        if evaluated.is_err() {
+            self.dedup.release(&norm, cx.req.node);
+        }
+        let (eval_id, result, fresh) = evaluated?;
         if fresh {
             cx.spend.evaluations += 1;
         }
