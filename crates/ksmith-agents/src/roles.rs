@@ -211,6 +211,36 @@ mod tests {
     }
 
     #[test]
+    fn a_search_node_planner_sees_its_hint_and_inspirations_and_a_loop_planner_neither() {
+        let p = Prompts::load(None).unwrap();
+        let r = p
+            .render(
+                Role::Planner,
+                &json!({"task": task(), "mode": "revision",
+                        "hint": {"name": "tile", "instruction": "Block the rows by eight."},
+                        "inspirations": [{"label": "node n3 (fuse, 2.10x vs XLA)", "source": "void g() {}"}]}),
+            )
+            .unwrap();
+        assert!(
+            r.user
+                .contains("## Direction for this plan (tile)\nBlock the rows by eight."),
+            "{}",
+            r.user
+        );
+        assert!(
+            r.user
+                .contains("### node n3 (fuse, 2.10x vs XLA)\n```c\nvoid g() {}\n```"),
+            "{}",
+            r.user
+        );
+        let plain = p
+            .render(Role::Planner, &json!({"task": task(), "mode": "new"}))
+            .unwrap();
+        assert!(!plain.user.contains("Direction for this plan"));
+        assert!(!plain.user.contains("Other programs found"));
+    }
+
+    #[test]
     fn a_planner_with_nothing_passing_asks_for_a_first_correct_kernel() {
         let p = Prompts::load(None).unwrap();
         let r = p

@@ -672,27 +672,6 @@ pub(crate) fn evaluate_recorded(
         .map_err(eval_err)
 }
 
-/// Evaluates (raced when `race` is given) and records the result under `key`.
-// MERGE: evaluator — only agent/finish.rs (held-out checks) still calls this; when the engine
-// helper's finish.rs lands, switch it to `Evaluator::evaluate` with `Purpose::HeldOut` and
-// delete this.
-pub(crate) fn evaluate_recorded_as(
-    judge: &mut Judge,
-    store: &mut Store,
-    task: &Task,
-    solution: &Solution,
-    race: Option<ksmith_judge::Race>,
-    key: &str,
-) -> Result<(i64, ksmith_judge::EvalResult), Exit> {
-    let result = judge
-        .evaluate_raced(task, solution, race)
-        .map_err(judge_err)?;
-    let id = store
-        .record(key, task, solution, &result)
-        .map_err(env_err)?;
-    Ok((id, result))
-}
-
 /// Loads a task, reporting every problem as `file: field: message`.
 pub(crate) fn load_task(path: &Path) -> Result<Task, Exit> {
     Task::load(path).map_err(|p| input(anyhow!("invalid task {}:\n{p}", path.display())))

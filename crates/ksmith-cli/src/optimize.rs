@@ -79,15 +79,9 @@ fn agent_start(ctx: &Ctx, task: &Task, from: Option<&PathBuf>) -> Result<PathBuf
     Ok(path)
 }
 
-/// A C kernel with the task's signature and an empty body (it fails its checks: nothing is
-/// written), the start of a run from nothing.
+/// A C kernel with the task's signature and an empty body (the engine's, shared with the search).
 pub(crate) fn skeleton(task: &Task) -> String {
-    let proto = ksmith_backend::c::prototype(task, &task.name);
-    format!(
-        "/* No solution existed for task `{}`: this skeleton only has the kernel's signature\n * (the judge's C ABI). Write the kernel; every output element must be written. */\n#include <math.h>\n#include <stdint.h>\n\n{} {{\n    /* not written yet */\n}}\n",
-        task.name,
-        proto.trim_end_matches(';')
-    )
+    ksmith_search::agent::skeleton(task)
 }
 
 struct Line {

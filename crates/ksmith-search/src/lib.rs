@@ -4,9 +4,11 @@
 //! evaluator, the tuner's driver and the agent loop. The CLI keeps argument parsing, printing
 //! and exit codes.
 
+pub mod agent;
 pub mod archive;
 pub mod bandit;
 pub mod budget;
+pub mod dedup;
 pub mod engine;
 pub mod evaluator;
 pub mod events;

@@ -216,6 +216,7 @@ impl Store {
             let conn = Connection::open_in_memory().map_err(sql)?;
             conn.execute_batch(SCHEMA).map_err(sql)?;
             conn.execute_batch(runs::SCHEMA).map_err(sql)?;
+            runs::migrate(&conn).map_err(sql)?;
             conn.execute_batch(search::SCHEMA).map_err(sql)?;
             conn.execute_batch(memory::SCHEMA).map_err(sql)?;
             conn
@@ -277,6 +278,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(runs::SCHEMA)?;
+        runs::migrate(&conn)?;
         conn.execute_batch(search::SCHEMA)?;
         conn.execute_batch(memory::SCHEMA)?;
         Ok(conn)

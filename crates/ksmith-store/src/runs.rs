@@ -61,6 +61,30 @@ CREATE TABLE IF NOT EXISTS snapshots (
 );
 "#;
 
+/// Adds what later versions need to tables an older ksmith created: the per-node journal
+/// columns of `llm_calls` (a search node's calls are replayed by (run, node, index in node),
+/// since nodes run in parallel and their global order is not reproducible).
+pub(crate) fn migrate(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let mut st = conn.prepare("SELECT name FROM pragma_table_info('llm_calls')")?;
+    let cols = st
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    for col in ["node", "node_seq"] {
+        if !cols.iter().any(|c| c == col) {
+            // Several processes may open an old store at once: a column another one just
+            // added is not an error.
+            match conn.execute_batch(&format!("ALTER TABLE llm_calls ADD COLUMN {col} INTEGER")) {
+                Ok(()) => {}
+                Err(e) if e.to_string().contains("duplicate column") => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS llm_calls_node ON llm_calls(run, node, node_seq)",
+    )
+}
+
 /// Where an agent run stands, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RunStatus {
@@ -366,6 +390,68 @@ impl Store {
         Ok(rows)
     }
 
+    /// The run's next free call seq (one past the highest recorded).
+    pub fn next_call_seq(&self, run: &str) -> Result<u64, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM llm_calls WHERE run = ?1",
+                params![run],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Records a search node's call `node_seq` (its index within the node) at run seq
+    /// `c.seq`, replacing a failed attempt at the same place.
+    pub fn record_node_call(
+        &self,
+        run: &str,
+        node: u64,
+        node_seq: u64,
+        c: &CallRow,
+    ) -> Result<(), StoreError> {
+        // One transaction: a call stored without its node would not be replayed (and paid again).
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
+        self.record_call(run, c)?;
+        tx.execute(
+            "UPDATE llm_calls SET node = ?3, node_seq = ?4 WHERE run = ?1 AND seq = ?2",
+            params![run, c.seq as i64, node as i64, node_seq as i64],
+        )
+        .map_err(|e| self.sql(e))?;
+        tx.commit().map_err(|e| self.sql(e))
+    }
+
+    /// A search node's calls by their index within the node (failed attempts included).
+    pub fn node_calls(&self, run: &str, node: u64) -> Result<Vec<(u64, CallRow)>, StoreError> {
+        let seqs: Vec<(i64, i64)> = {
+            let mut st = self
+                .conn
+                .prepare(
+                    "SELECT node_seq, seq FROM llm_calls WHERE run = ?1 AND node = ?2 ORDER BY node_seq",
+                )
+                .map_err(|e| self.sql(e))?;
+            let rows = st
+                .query_map(params![run, node as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(|e| self.sql(e))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| self.sql(e))?;
+            rows
+        };
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let all = self.calls(run)?;
+        Ok(seqs
+            .into_iter()
+            .filter_map(|(ns, seq)| {
+                all.iter()
+                    .find(|c| c.seq == seq as u64)
+                    .map(|c| (ns as u64, c.clone()))
+            })
+            .collect())
+    }
+
     /// Appends a journal event (a decision a resumed run must replay).
     pub fn record_event(
         &self,
@@ -468,6 +554,55 @@ mod tests {
             active_s: 0.0,
             out_dir: None,
         }
+    }
+
+    #[test]
+    fn old_call_tables_gain_node_columns_and_node_calls_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        // A store as an older ksmith left it: llm_calls without the node columns.
+        {
+            let c = rusqlite::Connection::open(dir.path().join("ksmith.db")).unwrap();
+            c.execute_batch(SCHEMA).unwrap();
+            c.execute_batch(
+                "INSERT INTO runs (id, task_dir, task, tests_hash, model, mode, options, status)
+                 VALUES ('old', 'd', 't', 'h', 'm', 'autonomous', '{}', 'finished');
+                 INSERT INTO llm_calls (run, seq, role, step, model, system, prompt, reply, tokens_in,
+                     tokens_out, estimated, cost, latency_ms, attempts)
+                 VALUES ('old', 0, 'planner', 's', 'm', 'sys', 'p', 'r', 1, 1, 1, 0, 1, 1);",
+            )
+            .unwrap();
+            let cols: Vec<String> = c
+                .prepare("SELECT name FROM pragma_table_info('llm_calls')")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            assert!(!cols.contains(&"node".to_string()));
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.calls("old").unwrap().len(), 1, "old calls survive");
+        assert_eq!(store.next_call_seq("old").unwrap(), 1);
+        store.create_run(&run("r2")).unwrap();
+        assert_eq!(store.next_call_seq("r2").unwrap(), 0);
+        let mut c = store.calls("old").unwrap()[0].clone();
+        c.seq = 0;
+        store.record_node_call("r2", 7, 0, &c).unwrap();
+        c.seq = 1;
+        c.role = "implementer".into();
+        store.record_node_call("r2", 3, 0, &c).unwrap();
+        c.seq = 2;
+        store.record_node_call("r2", 7, 1, &c).unwrap();
+        let n7 = store.node_calls("r2", 7).unwrap();
+        assert_eq!(
+            n7.iter().map(|(i, c)| (*i, c.seq)).collect::<Vec<_>>(),
+            vec![(0, 0), (1, 2)]
+        );
+        assert_eq!(n7[0].1.role, "planner");
+        assert_eq!(store.next_call_seq("r2").unwrap(), 3);
+        // Opening again (migration already done) is fine.
+        drop(store);
+        Store::open(dir.path()).unwrap();
     }
 
     #[test]

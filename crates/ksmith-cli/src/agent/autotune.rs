@@ -142,8 +142,14 @@ pub(super) fn autotune(
             no_race: false,
             confirm: 2,
         };
-        let o = tune::search(st.ctx, &st.task, &sol, &args, &s.opts.judge.opts())
-            .map_err(Halt::from)?;
+        let o = tune::search(
+            st.ctx,
+            &st.task,
+            &sol,
+            &args,
+            &super::judge_opts(&s.opts.judge),
+        )
+        .map_err(Halt::from)?;
         let config = o.best.and_then(|(c, _)| c);
         let versus = config.as_ref().and_then(|c| {
             o.confirmed

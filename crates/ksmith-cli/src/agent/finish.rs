@@ -50,7 +50,7 @@ fn held_out(
 ) -> Result<(Vec<Workload>, Vec<Option<(i64, EvalResult)>>), Exit> {
     let seed =
         u64::from_str_radix(&ksmith_task::content_hash(s.run.id.as_bytes())[..16], 16).unwrap_or(7);
-    let mut opts = s.opts.judge.opts();
+    let mut opts = super::judge_opts(&s.opts.judge);
     opts.fresh_seeds = true;
     opts.no_timing = true;
     let mut judge = st.ctx.judge(&opts)?;
@@ -76,10 +76,11 @@ fn held_out(
         if cmp.results[i].status != Status::Passed {
             continue;
         }
-        let key = format!("{}|held-out", judge.eval_key(&task, sol).map_err(env_err)?);
-        let (id, r) =
-            crate::evaluate_recorded_as(&mut judge, &mut s.store, &task, sol, None, &key)?;
-        per[i] = Some((id, r));
+        let e = ksmith_search::Evaluator::new(&mut judge, &mut s.store)
+            .with_reuse(ksmith_search::Reuse::Never)
+            .evaluate(&task, sol, &ksmith_search::Purpose::HeldOut)
+            .map_err(crate::eval_err)?;
+        per[i] = Some((e.id, e.result));
     }
     Ok((kept, per))
 }
@@ -128,7 +129,7 @@ pub(super) fn finalize(
             finalists.push((sn, sol));
         }
     }
-    let mut fresh = s.opts.judge.opts();
+    let mut fresh = super::judge_opts(&s.opts.judge);
     fresh.fresh_seeds = true;
     let mut judge = st.ctx.judge(&fresh)?;
     let solutions: Vec<Solution> = finalists.iter().map(|(_, f)| f.clone()).collect();

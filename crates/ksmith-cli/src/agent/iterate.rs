@@ -13,6 +13,7 @@ use anyhow::anyhow;
 use ksmith_agents::edit::{self, Change};
 use ksmith_agents::{parse_plan, Limit, Plan, Role};
 use ksmith_judge::{EvalResult, Judge, Status};
+use ksmith_search::agent::state::PlanMode;
 use ksmith_store::{RunStatus, SnapshotRow};
 use ksmith_task::{Language, Solution, Task};
 use serde_json::{json, Value};
@@ -153,10 +154,10 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
             start.sources.len()
         )));
     }
-    let mut judge = ctx.judge(&s.opts.judge.opts())?;
+    let mut judge = ctx.judge(&super::judge_opts(&s.opts.judge))?;
     // Each evaluation's stages (build, load, checks, timing) as they start.
     let progress = crate::progress::Progress::plain("judge");
-    let timing = !s.opts.judge.opts().no_timing;
+    let timing = !super::judge_opts(&s.opts.judge).no_timing;
     judge.set_stage_hook(Some(crate::progress::judge_hook(&progress, timing, true)));
     // The machine's figures are fixed for the run (journaled, so a resumed run keeps them).
     let hw: ksmith_backend::hw::Hardware = s.event("machine", |_| Ok(judge.hardware().clone()))?;
@@ -244,7 +245,6 @@ fn check_frozen(s: &Session, task: &Task) -> Result<(), Halt> {
 pub(super) fn evaluate(s: &mut Session, st: &mut State, sol: &Solution) -> Result<Judged, Halt> {
     let task = crate::load_task(&st.task.dir)?;
     check_frozen(s, &task)?;
-    // MERGE: evaluator
     let e = crate::evaluate_recorded(&mut st.judge, &mut s.store, &st.task, sol)?;
     Ok(Judged {
         solution: sol.clone(),
@@ -512,14 +512,14 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     };
     let base_src = base.sources[0].1.clone();
     let mode = if st.best.as_ref().map(|(i, _)| *i > 0).unwrap_or(false) || it > 1 {
-        "revision"
+        PlanMode::Revision
     } else {
-        "new"
+        PlanMode::New
     };
-    note!("ksmith: [{}] planner ({mode})", st.label(it));
+    note!("ksmith: [{}] planner ({})", st.label(it), mode.as_str());
     // Plan.
     let mut vars = json!({
-        "task": task_brief(st), "mode": mode,
+        "task": task_brief(st), "mode": mode.as_str(),
         "reference": std::fs::read_to_string(st.task.reference_path()).unwrap_or_default(),
         "roofline": roofline_text(st), "history": st.history,
         "iteration": it, "of": s.opts.budget.iterations,

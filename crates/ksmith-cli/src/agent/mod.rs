@@ -23,7 +23,6 @@ pub(crate) use task_new::{cmd_task_new, TaskNewArgs};
 use crate::{input, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use ksmith_agents::Budget;
-use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// Options of `optimize --model` that make it an agent run.
@@ -107,49 +106,18 @@ impl BudgetArgs {
     }
 }
 
-/// Everything a run needs to be resumed, stored with it as JSON.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct RunOptions {
-    /// Starting solution.
-    pub from: PathBuf,
-    /// Limits.
-    pub budget: Budget,
-    /// Fix attempts per stage.
-    pub fix_attempts: u32,
-    /// Extra knowledge directories.
-    pub knowledge: Vec<PathBuf>,
-    /// Prompt overrides.
-    pub prompts: Option<PathBuf>,
-    /// Tuner configurations per iteration.
-    pub tune_budget: usize,
-    /// Profile stage off.
-    pub no_profile: bool,
-    /// Judge settings (seeds policy, timing) frozen with the tests.
-    pub judge: FrozenJudge,
-    /// Output directory.
-    pub out: PathBuf,
-}
+use ksmith_search::agent::state::RunMode;
+/// A run's stored settings: the engine's type (`runs.options` keeps its JSON format).
+pub(crate) use ksmith_search::agent::state::{AgentSettings as RunOptions, FrozenJudge};
 
-/// The judge settings a run keeps for its whole life.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct FrozenJudge {
-    /// Per-call timeout (s).
-    pub timeout: f64,
-    /// Seeds per workload.
-    pub seeds: u64,
-    /// Minimum timed milliseconds per side.
-    pub min_time_ms: u64,
-}
-
-impl FrozenJudge {
-    fn opts(&self) -> JudgeOpts {
-        let mut o = crate::default_opts();
-        o.timeout = self.timeout;
-        o.seeds = self.seeds;
-        o.min_time_ms = self.min_time_ms;
-        o.no_timing = false;
-        o
-    }
+/// The judge flags a run's frozen judge settings stand for.
+pub(super) fn judge_opts(f: &FrozenJudge) -> JudgeOpts {
+    let mut o = crate::default_opts();
+    o.timeout = f.timeout;
+    o.seeds = f.seeds;
+    o.min_time_ms = f.min_time_ms;
+    o.no_timing = false;
+    o
 }
 
 /// `ksmith optimize TASK --model P:M`: a new agent run.
@@ -187,9 +155,9 @@ pub(crate) fn start(
         out: out.unwrap_or_else(|| ctx.store_dir.join("optimized").join(&task.name)),
     };
     let mode = if args.interactive {
-        "interactive"
+        RunMode::Interactive
     } else {
-        "autonomous"
+        RunMode::Autonomous
     };
     let session = session::Session::create(
         ctx,

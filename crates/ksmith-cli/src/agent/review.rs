@@ -4,23 +4,27 @@
 
 use super::session::{Halt, Session};
 use anyhow::anyhow;
-use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 
-/// What the user decided about an artifact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Verdict {
-    /// Use it as is.
-    Approve,
-    /// Use the user's edited text instead.
-    Edited(String),
-    /// Use it, and pass this guidance to the next agent call.
-    Guidance(String),
-    /// Ask the agent again.
-    Rerun,
-    /// Stop here; the run can be resumed.
-    Quit,
+use ksmith_search::agent::state::Reviewer;
+pub(crate) use ksmith_search::agent::state::Verdict;
+
+/// The person at the terminal (stdin/stdout, `$EDITOR` for edits).
+pub(crate) struct TerminalReviewer;
+
+impl Reviewer for TerminalReviewer {
+    fn review(
+        &self,
+        step: &str,
+        what: &str,
+        shown: &str,
+        editable: &str,
+    ) -> anyhow::Result<Verdict> {
+        ask_user(step, what, shown, editable).map_err(|h| match h {
+            Halt::Failed(e) | Halt::Input(e) => e,
+            other => anyhow!("{other:?}"),
+        })
+    }
 }
 
 /// Shows an artifact and gets a verdict (always `Approve` in autonomous runs).
@@ -37,7 +41,9 @@ pub(crate) fn review(
     if let Some(v) = s.replay("review")? {
         return Ok(v);
     }
-    let v = ask_user(step, what, shown, editable)?;
+    let v = TerminalReviewer
+        .review(step, what, shown, editable)
+        .map_err(Halt::Failed)?;
     // A quit is not journaled: the resumed run asks again at the same step.
     if v != Verdict::Quit {
         s.record("review", &v)?;

@@ -6,6 +6,7 @@ use anyhow::anyhow;
 use ksmith_agents::{Limit, Prompts, Rendered, Role, Usage};
 use ksmith_knowledge::Knowledge;
 use ksmith_llm::{ModelSpec, Provider, Request};
+use ksmith_search::agent::state::RunMode;
 use ksmith_store::{CallRow, RunLock, RunRow, RunStatus, Store, StoreError};
 use serde::{de::DeserializeOwned, Serialize};
 use std::time::Instant;
@@ -109,7 +110,7 @@ impl Session {
             .collect();
         let events = store.events(&run.id).map_err(env_err)?;
         Ok(Session {
-            interactive: run.mode == "interactive",
+            interactive: RunMode::from_name(&run.mode) == Some(RunMode::Interactive),
             prior_active: run.active_s,
             run,
             opts,
@@ -138,7 +139,7 @@ impl Session {
         task_name: &str,
         tests_hash: &str,
         model: &str,
-        mode: &str,
+        mode: RunMode,
         opts: RunOptions,
     ) -> Result<Session, Exit> {
         // The model is checked (in `open`) before anything is stored: a typo or a missing key
@@ -153,7 +154,7 @@ impl Session {
             task: task_name.to_string(),
             tests_hash: tests_hash.to_string(),
             model: model.to_string(),
-            mode: mode.to_string(),
+            mode: mode.as_str().to_string(),
             options: serde_json::to_string(&opts).map_err(env_err)?,
             status: RunStatus::Running,
             stop_reason: None,

@@ -101,7 +101,7 @@ pub(crate) fn cmd_task_new(ctx: &Ctx, args: &TaskNewArgs) -> Result<u8, Exit> {
         &name,
         &hash,
         &args.model,
-        "task_new",
+        ksmith_search::agent::state::RunMode::TaskNew,
         opts,
     )?;
     let result = design(ctx, &mut s, args, &reference, &file, &out);

@@ -1,0 +1,265 @@
+//! What the agents are told (moved from the CLI's agent loop): the task brief, the machine's roofline, per-workload timing and a
+//! failed candidate's diagnostics, rendered from typed results.
+
+use ksmith_backend::hw::Hardware;
+use ksmith_judge::{EvalResult, Status};
+use ksmith_task::{Language, Task};
+use serde_json::{json, Value};
+
+/// The task as every role's prompt shows it (`_task.md`): name, signature, workloads, tolerance.
+pub fn task_brief(t: &Task, entry: &str, language: Language) -> Value {
+    let workloads: Vec<String> = t
+        .workloads
+        .iter()
+        .map(|w| {
+            // Axes in declaration order, then each input's distribution (whether a float
+            // running sum or a cheap exp is safe depends on the magnitudes).
+            let axes = axes_text(t, &w.axes);
+            let inputs = w
+                .inputs
+                .iter()
+                .map(|(name, d)| format!("{name} {d}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if inputs.is_empty() {
+                axes
+            } else {
+                format!("{axes}; {inputs}")
+            }
+        })
+        .collect();
+    let tolerance = t
+        .outputs
+        .iter()
+        .map(|o| format!("{}: atol {:e}, rtol {:e}", o.tensor.name, o.atol, o.rtol))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let proto = ksmith_backend::c::prototype(t, entry);
+    let (language, device, fence, signature) = match language {
+        Language::C => ("C", "CPU", "c", proto),
+        Language::Cuda => (
+            "CUDA C++",
+            "GPU",
+            "cuda",
+            format!("extern \"C\" {proto}  // device pointers"),
+        ),
+        Language::Triton | Language::Pallas => {
+            let args: Vec<&str> = t
+                .inputs
+                .iter()
+                .map(|i| i.name.as_str())
+                .chain(t.outputs.iter().map(|o| o.tensor.name.as_str()))
+                .chain(t.axes.iter().map(|a| a.name.as_str()))
+                .collect();
+            let sig = format!(
+                "def {}({}): ...  # inputs, then preallocated outputs, then axes",
+                entry,
+                args.join(", ")
+            );
+            (language.name(), "GPU (interpreter on a CPU)", "python", sig)
+        }
+    };
+    json!({
+        "name": t.name, "description": t.description, "language": language, "device": device,
+        "signature": signature, "workloads": workloads, "tolerance": tolerance, "fence": fence,
+    })
+}
+
+/// The machine line, with a note when the machine is busier than its cores.
+pub fn roofline_text(hw: &Hardware) -> String {
+    format!(
+        "{}{}",
+        machine_line(hw),
+        busy_note(load_average(), hw.cores)
+    )
+}
+
+/// The one-minute load average, where the system gives one.
+pub use ksmith_backend::hw::load_average;
+
+/// `M=64 N=1000`, in the task's declaration order (as the profile and the brief list them).
+pub fn axes_text(task: &Task, values: &std::collections::BTreeMap<String, i64>) -> String {
+    task.axes
+        .iter()
+        .filter_map(|a| values.get(&a.name).map(|v| format!("{}={v}", a.name)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A cache size in KiB or MiB.
+fn kib(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+/// Said to the agents when the machine is busier than its cores: timings are then noisy, and
+/// the model should not chase differences inside the intervals.
+fn busy_note(load: Option<f64>, cores: usize) -> String {
+    match load {
+        Some(l) if l > cores as f64 => format!(
+            " The machine is busy now (load average {l:.1} on {cores} cores: other work shares it), so timings are noisy; trust only differences whose interval excludes 1.00."
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The machine in one line: cores, caches, SIMD, measured peaks, compile flags.
+pub fn machine_line(hw: &Hardware) -> String {
+    let caches = hw
+        .caches
+        .iter()
+        .filter(|c| c.kind != "Instruction")
+        .map(|c| format!("L{} {}", c.level, kib(c.bytes)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "{} ({} cores, caches {caches}, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32, memory bandwidth {:.1} GB/s (cache-resident {:.1} GB/s; both a triad a[i] = b[i] + s*c[i] on every core, stores counted once). Flags: -O3 -march=native -fopenmp.",
+        hw.cpu,
+        hw.cores,
+        hw.vector_bits,
+        hw.simd.join(" "),
+        hw.peak_fp32_flops / 1e9,
+        hw.dram_bandwidth / 1e9,
+        hw.cache_bandwidth / 1e9
+    )
+}
+
+/// Per workload: latency against XLA, throughput and roofline; axes in the task's declaration
+/// order (as the profile and the task brief list them).
+pub fn timing_text(task: &Task, r: &EvalResult) -> String {
+    let Some(p) = &r.performance else {
+        return String::new();
+    };
+    p.workloads
+        .iter()
+        .map(|w| {
+            let axes = axes_text(task, &w.axes);
+            format!(
+                "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x), {:.1} GFLOP/s, {:.1} GB/s, {:.0}% of roofline (floor {:.3} ms)",
+                w.candidate.median_ms,
+                w.baseline.median_ms,
+                w.speedup,
+                w.gflops,
+                w.gbps,
+                w.roofline_fraction * 100.0,
+                w.floor_ms
+            )
+        })
+        .chain(std::iter::once(format!(
+            "- overall: {:.2}x vs XLA (geometric mean over {} workloads)",
+            p.speedup,
+            p.workloads.len()
+        )))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The failure of a judged candidate as the fixer needs it: its kind and the detail.
+pub fn failure(r: &EvalResult) -> (&'static str, String) {
+    let mut d = format!("status {}", r.status);
+    if let Some(reason) = &r.reason {
+        d.push_str(&format!(" ({reason})"));
+    }
+    // A compile error's detail is its first diagnostic, listed below with the others.
+    let diagnosed = r
+        .build
+        .as_ref()
+        .is_some_and(|b| b.diagnostics.iter().any(|x| x.severity.contains("error")));
+    if let Some(detail) = r
+        .detail
+        .as_ref()
+        .filter(|_| !(diagnosed && r.status == Status::CompileError))
+    {
+        d.push_str(&format!(": {detail}"));
+    }
+    d.push('\n');
+    let kind = match r.status {
+        Status::CompileError => "compile error",
+        Status::PolicyRejected => "policy violation",
+        Status::RuntimeError | Status::Timeout => "runtime failure",
+        _ => "wrong results",
+    };
+    for v in &r.policy {
+        d.push_str(&format!(
+            "{}:{}: `{}`: {}\n",
+            v.file, v.line, v.name, v.message
+        ));
+    }
+    if let Some(b) = &r.build {
+        // Errors, each with the notes the compiler put after it ("declared here", "in
+        // expansion of macro"...): the context a fix often needs.
+        let mut errors: Vec<String> = Vec::new();
+        let mut after_error = false;
+        for x in &b.diagnostics {
+            let keep = if x.severity.contains("error") {
+                after_error = true;
+                true
+            } else {
+                after_error &= x.severity.contains("note");
+                after_error
+            };
+            if keep && errors.len() < 30 {
+                errors.push(x.to_string());
+            }
+        }
+        if errors.is_empty() && r.status == Status::CompileError {
+            d.push_str(&tail(&b.log, 3000));
+        }
+        for e in errors {
+            d.push_str(&e);
+            d.push('\n');
+        }
+    }
+    if let Some(c) = &r.correctness {
+        d.push_str(&format!(
+            "max abs error {:.3e}, max rel error {:.3e}, {:.2}% of elements out of tolerance\n",
+            c.max_abs_error,
+            c.max_rel_error,
+            c.fraction_bad * 100.0
+        ));
+        if let Some(w) = &c.worst {
+            d.push_str(&format!(
+                "worst element: output `{}` index {:?} on workload {} (seed {}): got {}, expected {}\n",
+                w.output,
+                w.index,
+                w.workload,
+                w.seed,
+                w.got.map(|g| format!("{g:e}")).unwrap_or("-".into()),
+                w.expected.map(|g| format!("{g:e}")).unwrap_or("-".into())
+            ));
+        }
+    }
+    if matches!(r.status, Status::RuntimeError | Status::Timeout) && !r.log.is_empty() {
+        d.push_str(&format!(
+            "candidate output (tail):\n{}\n",
+            tail(&r.log, 1500)
+        ));
+    }
+    (kind, d)
+}
+
+/// The last `n` characters of a log.
+pub fn tail(s: &str, n: usize) -> String {
+    let start = s.char_indices().rev().nth(n).map(|(i, _)| i).unwrap_or(0);
+    s[start..].to_string()
+}
+
+/// The first `n` lines of a text.
+pub fn first_lines(s: &str, n: usize) -> String {
+    s.lines().take(n).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::busy_note;
+
+    #[test]
+    fn a_busy_machine_is_said_only_when_busier_than_its_cores() {
+        assert!(busy_note(Some(3.4), 2).contains("load average 3.4 on 2 cores"));
+        assert_eq!(busy_note(Some(1.5), 2), "");
+        assert_eq!(busy_note(None, 2), "");
+    }
+}

@@ -1,0 +1,754 @@
+//! The real [`Expander`]: one node is a short agent session with a fresh context (plan →
+//! implement → judge → fix, `inner_iterations` times, keeping its best candidate), built from
+//! the parent's code, the lineage, the hint and any inspirations; never from a growing chat.
+//!
+//! Safe to call from several threads at once: each expansion opens its own store connection
+//! (WAL) and takes a judge from a pool. Every LLM call is journaled by (run, node, index in
+//! node), so a node expanded again after `kill -9` replays the calls it already paid for. A
+//! candidate whose normalized code was already judged (in this run, or in an earlier run on the
+//! same machine and task) is not judged again: its evaluation is reused and the node is marked
+//! a duplicate.
+
+use super::brief::{failure, first_lines, roofline_text, task_brief, timing_text};
+use crate::dedup::{norm_hash, DedupIndex, FirstSeen};
+use crate::events::{Event, EventSink};
+use crate::node::{ExpandError, Expanded, Expander, Expansion, NodeId, NodeOutcome, Spend};
+use anyhow::anyhow;
+use ksmith_agents::edit::{self, Change};
+use ksmith_agents::{parse_plan, Plan, Prompts, Rendered, Role};
+use ksmith_judge::{EvalResult, Judge, Status};
+use ksmith_llm::{ModelSpec, Provider, Request};
+use ksmith_store::{CallRow, DedupHit, Store};
+use ksmith_task::{Language, Solution, Task};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Makes a judge when the pool has none free (the CLI's builds one from its flags).
+pub type JudgeFactory = Box<dyn Fn() -> anyhow::Result<Judge> + Send + Sync>;
+
+/// What every node's session of one run shares.
+#[derive(Debug, Clone)]
+pub struct ExpanderSettings {
+    /// The run (its `runs` row must exist: calls are journaled under it).
+    pub run: String,
+    /// The store's root directory (`.ksmith`).
+    pub store_dir: PathBuf,
+    /// The task directory.
+    pub task_dir: PathBuf,
+    /// `provider:model`.
+    pub model: String,
+    /// The run's starting solution (None: the first nodes write a kernel from the task alone).
+    pub start: Option<PathBuf>,
+    /// Fix attempts per candidate in each inner round.
+    pub fix_attempts: u32,
+    /// Directory of prompt templates overriding the built-in ones.
+    pub prompts: Option<PathBuf>,
+}
+
+/// The file every candidate edits and what it keeps from the run's start.
+#[derive(Debug, Clone)]
+struct Base {
+    file: String,
+    entry: String,
+    language: Language,
+    flags: Vec<String>,
+    source: String,
+}
+
+/// Grows nodes with short agent sessions.
+pub struct AgentExpander {
+    settings: ExpanderSettings,
+    task: Task,
+    base: Base,
+    prompts: Prompts,
+    spec: ModelSpec,
+    config: ksmith_llm::Config,
+    price: Option<ksmith_llm::Price>,
+    judges: Mutex<Vec<Judge>>,
+    make_judge: JudgeFactory,
+    dedup: Arc<DedupIndex>,
+    /// The run's next call seq (calls of parallel nodes interleave; each gets its own).
+    next_seq: AtomicU64,
+}
+
+/// A candidate with its judgement.
+#[derive(Clone)]
+struct Candidate {
+    plan: Plan,
+    source: String,
+    norm_hash: String,
+    duplicate_of: Option<NodeId>,
+    result: EvalResult,
+    eval_id: i64,
+}
+
+impl Candidate {
+    fn speedup(&self) -> Option<f64> {
+        (self.result.status == Status::Passed)
+            .then(|| self.result.performance.as_ref().map(|p| p.speedup))
+            .flatten()
+    }
+
+    fn outcome_text(&self) -> String {
+        let r = &self.result;
+        match (r.status, self.speedup()) {
+            (Status::Passed, Some(x)) => format!("passed, {x:.2}x vs XLA"),
+            (st, _) => match &r.reason {
+                Some(reason) => format!("{st} ({reason})"),
+                None => st.to_string(),
+            },
+        }
+    }
+
+    fn outcome(&self) -> NodeOutcome {
+        let perf = self.result.performance.as_ref();
+        let passed = self.result.status == Status::Passed;
+        NodeOutcome {
+            status: Some(self.result.status),
+            speedup: self.speedup(),
+            interval: perf.filter(|_| passed).map(|p| p.speedup_interval),
+            roofline_fraction: perf.filter(|_| passed).map(|p| p.roofline_fraction),
+            eval_id: Some(self.eval_id),
+        }
+    }
+}
+
+/// One expansion's working state.
+struct NodeCx<'a> {
+    req: &'a Expansion,
+    events: &'a dyn EventSink,
+    store: Store,
+    /// This node's journaled calls: (index in node, call).
+    journal: Vec<(u64, CallRow)>,
+    next_idx: u64,
+    provider: Option<Box<dyn Provider>>,
+    spend: Spend,
+    judge: Judge,
+}
+
+impl NodeCx<'_> {
+    fn say(&self, message: String) {
+        self.events.emit(Event::Progress {
+            node: Some(self.req.node),
+            message,
+        });
+    }
+}
+
+fn failed(e: impl Into<anyhow::Error>) -> ExpandError {
+    ExpandError::Failed(e.into())
+}
+
+impl AgentExpander {
+    /// Checks the model, task, templates and starting solution; nothing is called or judged.
+    pub fn new(
+        settings: ExpanderSettings,
+        make_judge: JudgeFactory,
+    ) -> Result<AgentExpander, ExpandError> {
+        let input = |e: anyhow::Error| ExpandError::Input(e);
+        let task = Task::load(&settings.task_dir).map_err(|p| {
+            input(anyhow!(
+                "invalid task {}:\n{p}",
+                settings.task_dir.display()
+            ))
+        })?;
+        let spec = ModelSpec::parse(&settings.model).map_err(|e| input(anyhow!("--model: {e}")))?;
+        let config = ksmith_llm::Config::discover().map_err(|e| input(e.into()))?;
+        ksmith_llm::preflight(&spec, &config)
+            .map_err(|e| input(anyhow!("model {}: {e}", settings.model)))?;
+        let price = config.price(&spec);
+        let prompts = Prompts::load(settings.prompts.as_deref()).map_err(|e| input(e.into()))?;
+        let base = match &settings.start {
+            Some(path) => {
+                let sol = Solution::load(path, &task).map_err(|e| {
+                    input(anyhow!(
+                        "invalid starting solution {}:\n{e}",
+                        path.display()
+                    ))
+                })?;
+                let [(file, source)] = sol.sources.as_slice() else {
+                    return Err(input(anyhow!(
+                        "agent sessions edit one source file; {} has {}",
+                        path.display(),
+                        sol.sources.len()
+                    )));
+                };
+                Base {
+                    file: file.clone(),
+                    entry: sol.entry_point.clone(),
+                    language: sol.language,
+                    flags: sol.flags.clone(),
+                    source: source.clone(),
+                }
+            }
+            None => Base {
+                file: "kernel.c".into(),
+                entry: task.name.clone(),
+                language: Language::C,
+                flags: Vec::new(),
+                source: super::skeleton(&task),
+            },
+        };
+        let store = Store::open(&settings.store_dir).map_err(failed)?;
+        let next = store.next_call_seq(&settings.run).map_err(failed)?;
+        Ok(AgentExpander {
+            settings,
+            task,
+            base,
+            prompts,
+            spec,
+            config,
+            price,
+            judges: Mutex::new(Vec::new()),
+            make_judge,
+            dedup: Arc::new(DedupIndex::new()),
+            next_seq: AtomicU64::new(next),
+        })
+    }
+
+    /// Shares an in-run dedup index (the engine's, when it keeps one across expanders).
+    pub fn with_dedup(mut self, index: Arc<DedupIndex>) -> AgentExpander {
+        self.dedup = index;
+        self
+    }
+
+    /// The in-run dedup index.
+    pub fn dedup(&self) -> &Arc<DedupIndex> {
+        &self.dedup
+    }
+
+    fn take_judge(&self) -> Result<Judge, ExpandError> {
+        let free = self.judges.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match free {
+            Some(j) => Ok(j),
+            None => (self.make_judge)().map_err(ExpandError::Failed),
+        }
+    }
+
+    fn put_judge(&self, judge: Judge) {
+        self.judges
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(judge);
+    }
+
+    /// One LLM call: replayed from the node's journal when it was already made, else asked of
+    /// the provider and journaled (failures too, so a retry takes the same run seq).
+    fn call(
+        &self,
+        cx: &mut NodeCx,
+        role: Role,
+        step: &str,
+        prompt: &Rendered,
+    ) -> Result<String, ExpandError> {
+        let idx = cx.next_idx;
+        let stored = cx
+            .journal
+            .iter()
+            .find(|(i, _)| *i == idx)
+            .map(|(_, c)| c.clone());
+        if let Some(c) = stored.as_ref().filter(|c| c.error.is_none()) {
+            if c.role != role.name() {
+                return Err(failed(anyhow!(
+                    "run {} node {}: journal diverged at call {idx} (stored {}, now {}); it cannot be replayed safely",
+                    self.settings.run,
+                    cx.req.node,
+                    c.role,
+                    role.name()
+                )));
+            }
+            cx.next_idx += 1;
+            cx.spend.calls += 1;
+            cx.spend.tokens += c.tokens_in + c.tokens_out;
+            cx.spend.cost += c.cost;
+            cx.say(format!(
+                "{step}: {} reply replayed from the journal",
+                role.name()
+            ));
+            return Ok(c.reply.clone());
+        }
+        let seq = stored
+            .map(|c| c.seq)
+            .unwrap_or_else(|| self.next_seq.fetch_add(1, Ordering::SeqCst));
+        if cx.provider.is_none() {
+            cx.provider = Some(ksmith_llm::open(&self.spec, &self.config).map_err(failed)?);
+        }
+        let provider = cx
+            .provider
+            .as_mut()
+            .ok_or_else(|| failed(anyhow!("no provider")))?;
+        let req = Request {
+            role: role.name().to_string(),
+            seq,
+            system: prompt.system.clone(),
+            prompt: prompt.user.clone(),
+            max_tokens: role.max_tokens(),
+            temperature: None,
+        };
+        cx.events.emit(Event::Progress {
+            node: Some(cx.req.node),
+            message: format!(
+                "{step}: asking the {} ({})",
+                role.name(),
+                self.settings.model
+            ),
+        });
+        let started = Instant::now();
+        let result = provider.complete(&req);
+        let mut row = CallRow {
+            seq,
+            created_at: String::new(),
+            role: role.name().into(),
+            step: step.into(),
+            model: self.settings.model.clone(),
+            system: req.system.clone(),
+            prompt: req.prompt.clone(),
+            reply: String::new(),
+            error: None,
+            tokens_in: 0,
+            tokens_out: 0,
+            estimated: true,
+            cost: 0.0,
+            latency_ms: started.elapsed().as_secs_f64() * 1e3,
+            attempts: 1,
+        };
+        match result {
+            Ok(r) => {
+                row.reply = r.text.clone();
+                row.tokens_in = r.tokens_in;
+                row.tokens_out = r.tokens_out;
+                row.estimated = r.tokens_estimated;
+                row.cost = self
+                    .price
+                    .map(|p| p.cost(r.tokens_in, r.tokens_out))
+                    .unwrap_or(0.0);
+                row.latency_ms = r.latency.as_secs_f64() * 1e3;
+                row.attempts = r.attempts;
+                cx.store
+                    .record_node_call(&self.settings.run, cx.req.node.0, idx, &row)
+                    .map_err(failed)?;
+                cx.next_idx += 1;
+                cx.spend.calls += 1;
+                cx.spend.tokens += r.tokens_in + r.tokens_out;
+                cx.spend.cost += row.cost;
+                Ok(r.text)
+            }
+            Err(e) => {
+                row.error = Some(e.to_string());
+                cx.store
+                    .record_node_call(&self.settings.run, cx.req.node.0, idx, &row)
+                    .map_err(failed)?;
+                Err(failed(anyhow!("{step}: {} call failed: {e}", role.name())))
+            }
+        }
+    }
+
+    /// Renders, calls and parses, re-asking with the parse error up to `retries` times.
+    /// `Ok(Err(msg))`: the model never gave a usable answer.
+    #[allow(clippy::too_many_arguments)]
+    fn ask<T>(
+        &self,
+        cx: &mut NodeCx,
+        role: Role,
+        step: &str,
+        mut vars: Value,
+        retries: u32,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Result<T, String>, ExpandError> {
+        let mut last_err = String::new();
+        for attempt in 0..=retries {
+            if attempt > 0 {
+                vars["retry"] = Value::String(last_err.clone());
+            }
+            let prompt = self.prompts.render(role, &vars).map_err(failed)?;
+            let reply = self.call(cx, role, step, &prompt)?;
+            match parse(&reply) {
+                Ok(v) => return Ok(Ok(v)),
+                Err(e) => {
+                    cx.say(format!(
+                        "{step}: unusable {} reply: {}",
+                        role.name(),
+                        e.lines().next().unwrap_or("")
+                    ));
+                    last_err = e;
+                }
+            }
+        }
+        Ok(Err(last_err))
+    }
+
+    /// Judges a candidate unless its normalized code was judged before (then reuses that
+    /// evaluation and names the node that first had it).
+    fn judge_candidate(
+        &self,
+        cx: &mut NodeCx,
+        plan: &Plan,
+        source: String,
+    ) -> Result<Candidate, ExpandError> {
+        let norm = norm_hash(&source, self.base.language);
+        let fingerprint = cx.judge.environment().map_err(failed)?.fingerprint.clone();
+        let task_hash = self.task.content_hash.clone();
+        // Waits while another node of this run judges the same code.
+        let claimed = self.dedup.claim(&norm, cx.req.node);
+        let earlier = match claimed {
+            Some(f) => Some((self.settings.run.clone(), f.node, Some(f.eval_id))),
+            None => match cx.store.dedup_lookup(&fingerprint, &task_hash, &norm) {
+                Ok(hit) => hit.map(|h| (h.run, NodeId(h.node), h.eval_id)),
+                Err(e) => {
+                    self.dedup.release(&norm, cx.req.node);
+                    return Err(failed(e));
+                }
+            },
+        };
+        if let Some((run, node, Some(eval_id))) = earlier {
+            let stored = cx.store.get(eval_id).map_err(failed);
+            if claimed.is_none() {
+                // Found in the store, not judged here: nodes waiting on this claim look there.
+                self.dedup.release(&norm, cx.req.node);
+            }
+            if let Some(stored) = stored? {
+                // The same node judging its own code again (a re-expansion after a kill, or a
+                // fix that came back to an earlier version) is a reuse, not a duplicate.
+                let own = run == self.settings.run && node == cx.req.node;
+                if !own {
+                    let whose = if run == self.settings.run {
+                        format!("node {node}")
+                    } else {
+                        format!("node {node} of run {run}")
+                    };
+                    cx.say(format!(
+                        "duplicate of {whose} (same code up to comments and whitespace): evaluation {eval_id} reused, not judged again"
+                    ));
+                }
+                return Ok(Candidate {
+                    plan: plan.clone(),
+                    source,
+                    norm_hash: norm,
+                    duplicate_of: (!own).then_some(node),
+                    result: stored.result,
+                    eval_id,
+                });
+            }
+        }
+        let sol = Solution::from_source(
+            &format!("{}-{}", self.task.name, cx.req.node),
+            self.base.language,
+            &self.base.entry,
+            &self.base.file,
+            source.clone(),
+            self.base.flags.clone(),
+        );
+        let evaluated = evaluate(&mut cx.judge, &mut cx.store, &self.task, &sol);
+        if evaluated.is_err() {
+            self.dedup.release(&norm, cx.req.node);
+        }
+        let (eval_id, result, fresh) = evaluated?;
+        if fresh {
+            cx.spend.evaluations += 1;
+        }
+        self.dedup.insert(
+            &norm,
+            FirstSeen {
+                node: cx.req.node,
+                eval_id,
+            },
+        );
+        cx.store
+            .dedup_insert(
+                &fingerprint,
+                &task_hash,
+                &norm,
+                &DedupHit {
+                    run: self.settings.run.clone(),
+                    node: cx.req.node.0,
+                    eval_id: Some(eval_id),
+                },
+            )
+            .map_err(failed)?;
+        Ok(Candidate {
+            plan: plan.clone(),
+            source,
+            norm_hash: norm,
+            duplicate_of: None,
+            result,
+            eval_id,
+        })
+    }
+
+    /// The session: `inner_iterations` rounds of plan → implement → judge → fix.
+    fn session(&self, cx: &mut NodeCx) -> Result<Expanded, ExpandError> {
+        let req = cx.req;
+        let task_now = Task::load(&self.task.dir).map_err(|p| {
+            ExpandError::Input(anyhow!("invalid task {}:\n{p}", self.task.dir.display()))
+        })?;
+        if task_now.content_hash != self.task.content_hash {
+            return Err(ExpandError::Input(anyhow!(
+                "the tests of task {} changed during run {}; a run's tests are frozen at its start",
+                self.task.name,
+                self.settings.run
+            )));
+        }
+        let parent_source = req
+            .parent_source
+            .clone()
+            .unwrap_or_else(|| self.base.source.clone());
+        let parent_passed = req.parent.as_ref().is_some_and(|p| p.outcome.passed());
+        let brief = task_brief(&self.task, &self.base.entry, self.base.language);
+        let reference = std::fs::read_to_string(self.task.reference_path()).unwrap_or_default();
+        let machine = roofline_text(cx.judge.hardware());
+        let inspirations: Vec<Value> = req
+            .inspirations
+            .iter()
+            .map(|(n, src)| {
+                let perf = n
+                    .outcome
+                    .speedup
+                    .map_or_else(|| "not timed".to_string(), |x| format!("{x:.2}x vs XLA"));
+                json!({"label": format!("node {} ({}, {perf})", n.id, n.hint), "source": src})
+            })
+            .collect();
+        let mut history: Vec<String> = req.lineage.clone();
+        let mut best: Option<Candidate> = None;
+        let mut last: Option<Candidate> = None;
+        let mut plan_md = String::new();
+        let rounds = req.inner_iterations.max(1);
+        for round in 1..=rounds {
+            let current = best.as_ref().map_or(parent_source.as_str(), |b| &b.source);
+            let current_speedup = match &best {
+                Some(b) => b.speedup(),
+                None => req.parent.as_ref().and_then(|p| p.outcome.speedup),
+            };
+            let passing = best.is_some() || parent_passed;
+            let mut vars = json!({
+                "task": brief, "reference": reference, "roofline": machine,
+                "history": history, "iteration": round, "of": rounds,
+                "mode": if passing { "revision" } else { "new" },
+                "hint": {"name": req.hint.as_str(), "instruction": req.hint.instruction()},
+                "inspirations": inspirations,
+            });
+            vars["best"] = json!({
+                "iteration": req.parent.as_ref().map_or(0, |p| p.depth),
+                "file": self.base.file, "source": current,
+                "speedup": current_speedup.map_or("not passing".to_string(), |x| format!("{x:.2}x")),
+                "latency": "-",
+            });
+            if !passing {
+                vars["not_passing"] = json!(true);
+            }
+            if let Some(l) = &last {
+                vars["last"] = json!({"iteration": round - 1, "outcome": l.outcome_text(),
+                    "timing": timing_text(&self.task, &l.result)});
+            }
+            let step = format!("node {} round {round} plan", req.node);
+            let plan = match self.ask(cx, Role::Planner, &step, vars, 2, |r| {
+                parse_plan(r).map_err(|e| e.0)
+            })? {
+                Ok(p) => p,
+                Err(e) => {
+                    history.push(format!(
+                        "node {} round {round}: the planner gave no usable plan ({})",
+                        req.node,
+                        e.lines().next().unwrap_or("")
+                    ));
+                    continue;
+                }
+            };
+            plan_md = plan.markdown();
+            cx.say(format!("plan: {}", plan.headline()));
+            let impl_vars = json!({
+                "task": brief, "plan": plan_md, "file": self.base.file, "source": current,
+                "machine": machine, "snapshots": [],
+            });
+            let step = format!("node {} round {round} implement", req.node);
+            let file = self.base.file.clone();
+            let base_src = current.to_string();
+            let source = match self.ask(
+                cx,
+                Role::Implementer,
+                &step,
+                impl_vars,
+                self.settings.fix_attempts,
+                |r| code_from_reply(r, &file, &base_src),
+            )? {
+                Ok(s) => s,
+                Err(e) => {
+                    history.push(format!(
+                        "node {} round {round}: {} -> the implementer's code could not be applied ({})",
+                        req.node,
+                        plan.headline(),
+                        e.lines().next().unwrap_or("")
+                    ));
+                    continue;
+                }
+            };
+            let mut cand = self.judge_candidate(cx, &plan, source)?;
+            cx.say(format!(
+                "candidate: {} (evaluation {})",
+                cand.outcome_text(),
+                cand.eval_id
+            ));
+            let mut tried: Vec<String> = Vec::new();
+            while cand.speedup().is_none() && (tried.len() as u32) < self.settings.fix_attempts {
+                let (kind, detail) = failure(&cand.result);
+                let n = tried.len() + 1;
+                let vars = json!({
+                    "task": brief, "file": self.base.file, "source": cand.source,
+                    "failure": {"kind": kind, "detail": detail}, "attempts": tried,
+                });
+                let step = format!("node {} round {round} fix {n}", req.node);
+                let file = self.base.file.clone();
+                let src = cand.source.clone();
+                tried.push(format!("{kind}: {}", detail.lines().next().unwrap_or("")));
+                match self.ask(cx, Role::Fixer, &step, vars, 1, |r| {
+                    code_from_reply(r, &file, &src)
+                })? {
+                    Ok(fixed) => {
+                        cand = self.judge_candidate(cx, &plan, fixed)?;
+                        cx.say(format!(
+                            "after fix {n}: {} (evaluation {})",
+                            cand.outcome_text(),
+                            cand.eval_id
+                        ));
+                    }
+                    Err(_) => continue,
+                }
+            }
+            let dup = cand
+                .duplicate_of
+                .map(|n| format!(" (duplicate of node {n})"))
+                .unwrap_or_default();
+            history.push(format!(
+                "node {} round {round} ({}): {} -> {}{dup}",
+                req.node,
+                req.hint,
+                plan.headline(),
+                first_lines(&cand.outcome_text(), 1)
+            ));
+            let better = match (cand.speedup(), best.as_ref().and_then(|b| b.speedup())) {
+                (Some(x), Some(b)) => x > b,
+                (Some(_), None) => true,
+                _ => false,
+            };
+            if better {
+                best = Some(cand.clone());
+            }
+            last = Some(cand);
+        }
+        let Some(chosen) = best.or(last) else {
+            return Ok(Expanded {
+                plan: plan_md,
+                ..Expanded::default()
+            });
+        };
+        let code_hash = cx
+            .store
+            .put_artifact(chosen.source.as_bytes())
+            .map_err(failed)?;
+        Ok(Expanded {
+            plan: chosen.plan.markdown(),
+            outcome: chosen.outcome(),
+            source: Some(chosen.source),
+            code_hash: Some(code_hash),
+            norm_hash: Some(chosen.norm_hash),
+            duplicate_of: chosen.duplicate_of,
+            spend: Spend::default(),
+        })
+    }
+}
+
+impl Expander for AgentExpander {
+    fn expand(&self, req: &Expansion, events: &dyn EventSink) -> Result<Expanded, ExpandError> {
+        let started = Instant::now();
+        let store = Store::open(&self.settings.store_dir).map_err(failed)?;
+        let journal = store
+            .node_calls(&self.settings.run, req.node.0)
+            .map_err(failed)?;
+        let judge = self.take_judge()?;
+        let mut cx = NodeCx {
+            req,
+            events,
+            store,
+            journal,
+            next_idx: 0,
+            provider: None,
+            spend: Spend::default(),
+            judge,
+        };
+        let out = self.session(&mut cx);
+        let NodeCx {
+            judge, mut spend, ..
+        } = cx;
+        self.put_judge(judge);
+        let mut out = out?;
+        spend.wall_s = started.elapsed().as_secs_f64();
+        out.spend = spend;
+        Ok(out)
+    }
+}
+
+/// Finds a stored evaluation of identical code and settings, else judges and records one;
+/// the bool says whether it was judged now.
+fn evaluate(
+    judge: &mut Judge,
+    store: &mut Store,
+    task: &Task,
+    sol: &Solution,
+) -> Result<(i64, EvalResult, bool), ExpandError> {
+    let e = crate::Evaluator::new(judge, store)
+        .evaluate(task, sol, &crate::Purpose::Plain)
+        .map_err(failed)?;
+    Ok((e.id, e.result, !e.reused))
+}
+
+/// New source from a code reply, or the feedback that goes back to the model (only `file`
+/// may change: the tests are frozen).
+fn code_from_reply(reply: &str, file: &str, base: &str) -> Result<String, String> {
+    let change = edit::parse_change(reply).map_err(|e| match e {
+        edit::ParseError::Empty => "the reply was empty".to_string(),
+        edit::ParseError::NoCode => format!("the reply had neither SEARCH/REPLACE blocks nor a fenced code block with the complete `{file}`"),
+        other => format!("the reply could not be parsed: {other}"),
+    })?;
+    for f in change.files().into_iter().flatten() {
+        let name = std::path::Path::new(f.trim())
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if name != file {
+            return Err(format!(
+                "REFUSED: `{f}` is frozen. The task definition, tolerances, workloads, reference and tests cannot be changed by any agent; only `{file}` may be edited. Nothing was applied."
+            ));
+        }
+    }
+    match change {
+        Change::Full { text, .. } => Ok(text),
+        Change::Edits(edits) => edit::apply_edits(base, &edits).map_err(|e| e.feedback()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn the_expander_can_be_shared_by_threads() {
+        assert_send_sync::<AgentExpander>();
+    }
+
+    #[test]
+    fn only_the_kernel_file_may_change() {
+        let e = code_from_reply(
+            "task.toml\n<<<<<<< SEARCH\natol = 1e-6\n=======\natol = 1.0\n>>>>>>> REPLACE\n",
+            "kernel.c",
+            "int a;\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("REFUSED: `task.toml` is frozen"), "{e}");
+        let ok = code_from_reply("kernel.c\n```c\nint b;\n```\n", "kernel.c", "int a;\n").unwrap();
+        assert_eq!(ok, "int b;\n");
+    }
+}
