@@ -17,8 +17,8 @@ mod optimize;
 mod progress;
 mod report;
 mod results;
-mod search;
 mod run_report;
+mod search;
 mod tune;
 
 use anyhow::{anyhow, Context, Result};
@@ -554,6 +554,7 @@ fn read_only(store_dir: &Path) -> Exit {
 }
 
 /// What every command needs to build a judge or open the store.
+#[derive(Clone)]
 pub(crate) struct Ctx {
     store_dir: PathBuf,
     python: Option<PathBuf>,

@@ -8,15 +8,18 @@ use crate::agent::BudgetArgs;
 use crate::optimize::OptimizeArgs;
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
+use ksmith_search::agent::state::FrozenJudge;
+use ksmith_search::agent::{AgentExpander, AgentFinalizer, ExpanderSettings, JudgeFactory};
 use ksmith_search::engine::{parse_state, SearchState};
 use ksmith_search::sim::{self, Pool, SimExpander, SimFinalizer};
 use ksmith_search::{
-    Budget, Event, EventSink, Expander, Finalizer, Node, NodeState, Search, SearchSettings,
-    StopReason, StorePersist, StrategyKind, StrategySettings,
+    Budget, Event, EventSink, ExpandError, Expander, Finalizer, Node, NodeState, Search,
+    SearchSettings, StopReason, StorePersist, StrategyKind, StrategySettings,
 };
 use ksmith_store::{RunRow, RunStatus, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Search flags of `optimize` (with a search `--strategy`).
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -89,6 +92,25 @@ struct SearchRunOptions {
     model: String,
     /// The task's name (the pool's task).
     task: String,
+    /// The starting solution of an agent search (None: the first node writes a kernel).
+    #[serde(default)]
+    start: Option<PathBuf>,
+    /// Fix attempts per candidate in a node's session.
+    #[serde(default = "default_fix_attempts")]
+    fix_attempts: u32,
+    /// Prompt template overrides.
+    #[serde(default)]
+    prompts: Option<PathBuf>,
+    /// Judge settings frozen with the run (None: a simulated search).
+    #[serde(default)]
+    judge: Option<FrozenJudge>,
+    /// Where the winner is written (default STORE/optimized/TASK).
+    #[serde(default)]
+    out: Option<PathBuf>,
+}
+
+fn default_fix_attempts() -> u32 {
+    3
 }
 
 /// The search strategy an `optimize` asks for, if it asks for a search: a search strategy
@@ -230,28 +252,76 @@ fn strategy_settings(kind: StrategyKind, f: &SearchFlags) -> Result<StrategySett
 
 /// The expander and finalizer a model spelling stands for.
 struct Chosen {
-    expander: Box<dyn Expander>,
+    expander: Arc<dyn Expander>,
     finalizer: Box<dyn Finalizer>,
+    /// The agent expander, to write the winner with (None in simulation).
+    agent: Option<Arc<AgentExpander>>,
+}
+
+/// A judge factory for the expander's threads: the CLI's judge with the run's frozen settings.
+fn judge_factory(ctx: &Ctx, opts: crate::JudgeOpts) -> JudgeFactory {
+    let ctx = ctx.clone();
+    Box::new(move || ctx.judge(&opts).map_err(|e| e.1))
 }
 
 /// THE place an expander is chosen from a model spelling: `sim:POOL.json` is the simulator;
-/// every other model waits for the agent expander.
-fn expander_for(model: &str, task: &str) -> Result<Chosen, Exit> {
+/// every other model is an LLM agent growing each node with a short session.
+fn expander_for(
+    ctx: &Ctx,
+    opts: &SearchRunOptions,
+    run: &str,
+    task_dir: &Path,
+) -> Result<Chosen, Exit> {
+    let model = opts.model.as_str();
     if let Some(path) = model.strip_prefix("sim:") {
         let p = Path::new(path);
         let pool = Pool::load(p).map_err(input)?;
         let t = pool
-            .task(task, &p.display().to_string())
+            .task(&opts.task, &p.display().to_string())
             .map_err(input)?
             .clone();
         return Ok(Chosen {
-            expander: Box::new(SimExpander::new(&pool, &t)),
+            expander: Arc::new(SimExpander::new(&pool, &t)),
             finalizer: Box::new(SimFinalizer { seed: 0 }),
+            agent: None,
         });
     }
-    Err(input(anyhow!(
-        "--model {model}: graph search with an LLM agent is not wired yet; use --model sim:POOL.json (a simulated pool, docs/search.md), or drop the search --strategy for the agent loop"
-    )))
+    let frozen = opts.judge.clone().ok_or_else(|| {
+        env_err(anyhow!(
+            "run {run}: an agent search without stored judge settings"
+        ))
+    })?;
+    let judged = crate::agent::judge_opts(&frozen);
+    let settings = ExpanderSettings {
+        run: run.to_string(),
+        store_dir: ctx.store_dir.clone(),
+        task_dir: task_dir.to_path_buf(),
+        model: opts.model.clone(),
+        start: opts.start.clone(),
+        fix_attempts: opts.fix_attempts,
+        prompts: opts.prompts.clone(),
+    };
+    let agent = Arc::new(
+        AgentExpander::new(settings, judge_factory(ctx, judged.clone())).map_err(expand_err)?,
+    );
+    let mut fresh = judged;
+    fresh.fresh_seeds = true;
+    Ok(Chosen {
+        expander: agent.clone(),
+        finalizer: Box::new(AgentFinalizer {
+            expander: agent.clone(),
+            fresh_judge: judge_factory(ctx, fresh),
+            store_dir: ctx.store_dir.clone(),
+        }),
+        agent: Some(agent),
+    })
+}
+
+fn expand_err(e: ExpandError) -> Exit {
+    match e {
+        ExpandError::Input(e) => input(e),
+        e => env_err(e),
+    }
 }
 
 /// Budget from the flags; a search without any limit gets 20 nodes.
@@ -331,16 +401,34 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         ),
         None => model,
     };
-    let chosen = expander_for(&model, &task.name)?;
-    let search = Search::new(settings.clone()).map_err(input)?;
-    let mut store = ctx.store()?;
+    let agent_search = !model.starts_with("sim:");
+    let start_from = match (&args.from, agent_search) {
+        (Some(p), _) => Some(std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+        (None, true) => ["seed", "naive", "fast"]
+            .iter()
+            .find_map(|n| ksmith_task::Solution::find(&task.dir, n)),
+        (None, false) => None,
+    };
     let options = SearchRunOptions {
-        settings,
+        settings: settings.clone(),
         model: model.clone(),
         task: task.name.clone(),
+        start: start_from,
+        fix_attempts: args.agent.fix_attempts,
+        prompts: args.agent.prompts.clone(),
+        judge: agent_search.then(|| FrozenJudge {
+            timeout: args.opts.timeout,
+            seeds: args.opts.seeds,
+            min_time_ms: args.opts.min_time_ms,
+        }),
+        out: args.out.clone(),
     };
+    let run_id = new_run_id();
+    let chosen = expander_for(ctx, &options, &run_id, &task.dir)?;
+    let search = Search::new(settings.clone()).map_err(input)?;
+    let mut store = ctx.store()?;
     let mut run = RunRow {
-        id: new_run_id(),
+        id: run_id,
         created_at: String::new(),
         updated_at: String::new(),
         task_dir: std::path::absolute(&task.dir)
@@ -367,7 +455,7 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         run.model,
         run.id
     );
-    drive(&mut store, &mut run, search, &chosen)
+    drive(ctx, &mut store, &mut run, search, &chosen)
 }
 
 /// Whether a stored run is a search run (an unknown id is left to the agent's resume).
@@ -426,7 +514,7 @@ pub(crate) fn resume(
             run.stop_reason.as_deref().unwrap_or("done")
         )));
     }
-    let chosen = expander_for(&opts.model, &opts.task)?;
+    let chosen = expander_for(ctx, &opts, id, Path::new(&run.task_dir))?;
     let in_flight = search
         .state
         .batch
@@ -440,7 +528,7 @@ pub(crate) fn resume(
     run.status = RunStatus::Running;
     run.stop_reason = None;
     store.update_run(&run).map_err(env_err)?;
-    drive(&mut store, &mut run, search, &chosen)
+    drive(ctx, &mut store, &mut run, search, &chosen)
 }
 
 /// Prints the engine's events.
@@ -483,6 +571,7 @@ fn node_line(n: &Node) -> String {
 }
 
 fn drive(
+    ctx: &Ctx,
     store: &mut Store,
     run: &mut RunRow,
     mut search: Search,
@@ -550,12 +639,48 @@ fn drive(
         _ => say!("best: no correct node"),
     }
     if let Some(w) = winner {
-        say!("winner (re-timed among the finalists): {w}");
+        say!("winner (re-checked on fresh seeds, re-timed among the finalists): {w}");
+        if let Some(agent) = &chosen.agent {
+            write_winner(ctx, store, run, agent, &r.nodes, w)?;
+        }
+    }
+    if chosen.agent.is_some() {
+        match ksmith_search::memory::harvest_on_finish(store, &id) {
+            Ok(line) => note!("ksmith: {line}"),
+            Err(e) => note!("ksmith: warning: memory not harvested: {e}"),
+        }
     }
     Ok(match r.stop {
         StopReason::ExpanderFailed { .. } => crate::EXIT_FAILED,
         _ => 0,
     })
+}
+
+/// Writes the winning node as a solution directory (solution.toml + source).
+fn write_winner(
+    ctx: &Ctx,
+    store: &mut Store,
+    run: &mut RunRow,
+    agent: &AgentExpander,
+    nodes: &[Node],
+    w: ksmith_search::NodeId,
+) -> Result<(), Exit> {
+    let Some(hash) = nodes.get(w.0 as usize).and_then(|n| n.code_hash.clone()) else {
+        return Ok(());
+    };
+    let opts: SearchRunOptions = serde_json::from_str(&run.options).map_err(env_err)?;
+    let source = String::from_utf8(store.artifact(&hash).map_err(env_err)?)
+        .map_err(|_| env_err(anyhow!("node {w}: stored code is not UTF-8")))?;
+    let out = opts
+        .out
+        .unwrap_or_else(|| ctx.store_dir.join("optimized").join(&run.task));
+    let sol = agent.candidate(w, source);
+    crate::tune::write_solution(&sol, &out, "", "")
+        .map_err(|e| env_err(anyhow!("writing {}: {e}", out.display())))?;
+    run.out_dir = Some(out.display().to_string());
+    store.update_run(run).map_err(env_err)?;
+    say!("wrote {}", out.display());
+    Ok(())
 }
 
 /// Arguments of `ksmith simulate`.

@@ -300,7 +300,7 @@ fn a_hinted_node_replays_its_journal_and_a_duplicate_is_not_judged_again() {
     assert_eq!(n1.spend.calls, 2);
     assert_eq!(evaluations(&store), evals, "no evaluation row was added");
     let said = lines.0.lock().unwrap().join("\n");
-    assert!(said.contains("duplicate of node n0"), "{said}");
+    assert!(said.contains("same code as node n0"), "{said}");
     drop(x);
 
     // 4. A later run on the same machine and task: the store's index finds it.
@@ -325,8 +325,10 @@ fn a_hinted_node_replays_its_journal_and_a_duplicate_is_not_judged_again() {
         Err(e) => panic!("run 2 node 0: {e}"),
     };
     let said = lines.0.lock().unwrap().join("\n");
-    assert_eq!(m0.duplicate_of, Some(NodeId(0)), "{said}");
+    // New to this run (not a duplicate node), but not judged again: the earlier verdict.
+    assert_eq!(m0.duplicate_of, None, "{said}");
     assert!(said.contains(&format!("of run {run}")), "{said}");
+    assert_eq!(m0.spend.evaluations, 0);
     assert_eq!(m0.outcome.eval_id, n0.outcome.eval_id);
     assert_eq!(evaluations(&store), evals);
 }

@@ -338,5 +338,10 @@ pub(super) fn finalize(
         out.display()
     );
     s.run.out_dir = Some(out.display().to_string());
+    // What this run learned goes to the cross-run memory (advice for other tasks' planners).
+    match ksmith_search::memory::harvest_on_finish(&s.store, &s.run.id) {
+        Ok(line) => note!("ksmith: {line}"),
+        Err(e) => note!("ksmith: warning: memory not harvested: {e}"),
+    }
     Ok((status, Some(why), 0))
 }

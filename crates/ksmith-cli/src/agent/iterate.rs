@@ -227,6 +227,29 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     }
 }
 
+/// Cross-run memory for this iteration's planner (entries from other tasks, best first); the
+/// exposure is recorded so win rates are measured. Memory is advice: a failure here only warns.
+fn memory_for(s: &mut Session, st: &mut State, it: u32) -> Vec<Value> {
+    use ksmith_search::memory;
+    let fingerprint = match st.judge.environment() {
+        Ok(env) => env.fingerprint.clone(),
+        Err(_) => return Vec::new(),
+    };
+    let info = memory::TaskInfo::of(&st.task);
+    let Ok(entries) = memory::for_task(&s.store, &info, &fingerprint, 3) else {
+        return Vec::new();
+    };
+    let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
+    if !ids.is_empty() {
+        if let Err(e) =
+            memory::record_exposure(&mut s.store, &s.run.id, memory::Step::Iteration(it), &ids)
+        {
+            note!("ksmith:   warning: memory exposure not recorded: {e}");
+        }
+    }
+    entries.iter().map(|e| e.prompt_view()).collect()
+}
+
 /// The tests (task definition + reference) must be byte-identical to the run's start.
 fn check_frozen(s: &Session, task: &Task) -> Result<(), Halt> {
     if task.content_hash != s.run.tests_hash {
@@ -546,6 +569,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         st.last.as_ref().map(|l| l.profile.as_str()).unwrap_or("")
     );
     vars["knowledge"] = Value::Array(s.knowledge_for(&query, st.language.name()));
+    vars["memory"] = Value::Array(memory_for(s, st, it));
     let step = format!("iteration {it} plan");
     let plan: Plan = loop {
         let got = ask(s, st, Role::Planner, &step, vars.clone(), 2, |r| {

@@ -111,7 +111,7 @@ use ksmith_search::agent::state::RunMode;
 pub(crate) use ksmith_search::agent::state::{AgentSettings as RunOptions, FrozenJudge};
 
 /// The judge flags a run's frozen judge settings stand for.
-pub(super) fn judge_opts(f: &FrozenJudge) -> JudgeOpts {
+pub(crate) fn judge_opts(f: &FrozenJudge) -> JudgeOpts {
     let mut o = crate::default_opts();
     o.timeout = f.timeout;
     o.seeds = f.seeds;

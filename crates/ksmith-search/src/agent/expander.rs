@@ -12,6 +12,7 @@
 use super::brief::{failure, first_lines, roofline_text, task_brief, timing_text};
 use crate::dedup::{norm_hash, DedupIndex, FirstSeen};
 use crate::events::{Event, EventSink};
+use crate::hint::Hint;
 use crate::node::{ExpandError, Expanded, Expander, Expansion, NodeId, NodeOutcome, Spend};
 use anyhow::anyhow;
 use ksmith_agents::edit::{self, Change};
@@ -143,6 +144,23 @@ fn failed(e: impl Into<anyhow::Error>) -> ExpandError {
 }
 
 impl AgentExpander {
+    /// The task being optimized.
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    /// A node's code as a candidate: the start's file, entry point, language and flags.
+    pub fn candidate(&self, node: NodeId, source: String) -> Solution {
+        Solution::from_source(
+            &format!("{}-{}", self.task.name, node),
+            self.base.language,
+            &self.base.entry,
+            &self.base.file,
+            source,
+            self.base.flags.clone(),
+        )
+    }
+
     /// Checks the model, task, templates and starting solution; nothing is called or judged.
     pub fn new(
         settings: ExpanderSettings,
@@ -380,6 +398,30 @@ impl AgentExpander {
         Ok(Err(last_err))
     }
 
+    /// What earlier runs on other tasks learned (cross-run memory), as planner values; the
+    /// exposure is recorded so the entries' win rates are measured. A store without memory
+    /// gives none: memory is advice, never a reason to fail a node.
+    fn memory_for(&self, cx: &mut NodeCx) -> Vec<Value> {
+        let Ok(env) = cx.judge.environment() else {
+            return Vec::new();
+        };
+        let fingerprint = env.fingerprint.clone();
+        let info = crate::memory::TaskInfo::of(&self.task);
+        let Ok(entries) = crate::memory::for_task(&cx.store, &info, &fingerprint, 3) else {
+            return Vec::new();
+        };
+        let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
+        if !ids.is_empty() {
+            let step = crate::memory::Step::Node(cx.req.node);
+            if let Err(e) =
+                crate::memory::record_exposure(&mut cx.store, &self.settings.run, step, &ids)
+            {
+                cx.say(format!("memory exposure not recorded: {e}"));
+            }
+        }
+        entries.iter().map(|e| e.prompt_view()).collect()
+    }
+
     /// Judges a candidate unless its normalized code was judged before (then reuses that
     /// evaluation and names the node that first had it).
     fn judge_candidate(
@@ -420,27 +462,23 @@ impl AgentExpander {
                         format!("node {node} of run {run}")
                     };
                     cx.say(format!(
-                        "duplicate of {whose} (same code up to comments and whitespace): evaluation {eval_id} reused, not judged again"
+                        "same code as {whose} (up to comments and whitespace): evaluation {eval_id} reused, not judged again"
                     ));
                 }
                 return Ok(Candidate {
                     plan: plan.clone(),
                     source,
                     norm_hash: norm,
-                    duplicate_of: (!own).then_some(node),
+                    // Only a repeat within this run is a duplicate node (it cannot add to the
+                    // search); code first judged in an earlier run is new here and keeps its
+                    // verdict, reused without judging again.
+                    duplicate_of: (!own && run == self.settings.run).then_some(node),
                     result: stored.result,
                     eval_id,
                 });
             }
         }
-        let sol = Solution::from_source(
-            &format!("{}-{}", self.task.name, cx.req.node),
-            self.base.language,
-            &self.base.entry,
-            &self.base.file,
-            source.clone(),
-            self.base.flags.clone(),
-        );
+        let sol = self.candidate(cx.req.node, source.clone());
         let evaluated = evaluate(&mut cx.judge, &mut cx.store, &self.task, &sol);
         if evaluated.is_err() {
             self.dedup.release(&norm, cx.req.node);
@@ -491,6 +529,31 @@ impl AgentExpander {
                 self.settings.run
             )));
         }
+        // The engine's root (a first kernel asked for) in a run that has a starting solution is
+        // that solution, judged as it is: the search grows from its measured figures (no call).
+        if req.parent.is_none() && req.hint == Hint::FirstKernel && self.settings.start.is_some() {
+            let plan = Plan {
+                title: "the starting solution".into(),
+                strategy: "judged as given".into(),
+                expected_effect: String::new(),
+                expected_speedup: None,
+                risks: String::new(),
+            };
+            let cand = self.judge_candidate(cx, &plan, self.base.source.clone())?;
+            let code_hash = cx
+                .store
+                .put_artifact(cand.source.as_bytes())
+                .map_err(failed)?;
+            return Ok(Expanded {
+                plan: plan.markdown(),
+                outcome: cand.outcome(),
+                source: Some(cand.source),
+                code_hash: Some(code_hash),
+                norm_hash: Some(cand.norm_hash),
+                duplicate_of: cand.duplicate_of,
+                spend: Spend::default(),
+            });
+        }
         let parent_source = req
             .parent_source
             .clone()
@@ -510,6 +573,7 @@ impl AgentExpander {
                 json!({"label": format!("node {} ({}, {perf})", n.id, n.hint), "source": src})
             })
             .collect();
+        let memory = self.memory_for(cx);
         let mut history: Vec<String> = req.lineage.clone();
         let mut best: Option<Candidate> = None;
         let mut last: Option<Candidate> = None;
@@ -527,7 +591,7 @@ impl AgentExpander {
                 "history": history, "iteration": round, "of": rounds,
                 "mode": if passing { "revision" } else { "new" },
                 "hint": {"name": req.hint.as_str(), "instruction": req.hint.instruction()},
-                "inspirations": inspirations,
+                "inspirations": inspirations, "memory": memory,
             });
             vars["best"] = json!({
                 "iteration": req.parent.as_ref().map_or(0, |p| p.depth),

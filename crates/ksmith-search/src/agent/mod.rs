@@ -4,9 +4,11 @@
 
 pub mod brief;
 pub mod expander;
+pub mod finalizer;
 pub mod state;
 
 pub use expander::{AgentExpander, ExpanderSettings, JudgeFactory};
+pub use finalizer::AgentFinalizer;
 
 use ksmith_task::Task;
 

@@ -1,0 +1,264 @@
+//! Graph search with a real LLM-agent expander through the real binary: `optimize --strategy S
+//! --model command:...` on a starter task and a KSBench task, each node a short agent session
+//! judged by the real judge; the root is the starting solution; finalists re-checked on fresh
+//! seeds and re-timed together; the winner written; a search killed with SIGKILL resumes
+//! without repeating an LLM call or an evaluation.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+
+const WORKLOADS: &str = "[[workloads]]\naxes = { M = 64, N = 1000 }\n[workloads.inputs]\nx = { dist = \"normal\", mean = 0.0, std = 1.0 }\n";
+
+/// A `command:` model: the planner names the call, the implementer returns the start's kernel
+/// plus a function named after the call (distinct code per call, so nothing is a duplicate
+/// unless `dup_every` makes every such call return the same variant). `delay` seconds of sleep
+/// before each reply leave room to kill the search mid-node.
+fn model(dir: &Path, start: &Path, delay: u32, dup_every: u32) -> String {
+    let sh = format!(
+        "prompt=$(cat)\nsleep {delay}\nv=$KSMITH_CALL_SEQ\nif [ {dup_every} -gt 0 ] && [ $((v % {dup_every})) -eq 1 ]; then v=dup; fi\ncase \"$KSMITH_ROLE\" in\n  planner) printf '## Title\\nVariant %s\\n## Strategy\\nKeep the kernel, add a helper.\\n## Expected effect\\nabout 1.0x\\n## Risks\\nNone.\\n' \"$v\" ;;\n  *) printf 'kernel.c\\n```c\\n'; cat '{start}'; printf '\\nint ks_variant_%s(void) {{ return 1; }}\\n```\\n' \"$v\" ;;\nesac\n",
+        start = start.display()
+    );
+    let path = dir.join("model.sh");
+    std::fs::write(&path, sh).unwrap();
+    format!("command:sh {}", path.display())
+}
+
+fn db(store: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(store.join("ksmith.db")).unwrap()
+}
+
+fn run_id(out: &str) -> String {
+    out.split_whitespace()
+        .find(|w| w.starts_with("run-"))
+        .map(|w| w.trim_end_matches(':').to_string())
+        .unwrap_or_else(|| panic!("no run id in:\n{out}"))
+}
+
+fn one(store: &Path, sql: &str, run: &str) -> i64 {
+    db(store).query_row(sql, [run], |r| r.get(0)).unwrap()
+}
+
+/// Nodes as (id, parent, state, speedup).
+fn nodes(store: &Path, run: &str) -> Vec<(i64, Option<i64>, String, Option<f64>)> {
+    let c = db(store);
+    let mut st = c
+        .prepare("SELECT id, parent, state, speedup FROM search_nodes WHERE run = ?1 ORDER BY id")
+        .unwrap();
+    st.query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn softmax_setup(tmp: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let store = fresh_store(tmp);
+    let task = small_task("softmax", tmp, WORKLOADS);
+    let start = root().join("tasks/starter/softmax/solutions/naive");
+    (store, task, start)
+}
+
+#[test]
+fn every_strategy_grows_agent_nodes_judged_for_real_and_writes_a_rechecked_winner() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, task, start) = softmax_setup(tmp.path());
+    let m = model(tmp.path(), &start.join("kernel.c"), 0, 0);
+    for (strategy, extra) in [
+        (
+            "beam",
+            &["--width", "2", "--branches", "1", "--jobs", "2"][..],
+        ),
+        ("loop", &[][..]),
+        ("best-of-n", &[][..]),
+        ("parallel", &["--n", "2"][..]),
+        ("greedy", &[][..]),
+        ("evolve", &["--islands", "2"][..]),
+    ] {
+        let out_dir = tmp.path().join(format!("out-{strategy}"));
+        let mut args = vec![
+            "optimize",
+            task.to_str().unwrap(),
+            "--strategy",
+            strategy,
+            "--model",
+            &m,
+            "--from",
+            start.to_str().unwrap(),
+            "--max-nodes",
+            "3",
+            "--min-time-ms",
+            "20",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = ksmith(&store, &args);
+        let all = text(&o);
+        assert!(o.status.success(), "{strategy}:\n{all}");
+        let run = run_id(&all);
+        let ns = nodes(&store, &run);
+        assert_eq!(ns.len(), 3, "{strategy}: {ns:?}\n{all}");
+        // The root is the starting solution, judged as given: no call, passed and timed.
+        assert_eq!(ns[0].1, None, "{strategy}");
+        assert!(ns[0].3.is_some(), "{strategy}: the start passes: {ns:?}");
+        let root_calls = one(
+            &store,
+            "SELECT COUNT(*) FROM llm_calls WHERE run = ?1 AND node = 0",
+            &run,
+        );
+        assert_eq!(root_calls, 0, "{strategy}");
+        // Every other node: a planner and an implementer call journaled under its node, its
+        // own evaluation, passed (the kernel is the start's plus a helper function).
+        for n in &ns[1..] {
+            assert!(n.1.is_some(), "{strategy}: {n:?}");
+            assert_eq!(n.2, "done", "{strategy}: {n:?}\n{all}");
+            assert!(n.3.is_some(), "{strategy}: passed and timed: {n:?}");
+        }
+        let calls = one(
+            &store,
+            "SELECT COUNT(*) FROM llm_calls WHERE run = ?1 AND node IS NOT NULL AND error IS NULL",
+            &run,
+        );
+        assert_eq!(calls, 4, "{strategy}: two calls per grown node\n{all}");
+        let status: String = db(&store)
+            .query_row("SELECT status FROM runs WHERE id = ?1", [&run], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(status, "finished", "{strategy}");
+        assert!(
+            all.contains("winner (re-checked on fresh seeds"),
+            "{strategy}:\n{all}"
+        );
+        assert!(
+            out_dir.join("solution.toml").exists() && out_dir.join("kernel.c").exists(),
+            "{strategy}: the winner is written\n{all}"
+        );
+    }
+}
+
+#[test]
+fn a_ksbench_task_searched_greedily_from_its_seed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = root().join("tasks/ksbench/rmsnorm_llm");
+    let start = task.join("solutions/seed");
+    let m = model(tmp.path(), &start.join("kernel.c"), 0, 0);
+    let o = ksmith(
+        &store,
+        &[
+            "optimize",
+            task.to_str().unwrap(),
+            "--strategy",
+            "greedy",
+            "--model",
+            &m,
+            "--from",
+            start.to_str().unwrap(),
+            "--max-nodes",
+            "2",
+            "--min-time-ms",
+            "20",
+            "--out",
+            tmp.path().join("out").to_str().unwrap(),
+        ],
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let run = run_id(&all);
+    let ns = nodes(&store, &run);
+    assert_eq!(ns.len(), 2, "{ns:?}");
+    assert!(
+        ns.iter().all(|n| n.2 == "done" && n.3.is_some()),
+        "{ns:?}\n{all}"
+    );
+    assert_eq!(ns[1].1, Some(0));
+}
+
+#[test]
+fn a_killed_agent_search_resumes_without_repeating_calls_or_evaluations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, task, start) = softmax_setup(tmp.path());
+    // Every second implementer call returns the same variant: duplicates are not judged again.
+    let m = model(tmp.path(), &start.join("kernel.c"), 1, 4);
+    let args = [
+        "optimize",
+        task.to_str().unwrap(),
+        "--strategy",
+        "loop",
+        "--model",
+        &m,
+        "--from",
+        start.to_str().unwrap(),
+        "--max-nodes",
+        "5",
+        "--min-time-ms",
+        "20",
+    ];
+    // Killed once node 2's first call is stored (node 2 is then in flight).
+    let s2 = store.clone();
+    kill_9_when(
+        &store,
+        &args,
+        move || {
+            db(&s2)
+                .query_row("SELECT COUNT(*) FROM llm_calls WHERE node = 2", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .is_ok_and(|n| n > 0)
+        },
+        std::time::Duration::from_millis(200),
+    );
+    let run: String = db(&store)
+        .query_row("SELECT id FROM runs WHERE mode = 'search'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let before = nodes(&store, &run);
+    assert!(before.len() >= 2, "{before:?}");
+    let evals_before = one(
+        &store,
+        "SELECT COUNT(*) FROM evaluations WHERE ?1 = ?1",
+        &run,
+    );
+    let o = ksmith(&store, &["resume", &run]);
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let after = nodes(&store, &run);
+    assert_eq!(after.len(), 5, "{after:?}\n{all}");
+    // Finished nodes are unchanged.
+    for b in before.iter().filter(|b| b.2 != "expanding") {
+        assert!(after.contains(b), "{b:?} changed: {after:?}");
+    }
+    // No call was made twice: one row per (node, index in node), and the in-flight node's
+    // stored call was replayed (its planner call is still the only one at index 0).
+    let dup_calls = one(
+        &store,
+        "SELECT COUNT(*) FROM (SELECT node, node_seq FROM llm_calls WHERE run = ?1 AND error IS NULL GROUP BY node, node_seq HAVING COUNT(*) > 1)",
+        &run,
+    );
+    assert_eq!(dup_calls, 0);
+    // No evaluation twice: every evaluation key is distinct, and the duplicate variant was
+    // judged once.
+    let dup_evals = one(
+        &store,
+        "SELECT COUNT(*) FROM (SELECT eval_key FROM evaluations WHERE ?1 = ?1 GROUP BY eval_key HAVING COUNT(*) > 1)",
+        &run,
+    );
+    assert_eq!(dup_evals, 0);
+    let evals_after = one(
+        &store,
+        "SELECT COUNT(*) FROM evaluations WHERE ?1 = ?1",
+        &run,
+    );
+    assert!(
+        evals_after > evals_before,
+        "{evals_before} -> {evals_after}"
+    );
+    let dups: i64 = after.iter().filter(|n| n.2 == "duplicate").count() as i64;
+    assert!(
+        dups >= 1 || all.contains("duplicate of"),
+        "the repeated variant is reported as a duplicate: {after:?}\n{all}"
+    );
+}
