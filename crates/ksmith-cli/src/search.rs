@@ -286,7 +286,7 @@ fn expander_for(
             agent: None,
         });
     }
-    let frozen = opts.judge.clone().ok_or_else(|| {
+    let frozen = opts.judge.ok_or_else(|| {
         env_err(anyhow!(
             "run {run}: an agent search without stored judge settings"
         ))
@@ -416,7 +416,7 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         start: start_from,
         fix_attempts: args.agent.fix_attempts,
         prompts: args.agent.prompts.clone(),
-        judge: agent_search.then(|| FrozenJudge {
+        judge: agent_search.then_some(FrozenJudge {
             timeout: args.opts.timeout,
             seeds: args.opts.seeds,
             min_time_ms: args.opts.min_time_ms,

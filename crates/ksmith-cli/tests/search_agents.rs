@@ -262,3 +262,62 @@ fn a_killed_agent_search_resumes_without_repeating_calls_or_evaluations() {
         "the repeated variant is reported as a duplicate: {after:?}\n{all}"
     );
 }
+
+#[test]
+fn a_scripted_search_runs_end_to_end_and_its_report_draws_the_real_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, task, start) = softmax_setup(tmp.path());
+    let kernel = std::fs::read_to_string(start.join("kernel.c")).unwrap();
+    // A scripted model answers by the run's call order: with one expansion at a time that is
+    // node 1's planner and implementer, then node 2's.
+    let mut script = String::new();
+    for v in ["a", "b"] {
+        script.push_str(&format!(
+            "[[reply]]\nrole = \"planner\"\ntext = '''\n## Title\nVariant {v}\n## Strategy\nKeep the kernel, add a helper.\n## Expected effect\nabout 1.0x\n## Risks\nNone.\n'''\n\n[[reply]]\nrole = \"implementer\"\ntext = '''\nkernel.c\n```c\n{kernel}\nint ks_scripted_{v}(void) {{ return 1; }}\n```\n'''\n\n"
+        ));
+    }
+    let path = tmp.path().join("script.toml");
+    std::fs::write(&path, script).unwrap();
+    let m = format!("scripted:{}", path.display());
+    let o = ksmith(
+        &store,
+        &[
+            "optimize",
+            task.to_str().unwrap(),
+            "--strategy",
+            "loop",
+            "--model",
+            &m,
+            "--from",
+            start.to_str().unwrap(),
+            "--max-nodes",
+            "3",
+            "--min-time-ms",
+            "20",
+        ],
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let run = run_id(&all);
+    let ns = nodes(&store, &run);
+    assert_eq!(ns.len(), 3, "{ns:?}");
+    assert!(ns.iter().all(|n| n.2 == "done" && n.3.is_some()), "{ns:?}");
+    assert!(
+        all.contains("memory: "),
+        "the run's end harvests memory:\n{all}"
+    );
+    // The HTML report of this real search: every node drawn, the charts, no external URL.
+    let html = tmp.path().join("r.html");
+    let o = ksmith(&store, &["report", &run, "--out", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg"), "charts and tree are inline SVG");
+    for n in ["n0", "n1", "n2"] {
+        assert!(page.contains(n), "node {n} is in the report");
+    }
+    assert!(!page.contains("http://") && !page.contains("https://"));
+    assert!(
+        page.contains("ks_scripted_") || page.contains("the winner is the start itself"),
+        "the winner's code and diff are shown"
+    );
+}
