@@ -402,6 +402,10 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         None => model,
     };
     let agent_search = !model.starts_with("sim:");
+    if agent_search {
+        // A session judges its candidate and each fix of it.
+        settings.evals_per_round = 1 + args.agent.fix_attempts;
+    }
     let start_from = match (&args.from, agent_search) {
         (Some(p), _) => Some(std::path::absolute(p).unwrap_or_else(|_| p.clone())),
         (None, true) => ["seed", "naive", "fast"]
@@ -602,12 +606,34 @@ fn drive(
             });
         }
     };
-    let finalists: Vec<Node> = r
+    let mut finalists: Vec<Node> = r
         .finalists
         .iter()
         .filter_map(|f| r.nodes.get(f.0 as usize).cloned())
         .collect();
+    // The start (the root, when it passed) is always a finalist and comes first: it is the
+    // reference the others are re-timed against, and it stays the winner unless beaten then.
+    if let Some(root) = r
+        .nodes
+        .first()
+        .filter(|n| n.parent.is_none() && n.outcome.passed())
+    {
+        finalists.retain(|n| n.id != root.id);
+        finalists.insert(0, root.clone());
+    }
     let winner = finalizer.decide(&finalists).map_err(env_err)?;
+    if let Some(w) = winner {
+        // Stored, so that the report shows the kernel that was chosen and written.
+        let seq = store.events(&id).map_err(env_err)?.len() as u64;
+        store
+            .record_event(
+                &id,
+                seq,
+                "winner",
+                &serde_json::json!({"node": w.0}).to_string(),
+            )
+            .map_err(env_err)?;
+    }
     run.status = if r.stop.is_normal() {
         RunStatus::Finished
     } else {
@@ -639,7 +665,18 @@ fn drive(
         _ => say!("best: no correct node"),
     }
     if let Some(w) = winner {
-        say!("winner (re-checked on fresh seeds, re-timed among the finalists): {w}");
+        let start_holds = r
+            .nodes
+            .first()
+            .is_some_and(|n| n.id == w && n.parent.is_none());
+        say!(
+            "winner (re-checked on fresh seeds, re-timed among the finalists): {w}{}",
+            if start_holds {
+                " (the start: no node beat it side by side)"
+            } else {
+                ""
+            }
+        );
         if let Some(agent) = &chosen.agent {
             write_winner(ctx, store, run, agent, &r.nodes, w)?;
         }

@@ -82,12 +82,19 @@ fn an_improving_run_becomes_one_entry_listed_shown_and_pruned() {
     assert!(o.status.success(), "{}", text(&o));
     let run = run_id(&text(&o));
 
-    // Harvest: one improvement, iteration 1 over iteration 0.
+    // The run's end harvested it (one improvement, iteration 1 over iteration 0); harvesting
+    // again finds the same improvement and adds nothing.
+    assert!(
+        text(&o).contains("memory: 1 improvement(s)") && text(&o).contains("1 new entry"),
+        "{}",
+        text(&o)
+    );
     let h = ok_json(&store, &["memory", "harvest", &run, "--json"]);
     assert_eq!(h["improvements"], 1, "{h}");
-    let added = h["added"].as_array().unwrap();
-    assert_eq!(added.len(), 1, "{h}");
-    let e = &added[0];
+    assert_eq!(h["added"].as_array().unwrap().len(), 0, "{h}");
+    let listed = entries(&store, &[]);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let e = &listed[0];
     assert_eq!(e["op_class"], "normalization", "{e}");
     assert_eq!(e["task"], "softmax");
     assert_eq!(e["run"], run.as_str());

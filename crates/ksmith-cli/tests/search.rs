@@ -195,7 +195,7 @@ fn bad_search_parameters_exit_2_naming_the_flag_or_file() {
                 "--model".into(),
                 "openai:gpt-x".into(),
             ],
-            "not wired yet",
+            "OPENAI_API_KEY",
         ),
         (
             vec![

@@ -32,9 +32,23 @@ fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
-/// Appends a pending whitespace run: one space between two word characters, else nothing.
-fn push_gap(out: &mut String, gap: bool, next: char) {
-    if gap && out.chars().last().is_some_and(is_word) && is_word(next) {
+/// Characters that fuse into other tokens when written together (`a - -b` is not `a--b`,
+/// `x / *p` is not a comment opener).
+fn is_op(c: char) -> bool {
+    "+-*/%&|<>=!^.:#".contains(c)
+}
+
+/// Appends a pending whitespace run as one space where dropping it could change the program:
+/// between two word characters, between two operator characters, and before `(` after a name
+/// in a directive (`#define F (x)` is an object-like macro, `#define F(x)` a function-like one).
+fn push_gap(out: &mut String, gap: bool, next: char, directive: bool) {
+    let Some(prev) = out.chars().last() else {
+        return;
+    };
+    let keep = (is_word(prev) && is_word(next))
+        || (is_op(prev) && is_op(next))
+        || (directive && is_word(prev) && next == '(');
+    if gap && keep {
         out.push(' ');
     }
 }
@@ -108,7 +122,7 @@ fn normalize_c(src: &str) -> String {
             directive = true;
         }
         line_start = false;
-        push_gap(&mut out, gap, c);
+        push_gap(&mut out, gap, c, directive);
         gap = false;
         if c == '"' || c == '\'' {
             i = copy_literal(&chars, i, &mut out);
@@ -420,5 +434,14 @@ mod tests {
         ix.release("g", NodeId(3));
         assert_eq!(waiter.join().unwrap(), None, "node 4 now judges it");
         assert_eq!(ix.claim("g", NodeId(4)), None);
+    }
+
+    #[test]
+    fn whitespace_that_separates_tokens_is_kept() {
+        let n = |a: &str| normalize(a, Language::C);
+        assert_ne!(n("y = a - -b;"), n("y = a--b;"));
+        assert_ne!(n("y = x / *p;"), n("y = x/*p;*/;"));
+        assert_ne!(n("#define F (x)\n"), n("#define F(x)\n"));
+        assert_eq!(n("y = a  +  b ;"), n("y=a+b;"));
     }
 }

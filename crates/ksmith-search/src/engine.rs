@@ -38,6 +38,10 @@ pub struct SearchSettings {
     pub jobs: u32,
     /// Inner plan → implement → judge rounds per node, K (default 1).
     pub inner: u32,
+    /// Most evaluations one inner round can run (1 + fix attempts for agent sessions; 1 in
+    /// simulation): what a node reserves from the evaluation budget, so it is never overrun.
+    #[serde(default = "one")]
+    pub evals_per_round: u32,
     /// Limits and targets.
     pub budget: Budget,
     /// Seed of the search's random state.
@@ -51,6 +55,10 @@ pub struct SearchSettings {
     pub finalists: u32,
 }
 
+fn one() -> u32 {
+    1
+}
+
 impl SearchSettings {
     /// Defaults for a strategy.
     pub fn new(strategy: StrategySettings) -> SearchSettings {
@@ -58,6 +66,7 @@ impl SearchSettings {
             strategy,
             jobs: 1,
             inner: 1,
+            evals_per_round: 1,
             budget: Budget::default(),
             seed: 1,
             models: Vec::new(),
@@ -457,6 +466,7 @@ impl Search {
     fn propose_batch(&mut self) -> Result<(), StopReason> {
         let jobs = u64::from(self.state.settings.jobs);
         let inner = self.state.settings.inner;
+        let evals = inner.saturating_mul(self.state.settings.evals_per_round.max(1));
         let mut refused: Option<StopReason> = None;
         while (self.state.batch.len() as u64) < jobs {
             let reserved = self.reserved();
@@ -466,7 +476,7 @@ impl Search {
                 .state
                 .settings
                 .budget
-                .admit(&self.state.totals, &reserved, inner, 1)
+                .admit(&self.state.totals, &reserved, evals, 1)
                 .map(|c| c.map(|_| 1))
             {
                 Ok(c) => c,
@@ -555,7 +565,8 @@ impl Search {
             if let Some(e) = self.state.graph.get(*id) {
                 r.nodes += 1;
                 r.calls += e.request.max_calls.unwrap_or(0);
-                r.evaluations += u64::from(e.request.inner);
+                r.evaluations += u64::from(e.request.inner)
+                    * u64::from(self.state.settings.evals_per_round.max(1));
             }
         }
         r
@@ -671,7 +682,13 @@ impl Search {
             if let Some(h) = s.graph.entries[idx].node.norm_hash.clone() {
                 let earlier = s.graph.entries[..idx]
                     .iter()
-                    .find(|e| e.merged && e.node.norm_hash.as_deref() == Some(h.as_str()))
+                    .find(|e| {
+                        // The original is a merged node that is not itself a duplicate (two
+                        // nodes judged at once may each have waited on the other's claim).
+                        e.merged
+                            && e.node.duplicate_of.is_none()
+                            && e.node.norm_hash.as_deref() == Some(h.as_str())
+                    })
                     .map(|e| e.node.id);
                 if let Some(d) = earlier {
                     let n = &mut s.graph.entries[idx].node;

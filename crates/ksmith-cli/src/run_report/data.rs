@@ -287,13 +287,25 @@ pub(crate) fn load(store: &Store, id: &str) -> Result<ReportData, LoadError> {
         (RunKind::Search, nodes)
     };
 
-    let winner_ix = nodes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| n.speedup.map(|s| (i, s)))
-        .filter(|(i, _)| nodes[*i].tone == Tone::Passed)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(i, _)| i);
+    // The winner the search's finalizer chose (re-checked and re-timed together), when it
+    // recorded one; else the fastest by first measurement.
+    let chosen: Option<u64> = store
+        .events(id)
+        .ok()
+        .and_then(|ev| ev.into_iter().rev().find(|(_, k, _)| k == "winner"))
+        .and_then(|(_, _, p)| serde_json::from_str::<serde_json::Value>(&p).ok())
+        .and_then(|v| v["node"].as_u64());
+    let winner_ix = chosen
+        .and_then(|w| nodes.iter().position(|n| n.id == w))
+        .or_else(|| {
+            nodes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| n.speedup.map(|s| (i, s)))
+                .filter(|(i, _)| nodes[*i].tone == Tone::Passed)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(i, _)| i)
+        });
     if let Some(i) = winner_ix {
         nodes[i].tone = Tone::Best;
     }

@@ -37,6 +37,9 @@ pub fn ksmith_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .arg(store)
         .args(args)
         .env("KSMITH_EVAL_AGAIN", "1")
+        // Parallel tests on one store would queue behind each other's timing (the scheduler is
+        // tested in tests/scheduler.rs, which turns it back on).
+        .env("KSMITH_DEVICE_LOCK", "0")
         .envs(env.iter().copied())
         .current_dir(root())
         .output()

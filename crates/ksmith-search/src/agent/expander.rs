@@ -128,9 +128,25 @@ struct NodeCx<'a> {
     provider: Option<Box<dyn Provider>>,
     spend: Spend,
     judge: Judge,
+    /// What the session would hand back now: the fastest passing candidate judged so far,
+    /// else the last one (kept so that a call budget reached mid-session loses nothing judged).
+    kept: Option<Candidate>,
 }
 
 impl NodeCx<'_> {
+    /// Records a judged candidate as the session's answer if it is the best so far.
+    fn keep(&mut self, c: &Candidate) {
+        let replace = match (c.speedup(), self.kept.as_ref().map(|k| k.speedup())) {
+            (_, None) => true,
+            (Some(x), Some(Some(b))) => x > b,
+            (Some(_), Some(None)) => true,
+            (None, Some(kept)) => kept.is_none(),
+        };
+        if replace {
+            self.kept = Some(c.clone());
+        }
+    }
+
     fn say(&self, message: String) {
         self.events.emit(Event::Progress {
             node: Some(self.req.node),
@@ -288,6 +304,15 @@ impl AgentExpander {
             ));
             return Ok(c.reply.clone());
         }
+        // The engine gave this node its share of the run's call budget.
+        if let Some(max) = cx.req.max_calls {
+            if cx.spend.calls >= max {
+                return Err(ExpandError::Budget(format!(
+                    "{} LLM calls, this node's share of the call budget",
+                    cx.spend.calls
+                )));
+            }
+        }
         let seq = stored
             .map(|c| c.seq)
             .unwrap_or_else(|| self.next_seq.fetch_add(1, Ordering::SeqCst));
@@ -431,16 +456,28 @@ impl AgentExpander {
         source: String,
     ) -> Result<Candidate, ExpandError> {
         let norm = norm_hash(&source, self.base.language);
+        // The dedup key is the judge's own key of the normalized program: flags, entry point,
+        // judge settings, machine and task included, so a verdict is only reused where the
+        // judge would be asked the same question.
+        let canonical = Solution::from_source(
+            "dedup",
+            self.base.language,
+            &self.base.entry,
+            &self.base.file,
+            crate::dedup::normalize(&source, self.base.language),
+            self.base.flags.clone(),
+        );
+        let key = cx.judge.eval_key(&self.task, &canonical).map_err(failed)?;
         let fingerprint = cx.judge.environment().map_err(failed)?.fingerprint.clone();
         let task_hash = self.task.content_hash.clone();
         // Waits while another node of this run judges the same code.
-        let claimed = self.dedup.claim(&norm, cx.req.node);
+        let claimed = self.dedup.claim(&key, cx.req.node);
         let earlier = match claimed {
             Some(f) => Some((self.settings.run.clone(), f.node, Some(f.eval_id))),
-            None => match cx.store.dedup_lookup(&fingerprint, &task_hash, &norm) {
+            None => match cx.store.dedup_lookup(&fingerprint, &task_hash, &key) {
                 Ok(hit) => hit.map(|h| (h.run, NodeId(h.node), h.eval_id)),
                 Err(e) => {
-                    self.dedup.release(&norm, cx.req.node);
+                    self.dedup.release(&key, cx.req.node);
                     return Err(failed(e));
                 }
             },
@@ -449,7 +486,7 @@ impl AgentExpander {
             let stored = cx.store.get(eval_id).map_err(failed);
             if claimed.is_none() {
                 // Found in the store, not judged here: nodes waiting on this claim look there.
-                self.dedup.release(&norm, cx.req.node);
+                self.dedup.release(&key, cx.req.node);
             }
             if let Some(stored) = stored? {
                 // The same node judging its own code again (a re-expansion after a kill, or a
@@ -465,7 +502,7 @@ impl AgentExpander {
                         "same code as {whose} (up to comments and whitespace): evaluation {eval_id} reused, not judged again"
                     ));
                 }
-                return Ok(Candidate {
+                let cand = Candidate {
                     plan: plan.clone(),
                     source,
                     norm_hash: norm,
@@ -475,20 +512,22 @@ impl AgentExpander {
                     duplicate_of: (!own && run == self.settings.run).then_some(node),
                     result: stored.result,
                     eval_id,
-                });
+                };
+                cx.keep(&cand);
+                return Ok(cand);
             }
         }
         let sol = self.candidate(cx.req.node, source.clone());
         let evaluated = evaluate(&mut cx.judge, &mut cx.store, &self.task, &sol);
         if evaluated.is_err() {
-            self.dedup.release(&norm, cx.req.node);
+            self.dedup.release(&key, cx.req.node);
         }
         let (eval_id, result, fresh) = evaluated?;
         if fresh {
             cx.spend.evaluations += 1;
         }
         self.dedup.insert(
-            &norm,
+            &key,
             FirstSeen {
                 node: cx.req.node,
                 eval_id,
@@ -498,7 +537,7 @@ impl AgentExpander {
             .dedup_insert(
                 &fingerprint,
                 &task_hash,
-                &norm,
+                &key,
                 &DedupHit {
                     run: self.settings.run.clone(),
                     node: cx.req.node.0,
@@ -506,14 +545,16 @@ impl AgentExpander {
                 },
             )
             .map_err(failed)?;
-        Ok(Candidate {
+        let cand = Candidate {
             plan: plan.clone(),
             source,
             norm_hash: norm,
             duplicate_of: None,
             result,
             eval_id,
-        })
+        };
+        cx.keep(&cand);
+        Ok(cand)
     }
 
     /// The session: `inner_iterations` rounds of plan → implement → judge → fix.
@@ -701,26 +742,35 @@ impl AgentExpander {
             }
             last = Some(cand);
         }
-        let Some(chosen) = best.or(last) else {
-            return Ok(Expanded {
-                plan: plan_md,
-                ..Expanded::default()
-            });
-        };
-        let code_hash = cx
-            .store
-            .put_artifact(chosen.source.as_bytes())
-            .map_err(failed)?;
-        Ok(Expanded {
-            plan: chosen.plan.markdown(),
-            outcome: chosen.outcome(),
-            source: Some(chosen.source),
-            code_hash: Some(code_hash),
-            norm_hash: Some(chosen.norm_hash),
-            duplicate_of: chosen.duplicate_of,
-            spend: Spend::default(),
-        })
+        conclude(cx, best.or(last), plan_md)
     }
+}
+
+/// The session's answer: its chosen candidate stored as an artifact (or no candidate).
+fn conclude(
+    cx: &mut NodeCx,
+    chosen: Option<Candidate>,
+    plan_md: String,
+) -> Result<Expanded, ExpandError> {
+    let Some(chosen) = chosen else {
+        return Ok(Expanded {
+            plan: plan_md,
+            ..Expanded::default()
+        });
+    };
+    let code_hash = cx
+        .store
+        .put_artifact(chosen.source.as_bytes())
+        .map_err(failed)?;
+    Ok(Expanded {
+        plan: chosen.plan.markdown(),
+        outcome: chosen.outcome(),
+        source: Some(chosen.source),
+        code_hash: Some(code_hash),
+        norm_hash: Some(chosen.norm_hash),
+        duplicate_of: chosen.duplicate_of,
+        spend: Spend::default(),
+    })
 }
 
 impl Expander for AgentExpander {
@@ -740,8 +790,17 @@ impl Expander for AgentExpander {
             provider: None,
             spend: Spend::default(),
             judge,
+            kept: None,
         };
-        let out = self.session(&mut cx);
+        let out = match self.session(&mut cx) {
+            // Out of calls mid-session: the node ends with what it judged so far.
+            Err(ExpandError::Budget(why)) => {
+                cx.say(format!("stopped: {why}"));
+                let kept = cx.kept.take();
+                conclude(&mut cx, kept, format!("stopped by the call budget ({why})"))
+            }
+            other => other,
+        };
         let NodeCx {
             judge, mut spend, ..
         } = cx;
