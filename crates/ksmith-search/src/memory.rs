@@ -261,6 +261,28 @@ pub fn rank(entries: &mut [MemoryEntry], task: &TaskInfo, fingerprint: &str) {
     });
 }
 
+/// The entries a planner of `step` in `run` is shown (best first, as template values), with
+/// the exposure recorded so win rates are measured. A failure to read gives none; a failure to
+/// record the exposure is returned beside the entries (memory is advice, never fatal).
+pub fn for_planner(
+    store: &mut Store,
+    task: &Task,
+    fingerprint: &str,
+    run: &str,
+    step: Step,
+) -> (Vec<serde_json::Value>, Option<MemoryError>) {
+    let Ok(entries) = for_task(store, &TaskInfo::of(task), fingerprint, 3) else {
+        return (Vec::new(), None);
+    };
+    let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
+    let err = if ids.is_empty() {
+        None
+    } else {
+        record_exposure(store, run, step, &ids).err()
+    };
+    (entries.iter().map(|e| e.prompt_view()).collect(), err)
+}
+
 /// Records that `entries` were shown to the planner of `step` in `run`.
 pub fn record_exposure(
     store: &mut Store,

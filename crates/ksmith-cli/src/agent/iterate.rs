@@ -10,7 +10,6 @@ use super::review::{review, Verdict};
 use super::session::{Halt, Session};
 use crate::{env_err, Ctx, Exit};
 use anyhow::anyhow;
-use ksmith_agents::edit::{self, Change};
 use ksmith_agents::{parse_plan, Limit, Plan, Role};
 use ksmith_judge::{EvalResult, Judge, Status};
 use ksmith_search::agent::state::PlanMode;
@@ -227,27 +226,24 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
     }
 }
 
-/// Cross-run memory for this iteration's planner (entries from other tasks, best first); the
-/// exposure is recorded so win rates are measured. Memory is advice: a failure here only warns.
+/// Cross-run memory for this iteration's planner (entries from other tasks, best first).
 fn memory_for(s: &mut Session, st: &mut State, it: u32) -> Vec<Value> {
     use ksmith_search::memory;
-    let fingerprint = match st.judge.environment() {
-        Ok(env) => env.fingerprint.clone(),
-        Err(_) => return Vec::new(),
-    };
-    let info = memory::TaskInfo::of(&st.task);
-    let Ok(entries) = memory::for_task(&s.store, &info, &fingerprint, 3) else {
+    let Ok(env) = st.judge.environment() else {
         return Vec::new();
     };
-    let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
-    if !ids.is_empty() {
-        if let Err(e) =
-            memory::record_exposure(&mut s.store, &s.run.id, memory::Step::Iteration(it), &ids)
-        {
-            note!("ksmith:   warning: memory exposure not recorded: {e}");
-        }
+    let fingerprint = env.fingerprint.clone();
+    let (views, err) = memory::for_planner(
+        &mut s.store,
+        &st.task,
+        &fingerprint,
+        &s.run.id,
+        memory::Step::Iteration(it),
+    );
+    if let Some(e) = err {
+        note!("ksmith:   warning: memory exposure not recorded: {e}");
     }
-    entries.iter().map(|e| e.prompt_view()).collect()
+    views
 }
 
 /// The tests (task definition + reference) must be byte-identical to the run's start.
@@ -330,32 +326,19 @@ fn snapshot(s: &mut Session, it: u32, j: &Judged, summary: &str) -> Result<(), H
         .map_err(|e| Halt::Failed(e.into()))
 }
 
-/// New source from a code reply, or the feedback that goes back to the model.
+/// New source from a code reply, or the feedback that goes back to the model (the engine's
+/// parser; a refused edit of a frozen file is also said on the terminal).
 fn code_from_reply(reply: &str, file: &str, base: &str) -> Result<String, String> {
-    let change = edit::parse_change(reply).map_err(|e| match e {
-        edit::ParseError::Empty => "the reply was empty".to_string(),
-        edit::ParseError::NoCode => format!("the reply had neither SEARCH/REPLACE blocks nor a fenced code block with the complete `{file}`"),
-        other => format!("the reply could not be parsed: {other}"),
-    })?;
-    for f in change.files().into_iter().flatten() {
-        let name = std::path::Path::new(f.trim())
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        if name != file {
+    let got = ksmith_search::agent::expander::code_from_reply(reply, file, base);
+    if let Err(e) = &got {
+        if let Some(rest) = e.strip_prefix("REFUSED: ") {
             note!(
-                "ksmith:   refused: the reply edits `{}`; the tests are frozen",
-                crate::term::one(&f)
+                "ksmith:   refused: the reply edits {}; the tests are frozen",
+                crate::term::one(rest.split(" is frozen").next().unwrap_or(rest))
             );
-            return Err(format!(
-                "REFUSED: `{f}` is frozen. The task definition, tolerances, workloads, reference and tests cannot be changed by any agent; only `{file}` may be edited. Nothing was applied."
-            ));
         }
     }
-    match change {
-        Change::Full { text, .. } => Ok(text),
-        Change::Edits(edits) => edit::apply_edits(base, &edits).map_err(|e| e.feedback()),
-    }
+    got
 }
 
 /// Renders, calls and parses, re-asking with the parse error up to `retries` times.

@@ -423,28 +423,25 @@ impl AgentExpander {
         Ok(Err(last_err))
     }
 
-    /// What earlier runs on other tasks learned (cross-run memory), as planner values; the
-    /// exposure is recorded so the entries' win rates are measured. A store without memory
-    /// gives none: memory is advice, never a reason to fail a node.
+    /// What earlier runs on other tasks learned (cross-run memory), as planner values; memory
+    /// is advice, never a reason to fail a node.
     fn memory_for(&self, cx: &mut NodeCx) -> Vec<Value> {
         let Ok(env) = cx.judge.environment() else {
             return Vec::new();
         };
         let fingerprint = env.fingerprint.clone();
-        let info = crate::memory::TaskInfo::of(&self.task);
-        let Ok(entries) = crate::memory::for_task(&cx.store, &info, &fingerprint, 3) else {
-            return Vec::new();
-        };
-        let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
-        if !ids.is_empty() {
-            let step = crate::memory::Step::Node(cx.req.node);
-            if let Err(e) =
-                crate::memory::record_exposure(&mut cx.store, &self.settings.run, step, &ids)
-            {
-                cx.say(format!("memory exposure not recorded: {e}"));
-            }
+        let step = crate::memory::Step::Node(cx.req.node);
+        let (views, err) = crate::memory::for_planner(
+            &mut cx.store,
+            &self.task,
+            &fingerprint,
+            &self.settings.run,
+            step,
+        );
+        if let Some(e) = err {
+            cx.say(format!("memory exposure not recorded: {e}"));
         }
-        entries.iter().map(|e| e.prompt_view()).collect()
+        views
     }
 
     /// Judges a candidate unless its normalized code was judged before (then reuses that
@@ -827,8 +824,8 @@ fn evaluate(
 }
 
 /// New source from a code reply, or the feedback that goes back to the model (only `file`
-/// may change: the tests are frozen).
-fn code_from_reply(reply: &str, file: &str, base: &str) -> Result<String, String> {
+/// may change: the tests are frozen). Shared with the CLI's serial loop.
+pub fn code_from_reply(reply: &str, file: &str, base: &str) -> Result<String, String> {
     let change = edit::parse_change(reply).map_err(|e| match e {
         edit::ParseError::Empty => "the reply was empty".to_string(),
         edit::ParseError::NoCode => format!("the reply had neither SEARCH/REPLACE blocks nor a fenced code block with the complete `{file}`"),
