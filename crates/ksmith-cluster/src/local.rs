@@ -1,0 +1,1 @@
+//! A real Ray cluster on this machine (a head and worker nodes), for tests and benchmarks.
