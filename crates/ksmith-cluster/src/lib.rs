@@ -6,4 +6,7 @@
 //! in, the judge's typed results out. `local.rs` starts a real Ray cluster on this machine
 //! (a head and worker nodes) for tests and benchmarks.
 
+pub mod client;
 pub mod local;
+pub mod protocol;
+pub mod worker;

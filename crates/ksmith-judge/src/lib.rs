@@ -6,6 +6,7 @@
 mod fresh;
 mod measure;
 mod parallel;
+pub mod remote;
 mod result;
 pub mod scheduler;
 mod slots;
@@ -32,7 +33,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Whether to flush caches between timed calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Flush {
     /// Flush when a workload's data would fit in the last-level cache.
     Auto,
@@ -124,6 +126,10 @@ pub enum JudgeError {
     /// The device's lock files failed.
     #[error(transparent)]
     Device(#[from] SchedulerError),
+    /// The remote devices could not judge (a device lost and no other, the cluster gone): not
+    /// the candidate's doing; the run stops and can be resumed.
+    #[error("cluster: {0}")]
+    Cluster(String),
     /// The trusted side failed on this task (reference error, bad generator...).
     #[error("task {task}: {message}")]
     Task {
@@ -182,6 +188,8 @@ pub struct Judge {
     lease: Option<Lease>,
     /// Time spent waiting for the device in the evaluation in progress.
     device_wait: Duration,
+    /// Devices elsewhere that judge instead of this machine (`--cluster`).
+    remote: Option<Arc<dyn remote::Remote>>,
 }
 
 /// Called with the solution's name and the stage its evaluation enters.
@@ -228,6 +236,21 @@ impl Verdict {
     }
 }
 
+/// Whether every isolation layer is in force on this machine.
+pub fn isolation_complete() -> bool {
+    ksmith_sandbox::isolation().complete()
+}
+
+/// The environment's `isolation` text: the sandbox's layers, marked UNSAFE when some are
+/// missing and the user judges anyway.
+pub fn isolation_text(complete: bool, note: &str, unsafe_no_sandbox: bool) -> String {
+    if !complete && unsafe_no_sandbox {
+        format!("UNSAFE (--unsafe-no-sandbox): {note}")
+    } else {
+        note.to_string()
+    }
+}
+
 /// Default of [`JudgeConfig::reference_timeout`].
 pub const DEFAULT_REFERENCE_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -240,16 +263,11 @@ impl Judge {
             threads: config.threads,
             compiler: compiler.version.clone(),
             flags: c::DEFAULT_FLAGS.iter().map(|s| s.to_string()).collect(),
-            isolation: if ksmith_sandbox::isolation().complete() {
-                ksmith_sandbox::isolation().note.clone()
-            } else if config.unsafe_no_sandbox {
-                format!(
-                    "UNSAFE (--unsafe-no-sandbox): {}",
-                    ksmith_sandbox::isolation().note
-                )
-            } else {
-                ksmith_sandbox::isolation().note.clone()
-            },
+            isolation: isolation_text(
+                ksmith_sandbox::isolation().complete(),
+                &ksmith_sandbox::isolation().note,
+                config.unsafe_no_sandbox,
+            ),
             ..Environment::default()
         };
         Judge {
@@ -282,7 +300,23 @@ impl Judge {
             scheduler: None,
             lease: None,
             device_wait: Duration::ZERO,
+            remote: None,
         }
+    }
+
+    /// Sends every evaluation and comparison to `remote` instead of judging here (None: here).
+    /// Task validation and profiling stay on this machine.
+    pub fn set_remote(&mut self, remote: Option<Arc<dyn remote::Remote>>) {
+        if remote.is_some() {
+            // Asked of the remote on first use.
+            self.environment.fingerprint.clear();
+        }
+        self.remote = remote;
+    }
+
+    /// Whether candidates are judged elsewhere.
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
     }
 
     /// Sets (or clears) the scheduler of the device this judge builds, checks and times on:
@@ -361,6 +395,12 @@ impl Judge {
 
     /// Environment recorded with every result (complete once the trusted server started).
     pub fn environment(&mut self) -> Result<&Environment, JudgeError> {
+        if let Some(r) = &self.remote {
+            if self.environment.fingerprint.is_empty() {
+                self.environment = r.environment(&self.config)?;
+            }
+            return Ok(&self.environment);
+        }
         self.trusted()?;
         Ok(&self.environment)
     }
@@ -385,11 +425,7 @@ impl Judge {
                     .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
                     .collect();
             }
-            // The fingerprint hashes everything else in the environment.
-            self.environment.fingerprint.clear();
-            let all = serde_json::to_string(&self.environment).unwrap_or_default();
-            self.environment.fingerprint =
-                ksmith_task::content_hash(all.as_bytes())[..16].to_string();
+            self.environment.fingerprint = self.environment.compute_fingerprint();
             self.trusted = Some(peer);
         }
         let peer = self.trusted.as_mut().expect("just started");
@@ -584,6 +620,9 @@ impl Judge {
         solution: &Solution,
         race: Option<Race>,
     ) -> Result<EvalResult, JudgeError> {
+        if let Some(r) = self.remote.clone() {
+            return self.judge_remote(&*r, task, solution, race);
+        }
         self.race = race;
         let r = self.evaluate_inner(task, solution);
         self.race = None;

@@ -292,6 +292,16 @@ pub struct Environment {
     pub fingerprint: String,
 }
 
+impl Environment {
+    /// The hash of everything else in the environment (what `fingerprint` holds once set).
+    pub fn compute_fingerprint(&self) -> String {
+        let mut e = self.clone();
+        e.fingerprint.clear();
+        let all = serde_json::to_string(&e).unwrap_or_default();
+        ksmith_task::content_hash(all.as_bytes())[..16].to_string()
+    }
+}
+
 /// The result of one evaluation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EvalResult {

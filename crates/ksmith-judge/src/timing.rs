@@ -113,7 +113,7 @@ impl Paired {
 ///
 /// The comparison uses speedups over the XLA baseline, which are measured in the same
 /// alternating windows, so slow drift of the machine cancels out of it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Race {
     /// The incumbent's speedup on each workload.
     pub incumbent_speedup: Vec<f64>,

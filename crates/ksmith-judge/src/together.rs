@@ -35,7 +35,7 @@ pub struct Relative {
 }
 
 /// The outcome of [`Judge::compare`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Comparison {
     /// Per candidate, in the order given: its full result (checks, and timing when it passed).
     pub results: Vec<EvalResult>,
@@ -73,6 +73,9 @@ impl Judge {
         task: &Task,
         solutions: &[Solution],
     ) -> Result<Comparison, JudgeError> {
+        if let Some(r) = self.remote.clone() {
+            return self.compare_remote(&*r, task, solutions);
+        }
         let mut results = Vec::with_capacity(solutions.len());
         let mut parked: Vec<(usize, Parked, Task)> = Vec::new();
         self.parking = self.config.timing;

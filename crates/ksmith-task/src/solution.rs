@@ -16,7 +16,7 @@ use std::path::Path;
 use toml::{Table, Value};
 
 /// Source language of a solution (one backend each).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     /// C for the CPU backend: a shared library built with the system C compiler.
@@ -280,6 +280,67 @@ impl Solution {
         };
         s.content_hash = s.compute_hash();
         s
+    }
+
+    /// A solution from its parts (e.g. received from another machine), its hash computed here;
+    /// check it with [`Solution::untrusted_problems`] before judging it.
+    pub fn from_parts(
+        name: String,
+        language: Language,
+        entry_point: String,
+        sources: Vec<(String, String)>,
+        flags: Vec<String>,
+    ) -> Solution {
+        let mut s = Solution {
+            name,
+            language,
+            entry_point,
+            sources,
+            flags,
+            tunables: Vec::new(),
+            content_hash: String::new(),
+        };
+        s.content_hash = s.compute_hash();
+        s
+    }
+
+    /// What `solution.toml` loading would refuse in a solution built from parts: source count,
+    /// names and sizes, entry point, flags. Empty when it is acceptable.
+    pub fn untrusted_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.name.is_empty() || self.name.len() > 256 || self.name.chars().any(char::is_control) {
+            out.push("name: empty, longer than 256 bytes or with control characters".to_string());
+        }
+        if self.sources.is_empty() || self.sources.len() > MAX_SOURCES {
+            out.push(format!(
+                "sources: {} files; 1 to {MAX_SOURCES} are allowed",
+                self.sources.len()
+            ));
+        }
+        for (i, (path, text)) in self.sources.iter().enumerate() {
+            if let Some(why) = source_path_problem(path) {
+                out.push(format!("sources[{i}]: {why}"));
+            }
+            if text.len() as u64 > MAX_SOURCE_BYTES {
+                out.push(format!(
+                    "sources[{i}]: {} bytes; at most {MAX_SOURCE_BYTES}",
+                    text.len()
+                ));
+            }
+            if self.sources[..i].iter().any(|(p, _)| p == path) {
+                out.push(format!("sources[{i}]: `{}` is listed twice", path.escape_debug()));
+            }
+        }
+        if !is_identifier(&self.entry_point) {
+            out.push(format!(
+                "entry_point: `{}` is not an identifier",
+                self.entry_point.escape_debug()
+            ));
+        }
+        for (i, why) in crate::flags::check_flags(self.language, &self.flags) {
+            out.push(format!("flags[{i}]: {why}"));
+        }
+        out
     }
 
     fn load_file(path: &Path, task: &Task) -> Result<Solution, Problems> {

@@ -1,7 +1,7 @@
 //! The task definition (`task.toml`) and its static checks.
 
 use crate::{content_hash, DType, Formula, Problem, Problems};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use toml::{Table, Value};
@@ -142,7 +142,7 @@ pub struct OutputSpec {
 }
 
 /// How the values of one input are drawn.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "dist", rename_all = "lowercase")]
 pub enum Distribution {
     /// Gaussian.
@@ -192,7 +192,7 @@ impl std::fmt::Display for Distribution {
 }
 
 /// One workload: values for the var axes and a distribution per input.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Workload {
     /// Which machines it is for.
     pub set: WorkloadSet,
@@ -203,7 +203,7 @@ pub struct Workload {
 }
 
 /// Which machines a workload is for: the judge picks the set by backend and device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkloadSet {
     /// CPU-sized shapes (the default): the C backend, and the baseline on a CPU.
