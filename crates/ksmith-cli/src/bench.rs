@@ -37,6 +37,10 @@ pub(crate) struct BenchArgs {
     /// the terminal still gets the table.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Candidates judged at once (default: 1 here, one per device on a cluster). Here, builds
+    /// and checks overlap while timing stays alone on the device.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: Option<u32>,
     #[command(flatten)]
     pub opts: JudgeOpts,
 }
@@ -163,62 +167,16 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
         !args.opts.no_timing,
         false,
     )));
-    let mut rows = Vec::new();
+    let jobs = match (args.jobs, ctx.remote()?) {
+        (Some(n), _) => n as usize,
+        (None, Some(r)) => r.devices(),
+        (None, None) => 1,
+    }
+    .clamp(1, items.len());
+    let mut rows: Vec<Option<Row>> = (0..items.len()).map(|_| None).collect();
     let mut best: Option<(f64, String)> = None;
-    for it in &items {
-        let task = &tasks[it.task];
-        // Task and solution names come from files a candidate controls: escaped.
-        progress.activity(&format!(
-            "{}{}",
-            crate::term::one(&it.id),
-            best.as_ref()
-                .map(|(s, n)| format!("  (best so far {s:.2}x {})", crate::term::one(n)))
-                .unwrap_or_default()
-        ));
-        let mut row = Row {
-            task: task.name.clone(),
-            solution: it.label.clone(),
-            repeat: it.repeat,
-            eval_id: None,
-            result: None,
-            error: None,
-            unavailable: None,
-        };
-        match store.bench_item(run_id, &it.id).map_err(env_err)? {
-            Some(BenchItem::Evaluated(id)) => {
-                row.eval_id = Some(id);
-                row.result = store.get(id).map_err(env_err)?.map(|e| e.result);
-            }
-            Some(BenchItem::Failed(err)) => row.error = Some(err),
-            // Every item is judged (a repeat is a new measurement); resume goes by the bench
-            // run's items above, not by evaluation keys.
-            _ => match Evaluator::new(&mut judge, &mut store)
-                .with_reuse(Reuse::Never)
-                .evaluate(task, &it.solution, &Purpose::Plain)
-            {
-                Ok(e) => {
-                    store
-                        .set_bench_item(run_id, &it.id, Some(e.id), None)
-                        .map_err(env_err)?;
-                    row.eval_id = Some(e.id);
-                    row.result = Some(e.result);
-                }
-                Err(EvaluatorError::Judge(JudgeError::Unavailable { backend, why })) => {
-                    // Not recorded: the same run on a machine with the backend evaluates it.
-                    row.unavailable = Some(format!("{backend}: {why}"));
-                }
-                Err(EvaluatorError::Judge(JudgeError::Task { message, .. })) => {
-                    store
-                        .set_bench_item(run_id, &it.id, None, Some(&message))
-                        .map_err(env_err)?;
-                    row.error = Some(message);
-                }
-                Err(e) => {
-                    progress.finish();
-                    return Err(crate::eval_err(e));
-                }
-            },
-        }
+    let mut record = |i: usize, row: Row, rows: &mut Vec<Option<Row>>| {
+        let it = &items[i];
         if let Some(r) = row.result.as_ref().filter(|r| r.status == Status::Passed) {
             if let Some(p) = &r.performance {
                 if best.as_ref().is_none_or(|(s, _)| p.speedup > *s) {
@@ -231,8 +189,84 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
             crate::term::one(&it.id),
             row_outcome(&row)
         ));
-        rows.push(row);
+        progress.activity(
+            &best
+                .as_ref()
+                .map(|(s, n)| format!("best so far {s:.2}x {}", crate::term::one(n)))
+                .unwrap_or_default(),
+        );
+        rows[i] = Some(row);
+    };
+    if jobs == 1 {
+        for (i, it) in items.iter().enumerate() {
+            progress.activity(&crate::term::one(&it.id));
+            let row = judge_item(&mut judge, &mut store, run_id, &tasks[it.task], it);
+            match row {
+                Ok(row) => record(i, row, &mut rows),
+                Err(e) => {
+                    progress.finish();
+                    return Err(e);
+                }
+            }
+        }
+    } else {
+        // Each worker thread has its own judge and store connection; items are handed out in
+        // order and their rows kept in that order.
+        drop(judge);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Row, Exit>)>();
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let outcome = std::thread::scope(|scope| {
+            for _ in 0..jobs {
+                let tx = tx.clone();
+                let (next, failed, items, tasks) = (&next, &failed, &items, &tasks);
+                let hook_progress = &progress;
+                scope.spawn(move || {
+                    let made = ctx.judge(&args.opts).and_then(|j| Ok((j, ctx.store()?)));
+                    let (mut judge, mut store) = match made {
+                        Ok(x) => x,
+                        Err(e) => {
+                            let _ = tx.send((usize::MAX, Err(e)));
+                            return;
+                        }
+                    };
+                    judge.set_stage_hook(Some(crate::progress::judge_hook(
+                        hook_progress,
+                        !args.opts.no_timing,
+                        false,
+                    )));
+                    loop {
+                        if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                            return;
+                        }
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(it) = items.get(i) else { return };
+                        let row = judge_item(&mut judge, &mut store, run_id, &tasks[it.task], it);
+                        if tx.send((i, row)).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            for (i, row) in rx {
+                match row {
+                    Ok(row) => record(i, row, &mut rows),
+                    Err(e) => {
+                        // Work in flight finishes; nothing new starts; the run resumes later.
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = outcome {
+            progress.finish();
+            return Err(e);
+        }
     }
+    let rows: Vec<Row> = rows.into_iter().flatten().collect();
     progress.finish();
     store.finish_bench(run_id).map_err(env_err)?;
     let summary = report::BenchSummary::new(&tasks, &rows, started.elapsed().as_secs_f64(), run_id);
@@ -248,6 +282,58 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
         note!("ksmith: wrote the summary to {}", path.display());
     }
     Ok(0)
+}
+
+/// One bench item: its stored outcome when this run already has it, else judged (every item
+/// is judged anew: a repeat is a new measurement; resume goes by the run's items, not by
+/// evaluation keys) and recorded.
+fn judge_item(
+    judge: &mut ksmith_judge::Judge,
+    store: &mut ksmith_store::Store,
+    run_id: i64,
+    task: &Task,
+    it: &Item,
+) -> Result<Row, Exit> {
+    let mut row = Row {
+        task: task.name.clone(),
+        solution: it.label.clone(),
+        repeat: it.repeat,
+        eval_id: None,
+        result: None,
+        error: None,
+        unavailable: None,
+    };
+    match store.bench_item(run_id, &it.id).map_err(env_err)? {
+        Some(BenchItem::Evaluated(id)) => {
+            row.eval_id = Some(id);
+            row.result = store.get(id).map_err(env_err)?.map(|e| e.result);
+        }
+        Some(BenchItem::Failed(err)) => row.error = Some(err),
+        _ => match Evaluator::new(judge, store)
+            .with_reuse(Reuse::Never)
+            .evaluate(task, &it.solution, &Purpose::Plain)
+        {
+            Ok(e) => {
+                store
+                    .set_bench_item(run_id, &it.id, Some(e.id), None)
+                    .map_err(env_err)?;
+                row.eval_id = Some(e.id);
+                row.result = Some(e.result);
+            }
+            Err(EvaluatorError::Judge(JudgeError::Unavailable { backend, why })) => {
+                // Not recorded: the same run on a machine with the backend evaluates it.
+                row.unavailable = Some(format!("{backend}: {why}"));
+            }
+            Err(EvaluatorError::Judge(JudgeError::Task { message, .. })) => {
+                store
+                    .set_bench_item(run_id, &it.id, None, Some(&message))
+                    .map_err(env_err)?;
+                row.error = Some(message);
+            }
+            Err(e) => return Err(crate::eval_err(e)),
+        },
+    }
+    Ok(row)
 }
 
 /// One row's outcome on one line: `PASSED 1.23x (1.10-1.31)`, `COMPILE_ERROR (reason)`, `error: ...`.

@@ -11,6 +11,7 @@ mod term;
 mod agent;
 mod bench;
 mod bench_rows;
+mod cluster;
 mod deploy;
 mod memory;
 mod optimize;
@@ -91,6 +92,19 @@ struct Cli {
     /// errors are still printed.
     #[arg(long, short = 'q', global = true, help_heading = "Global options")]
     quiet: bool,
+    /// Judge on a Ray cluster: ray://HOST:PORT, HOST:PORT or auto; `local` judges here (the
+    /// default; also from RAY_ADDRESS or `[cluster] address` in the config file).
+    #[arg(
+        long,
+        global = true,
+        env = "KSMITH_CLUSTER",
+        help_heading = "Global options"
+    )]
+    cluster: Option<String>,
+    /// With a cluster: judge only on devices of this machine fingerprint (default: the
+    /// largest group; `ksmith cluster status` lists them).
+    #[arg(long, global = true, help_heading = "Global options")]
+    cluster_fingerprint: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -311,6 +325,12 @@ enum Cmd {
     /// Compare search strategies offline on a pool of judged candidates (best speedup against
     /// LLM calls over many seeds); `simulate pool` writes a pool from the store.
     Simulate(search::SimulateArgs),
+    /// The Ray cluster given by --cluster: its devices and what they are judging.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCmd),
+    /// What a cluster's device runs (not for people).
+    #[command(subcommand, hide = true)]
+    Worker(cluster::WorkerCmd),
 }
 
 #[derive(Subcommand)]
@@ -421,10 +441,18 @@ fn run(cli: Cli) -> Result<u8, Exit> {
     });
     // Absolute, because the harness processes run in their own directories.
     let store_dir = std::path::absolute(&cli.store).unwrap_or_else(|_| cli.store.clone());
+    // A device judges here, whatever its environment says (Ray sets RAY_ADDRESS in workers).
+    let cluster = match cli.cmd {
+        Cmd::Worker(_) => None,
+        _ => cluster::spec(cli.cluster.clone(), cli.cluster_fingerprint.clone())?,
+    };
     let ctx = Ctx {
         store_dir,
         python: cli.python.clone(),
         threads,
+        threads_explicit: cli.threads.is_some(),
+        cluster,
+        connection: Default::default(),
         unsafe_no_sandbox: cli.unsafe_no_sandbox,
         reference_timeout: Duration::from_secs_f64(cli.reference_timeout),
         reference_memory: cli
@@ -514,6 +542,8 @@ fn run(cli: Cli) -> Result<u8, Exit> {
         Cmd::VerifyExport(args) => deploy::verify_export(&ctx, &args),
         Cmd::Memory(cmd) => memory::run(&ctx, &cmd),
         Cmd::Simulate(args) => search::simulate(&ctx, &args),
+        Cmd::Cluster(cmd) => cluster::run(&ctx, &cmd),
+        Cmd::Worker(cmd) => cluster::run_worker(&ctx, &cmd),
     }
 }
 
@@ -529,7 +559,8 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Evals(_)
         | Cmd::Compare(_)
         | Cmd::VerifyExport(_)
-        | Cmd::Simulate(_) => false,
+        | Cmd::Simulate(_)
+        | Cmd::Cluster(_) => false,
         Cmd::Validate { no_run, .. } => !no_run,
         Cmd::Memory(m) => m.writes_store(),
         Cmd::Hw { refresh, gpu, .. } => *refresh || *gpu || !store_dir.join("hw.json").exists(),
@@ -538,6 +569,7 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Optimize(_)
         | Cmd::Tune(_)
         | Cmd::Resume(_)
+        | Cmd::Worker(_)
         | Cmd::Task(_) => true,
     }
 }
@@ -559,6 +591,12 @@ pub(crate) struct Ctx {
     store_dir: PathBuf,
     python: Option<PathBuf>,
     threads: usize,
+    /// `--threads` was given (else a cluster's devices use their own core count).
+    threads_explicit: bool,
+    /// Judge on this cluster instead of here.
+    cluster: Option<cluster::ClusterSpec>,
+    /// Its connection, made on first use.
+    connection: cluster::Connection,
     unsafe_no_sandbox: bool,
     reference_timeout: Duration,
     reference_memory: Option<u64>,
@@ -615,26 +653,10 @@ impl Ctx {
     }
 
     fn judge(&self, opts: &JudgeOpts) -> Result<Judge, Exit> {
-        let compiler = Compiler::detect().map_err(env_err)?;
-        let env = PythonEnv::resolve(self.python.as_deref(), &|m| note!("ksmith: {m}"))
-            .map_err(env_err)?;
-        let scheduler = self.scheduler();
-        // A first roofline measurement is timed: alone on the device.
-        let measuring = scheduler
-            .as_ref()
-            .filter(|_| !self.store_dir.join("hw.json").exists())
-            .map(|s| s.acquire(Work::Roofline))
-            .transpose()
-            .map_err(env_err)?;
-        let hw = self.hardware(&compiler, false)?;
-        drop(measuring);
         let mut config = JudgeConfig::new(self.store_dir.join("cache"), self.threads);
         config.call_timeout = Duration::from_secs_f64(opts.timeout);
         config.min_time = Duration::from_millis(opts.min_time_ms);
         config.timing = !opts.no_timing;
-        config.unsafe_no_sandbox = self.unsafe_no_sandbox;
-        config.reference_timeout = self.reference_timeout;
-        config.reference_memory = self.reference_memory;
         config.flush = match opts.flush {
             FlushArg::Auto => Flush::Auto,
             FlushArg::Always => Flush::Always,
@@ -650,6 +672,44 @@ impl Ctx {
             1
         };
         config.seeds = (0..opts.seeds).map(|i| base + i).collect();
+        let Some(remote) = self.remote()? else {
+            return self.judge_from(config);
+        };
+        // The devices judge: their roofline, their cores unless --threads says otherwise; no
+        // local timing to keep apart.
+        let id = remote.identity();
+        if !self.threads_explicit {
+            config.threads = id.environment.threads;
+        }
+        config.unsafe_no_sandbox = self.unsafe_no_sandbox;
+        config.reference_timeout = self.reference_timeout;
+        config.reference_memory = self.reference_memory;
+        let compiler = Compiler::detect().map_err(env_err)?;
+        let env = PythonEnv::resolve(self.python.as_deref(), &|m| note!("ksmith: {m}"))
+            .map_err(env_err)?;
+        let mut judge = Judge::new(config, env, compiler, id.hardware.clone());
+        judge.set_remote(Some(Arc::new(remote)));
+        Ok(judge)
+    }
+
+    /// A judge on this machine with `config` (the global options applied over it).
+    fn judge_from(&self, mut config: JudgeConfig) -> Result<Judge, Exit> {
+        let compiler = Compiler::detect().map_err(env_err)?;
+        let env = PythonEnv::resolve(self.python.as_deref(), &|m| note!("ksmith: {m}"))
+            .map_err(env_err)?;
+        let scheduler = self.scheduler();
+        // A first roofline measurement is timed: alone on the device.
+        let measuring = scheduler
+            .as_ref()
+            .filter(|_| !self.store_dir.join("hw.json").exists())
+            .map(|s| s.acquire(Work::Roofline))
+            .transpose()
+            .map_err(env_err)?;
+        let hw = self.hardware(&compiler, false)?;
+        drop(measuring);
+        config.unsafe_no_sandbox = self.unsafe_no_sandbox;
+        config.reference_timeout = self.reference_timeout;
+        config.reference_memory = self.reference_memory;
         let mut judge =
             Judge::new(config, env, compiler, hw).with_hw_cache(self.store_dir.join("hw.json"));
         judge.set_scheduler(scheduler);

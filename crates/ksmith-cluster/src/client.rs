@@ -3,8 +3,8 @@
 //! cluster's devices to judges as a [`Remote`].
 
 use crate::protocol::{
-    wire_task, Identity, WireConfig, WireSolution, WorkerErrorKind, WorkerRequest,
-    WorkerResponse, KSMITH_VERSION, PROTOCOL,
+    wire_task, Identity, WireConfig, WireSolution, WorkerErrorKind, WorkerRequest, WorkerResponse,
+    KSMITH_VERSION, PROTOCOL,
 };
 use ksmith_harness::PythonEnv;
 use ksmith_judge::remote::{Remote, RemoteJob, RemoteKind, RemoteOutcome};
@@ -411,7 +411,10 @@ impl Inner {
         w.write_all(line.as_bytes())
             .and_then(|_| w.flush())
             .map_err(|e| {
-                ClusterError::Lost(format!("writing to the driver: {e}; {}", self.lost_reason()))
+                ClusterError::Lost(format!(
+                    "writing to the driver: {e}; {}",
+                    self.lost_reason()
+                ))
             })
     }
 
@@ -674,10 +677,23 @@ mod tests {
 
     #[test]
     fn addresses() {
-        for ok in ["auto", "ray://127.0.0.1:10001", "127.0.0.1:6379", "ray://head:1"] {
+        for ok in [
+            "auto",
+            "ray://127.0.0.1:10001",
+            "127.0.0.1:6379",
+            "ray://head:1",
+        ] {
             assert!(check_address(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "ray://", "ray://host", "host:0", "host:99999", "ray://:1", "a/b:1"] {
+        for bad in [
+            "",
+            "ray://",
+            "ray://host",
+            "host:0",
+            "host:99999",
+            "ray://:1",
+            "a/b:1",
+        ] {
             assert!(check_address(bad).is_err(), "{bad}");
         }
     }

@@ -209,7 +209,11 @@ pub struct WorkerResponse {
 
 impl WorkerResponse {
     /// A failed answer.
-    pub fn error(kind: WorkerErrorKind, backend: Option<String>, message: String) -> WorkerResponse {
+    pub fn error(
+        kind: WorkerErrorKind,
+        backend: Option<String>,
+        message: String,
+    ) -> WorkerResponse {
         WorkerResponse {
             protocol: PROTOCOL,
             ok: false,

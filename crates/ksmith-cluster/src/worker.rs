@@ -27,8 +27,37 @@ pub fn identity(judge: &mut Judge) -> Result<Identity, JudgeError> {
 /// environment, roofline, scheduler).
 pub type JudgeMaker<'a> = dyn FnMut(JudgeConfig) -> Result<Judge, String> + 'a;
 
+/// The worker's judge, kept across requests with the same settings: its trusted process and
+/// loaded tasks stay warm.
+pub struct Judges<'a> {
+    make: Box<JudgeMaker<'a>>,
+    cache_dir: PathBuf,
+    kept: Option<(String, Judge)>,
+}
+
+impl<'a> Judges<'a> {
+    /// Judges made by `make`, caching builds and references in `cache_dir`.
+    pub fn new(cache_dir: PathBuf, make: Box<JudgeMaker<'a>>) -> Judges<'a> {
+        Judges {
+            make,
+            cache_dir,
+            kept: None,
+        }
+    }
+
+    fn get(&mut self, wire: &crate::protocol::WireConfig) -> Result<&mut Judge, String> {
+        let key = serde_json::to_string(wire).unwrap_or_default();
+        if self.kept.as_ref().is_none_or(|(k, _)| *k != key) {
+            self.kept = None;
+            let judge = (self.make)(wire.to_config(self.cache_dir.clone()))?;
+            self.kept = Some((key, judge));
+        }
+        Ok(&mut self.kept.as_mut().expect("just set").1)
+    }
+}
+
 /// Serves one request line; never fails (a failure is a response).
-pub fn serve(line: &str, cache_dir: &Path, make_judge: &mut JudgeMaker<'_>) -> WorkerResponse {
+pub fn serve(line: &str, judges: &mut Judges<'_>) -> WorkerResponse {
     let req: WorkerRequest = match serde_json::from_str(line) {
         Ok(r) => r,
         Err(e) => return request_err(format!("not a worker request: {e}")),
@@ -63,7 +92,7 @@ pub fn serve(line: &str, cache_dir: &Path, make_judge: &mut JudgeMaker<'_>) -> W
     if solutions.is_empty() {
         return request_err("no candidate in the request".into());
     }
-    let mut judge = match make_judge(req.config.to_config(cache_dir.to_path_buf())) {
+    let judge = match judges.get(&req.config) {
         Ok(j) => j,
         Err(e) => return WorkerResponse::error(WorkerErrorKind::Environment, None, e),
     };

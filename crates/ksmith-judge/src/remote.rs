@@ -2,7 +2,7 @@
 //! the whole cascade on another machine; this judge keys, returns and records its typed results
 //! as if they were its own.
 
-use crate::{Comparison, EvalResult, Environment, JudgeConfig, JudgeError, Race};
+use crate::{Comparison, Environment, EvalResult, JudgeConfig, JudgeError, Race};
 use ksmith_task::{Solution, Task};
 use serde::{Deserialize, Serialize};
 

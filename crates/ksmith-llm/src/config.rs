@@ -182,8 +182,19 @@ pub struct Config {
     pub prices: BTreeMap<String, Price>,
     /// `[retry]`: policy for all HTTP providers before per-provider overrides.
     pub retry: RetryPolicy,
+    /// `[cluster]`: where candidates are judged (docs/cluster.md).
+    pub cluster: ClusterConfig,
     /// The file this was loaded from, if any.
     pub source: Option<PathBuf>,
+}
+
+/// `[cluster]`: a Ray cluster to judge on instead of this machine.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterConfig {
+    /// `address = "ray://HOST:PORT"` (or `HOST:PORT`, `auto`).
+    pub address: Option<String>,
+    /// `fingerprint = "..."`: judge on the devices of this machine fingerprint only.
+    pub fingerprint: Option<String>,
 }
 
 /// What an HTTP provider needs, resolved from config and environment.
@@ -450,8 +461,14 @@ fn discover_path(env: &dyn Fn(&str) -> Option<OsString>, cwd: &Path) -> Option<P
 }
 
 fn parse_root(root: &Table) -> Result<Config, String> {
-    fields::check_keys(root, &["providers", "prices", "retry"], "")?;
+    fields::check_keys(root, &["providers", "prices", "retry", "cluster"], "")?;
     let mut cfg = Config::default();
+
+    if let Some(cluster) = fields::table(root, "cluster", "")? {
+        fields::check_keys(cluster, &["address", "fingerprint"], "cluster")?;
+        cfg.cluster.address = fields::get::<String>(cluster, "address", "cluster")?;
+        cfg.cluster.fingerprint = fields::get::<String>(cluster, "fingerprint", "cluster")?;
+    }
 
     if let Some(retry) = fields::table(root, "retry", "")? {
         let path = "retry";

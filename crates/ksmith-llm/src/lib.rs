@@ -33,7 +33,7 @@ mod spec;
 use std::time::Duration;
 
 pub use command::kill_running as kill_running_commands;
-pub use config::{Config, Price, ProviderConfig, RetryPolicy};
+pub use config::{ClusterConfig, Config, Price, ProviderConfig, RetryPolicy};
 pub use error::LlmError;
 pub use spec::{CompatAlias, ModelSpec, ProviderKind, VALID_PROVIDERS};
 

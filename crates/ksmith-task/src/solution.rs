@@ -308,7 +308,8 @@ impl Solution {
     /// names and sizes, entry point, flags. Empty when it is acceptable.
     pub fn untrusted_problems(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.name.is_empty() || self.name.len() > 256 || self.name.chars().any(char::is_control) {
+        if self.name.is_empty() || self.name.len() > 256 || self.name.chars().any(char::is_control)
+        {
             out.push("name: empty, longer than 256 bytes or with control characters".to_string());
         }
         if self.sources.is_empty() || self.sources.len() > MAX_SOURCES {
@@ -328,7 +329,10 @@ impl Solution {
                 ));
             }
             if self.sources[..i].iter().any(|(p, _)| p == path) {
-                out.push(format!("sources[{i}]: `{}` is listed twice", path.escape_debug()));
+                out.push(format!(
+                    "sources[{i}]: `{}` is listed twice",
+                    path.escape_debug()
+                ));
             }
         }
         if !is_identifier(&self.entry_point) {
