@@ -73,6 +73,19 @@ fn connect(ctx: &Ctx, spec: &ClusterSpec) -> Result<ClusterRemote, String> {
         spec.source
     );
     let cluster = open(ctx, &spec.address)?;
+    // Devices lost (and their candidates rescheduled) or added, said as they happen.
+    let watched = cluster.clone();
+    std::thread::spawn(move || loop {
+        for e in watched.take_events() {
+            note!(
+                "ksmith: cluster: {} {}: {}",
+                e.kind.replace('_', " "),
+                crate::term::one(&e.device),
+                crate::term::one(&e.message)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    });
     let remote = cluster
         .remote(spec.fingerprint.as_deref())
         .map_err(|e| e.to_string())?;

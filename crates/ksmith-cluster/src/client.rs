@@ -615,10 +615,28 @@ impl Remote for ClusterRemote {
                 .collect::<Vec<_>>()
                 .join("+")
         );
-        let (device, response, _attempts) = self
+        let (device, response, attempts) = self
             .cluster
             .judge(&self.identity.environment.fingerprint, &label, &request)
             .map_err(|e| JudgeError::Cluster(e.to_string()))?;
+        if !attempts.is_empty() {
+            // Devices that died under this job: not the candidate's doing, and said.
+            let lost: Vec<String> = attempts
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{} ({})",
+                        a["device"].as_str().unwrap_or("?"),
+                        a["error"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect();
+            lock(&self.cluster.inner.shared.events).push(ClusterEvent {
+                kind: "rescheduled".into(),
+                device: device.clone(),
+                message: format!("{label} judged here after {}", lost.join(", ")),
+            });
+        }
         if !response.ok {
             let err = response.error.unwrap_or(crate::protocol::WorkerError {
                 kind: WorkerErrorKind::Environment,
