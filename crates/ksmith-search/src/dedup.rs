@@ -292,6 +292,17 @@ impl DedupIndex {
         kept
     }
 
+    /// A guard that [`release`](Self::release)s `node`'s claim when dropped, including when
+    /// the judge panics (after [`insert`](Self::insert) the release does nothing), so a node
+    /// waiting on the claim never waits forever.
+    pub fn hold<'a>(&'a self, norm_hash: &str, node: NodeId) -> ClaimGuard<'a> {
+        ClaimGuard {
+            index: self,
+            key: norm_hash.to_string(),
+            node,
+        }
+    }
+
     /// Gives up a claim that ended without a verdict (the judge failed): a waiting node judges
     /// it instead.
     pub fn release(&self, norm_hash: &str, node: NodeId) {
@@ -303,9 +314,53 @@ impl DedupIndex {
     }
 }
 
+/// Releases a claim when dropped (see [`DedupIndex::hold`]).
+pub struct ClaimGuard<'a> {
+    index: &'a DedupIndex,
+    key: String,
+    node: NodeId,
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        self.index.release(&self.key, self.node);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_whose_judge_panics_is_released_for_the_waiting_node() {
+        let index = std::sync::Arc::new(DedupIndex::new());
+        assert!(index.claim("k", NodeId(1)).is_none());
+        let waiter = {
+            let index = index.clone();
+            std::thread::spawn(move || index.claim("k", NodeId(2)))
+        };
+        let judging = {
+            let index = index.clone();
+            std::thread::spawn(move || {
+                let _claim = index.hold("k", NodeId(1));
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                panic!("the judge panicked");
+            })
+        };
+        assert!(judging.join().is_err());
+        // Node 2 gets the claim (judges it itself) instead of waiting forever.
+        assert_eq!(waiter.join().unwrap(), None);
+        // A guard dropped after a verdict leaves the verdict alone.
+        let first = FirstSeen {
+            node: NodeId(2),
+            eval_id: 7,
+        };
+        {
+            let _claim = index.hold("k", NodeId(2));
+            index.insert("k", first);
+        }
+        assert_eq!(index.get("k"), Some(first));
+    }
 
     fn c(s: &str) -> String {
         normalize(s, Language::C)

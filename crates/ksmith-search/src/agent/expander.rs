@@ -469,15 +469,16 @@ impl AgentExpander {
         let task_hash = self.task.content_hash.clone();
         // Waits while another node of this run judges the same code.
         let claimed = self.dedup.claim(&key, cx.req.node);
+        // Whatever happens from here (an error, a panicking judge), a claim of ours is given
+        // up unless a verdict was recorded: nodes waiting on it must not wait forever.
+        let _claim = claimed.is_none().then(|| self.dedup.hold(&key, cx.req.node));
         let earlier = match claimed {
             Some(f) => Some((self.settings.run.clone(), f.node, Some(f.eval_id))),
-            None => match cx.store.dedup_lookup(&fingerprint, &task_hash, &key) {
-                Ok(hit) => hit.map(|h| (h.run, NodeId(h.node), h.eval_id)),
-                Err(e) => {
-                    self.dedup.release(&key, cx.req.node);
-                    return Err(failed(e));
-                }
-            },
+            None => cx
+                .store
+                .dedup_lookup(&fingerprint, &task_hash, &key)
+                .map_err(failed)?
+                .map(|h| (h.run, NodeId(h.node), h.eval_id)),
         };
         if let Some((run, node, Some(eval_id))) = earlier {
             let stored = cx.store.get(eval_id).map_err(failed);
@@ -515,11 +516,7 @@ impl AgentExpander {
             }
         }
         let sol = self.candidate(cx.req.node, source.clone());
-        let evaluated = evaluate(&mut cx.judge, &mut cx.store, &self.task, &sol);
-        if evaluated.is_err() {
-            self.dedup.release(&key, cx.req.node);
-        }
-        let (eval_id, result, fresh) = evaluated?;
+        let (eval_id, result, fresh) = evaluate(&mut cx.judge, &mut cx.store, &self.task, &sol)?;
         if fresh {
             cx.spend.evaluations += 1;
         }
