@@ -442,3 +442,65 @@ fn two_nodes_expand_at_once_from_one_expander() {
     assert_eq!(seqs, vec![0, 1, 2, 3]);
     assert_eq!(evaluations(&store), 2);
 }
+
+#[test]
+fn a_node_whose_journal_diverged_goes_on_with_new_calls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task("softmax", tmp.path(), WORKLOADS);
+    let run = "run-engine-diverged";
+    create_run(&store, run, &task);
+    let planner = reply("planner", &[], &plan("Reciprocal per row"));
+    // 1. Interrupted after its planner call.
+    let cut = script(tmp.path(), "cut.toml", std::slice::from_ref(&planner));
+    let x = expander(&store, run, &task, cut);
+    assert!(x
+        .expand(&request(0, None, Hint::Vectorize), &Lines::default())
+        .is_err());
+    drop(x);
+    // The journal now says the session went another way at call 0 (as when a verdict comes
+    // out differently on the way back).
+    rusqlite::Connection::open(store.join("ksmith.db"))
+        .unwrap()
+        .execute(
+            "UPDATE llm_calls SET role = 'fixer' WHERE run = ?1 AND node = 0 AND node_seq = 0",
+            [run],
+        )
+        .unwrap();
+    // 2. Grown again: not a failure on every resume, but new calls after the stored ones
+    // (the scripted model answers by run seq: 0 and 1 were taken by the first attempt).
+    let implementer = reply("implementer", &[], &code(KERNEL));
+    let full = script(
+        tmp.path(),
+        "full.toml",
+        &[planner.clone(), implementer.clone(), planner, implementer],
+    );
+    let x = expander(&store, run, &task, full);
+    let lines = Lines::default();
+    let n0 = match x.expand(&request(0, None, Hint::Vectorize), &lines) {
+        Ok(e) => e,
+        Err(e) => panic!("node 0 after a diverged journal: {e}"),
+    };
+    let said = lines.0.lock().unwrap().join("\n");
+    assert!(said.contains("journal diverged at call 0"), "{said}");
+    assert_eq!(n0.outcome.status, Some(Status::Passed), "{said}");
+    let seqs: Vec<(i64, String)> = {
+        let c = rusqlite::Connection::open(store.join("ksmith.db")).unwrap();
+        let mut st = c
+            .prepare("SELECT node_seq, role FROM llm_calls WHERE run = ?1 AND node = 0 AND error IS NULL ORDER BY node_seq")
+            .unwrap();
+        st.query_map([run], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(
+        seqs,
+        vec![
+            (0, "fixer".to_string()),
+            (2, "planner".to_string()),
+            (3, "implementer".to_string())
+        ],
+        "the paid call is kept, the new ones follow the stored ones"
+    );
+}

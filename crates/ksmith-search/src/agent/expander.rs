@@ -278,22 +278,28 @@ impl AgentExpander {
         step: &str,
         prompt: &Rendered,
     ) -> Result<String, ExpandError> {
-        let idx = cx.next_idx;
-        let stored = cx
+        let mut idx = cx.next_idx;
+        let mut stored = cx
             .journal
             .iter()
             .find(|(i, _)| *i == idx)
             .map(|(_, c)| c.clone());
+        if let Some(c) = stored.clone().filter(|c| c.role != role.name()) {
+            // The session took another path than the journaled one (a verdict came out
+            // differently): the stored calls from here are kept (they were paid) but not
+            // replayed; the node goes on with new calls after them.
+            let after = cx.journal.iter().map(|(i, _)| i + 1).max().unwrap_or(idx);
+            cx.say(format!(
+                "{step}: the journal diverged at call {idx} (stored {}, now {}); new calls from {after}",
+                c.role,
+                role.name()
+            ));
+            cx.journal.clear();
+            cx.next_idx = after;
+            idx = after;
+            stored = None;
+        }
         if let Some(c) = stored.as_ref().filter(|c| c.error.is_none()) {
-            if c.role != role.name() {
-                return Err(failed(anyhow!(
-                    "run {} node {}: journal diverged at call {idx} (stored {}, now {}); it cannot be replayed safely",
-                    self.settings.run,
-                    cx.req.node,
-                    c.role,
-                    role.name()
-                )));
-            }
             cx.next_idx += 1;
             cx.spend.calls += 1;
             cx.spend.tokens += c.tokens_in + c.tokens_out;
@@ -471,7 +477,9 @@ impl AgentExpander {
         let claimed = self.dedup.claim(&key, cx.req.node);
         // Whatever happens from here (an error, a panicking judge), a claim of ours is given
         // up unless a verdict was recorded: nodes waiting on it must not wait forever.
-        let _claim = claimed.is_none().then(|| self.dedup.hold(&key, cx.req.node));
+        let _claim = claimed
+            .is_none()
+            .then(|| self.dedup.hold(&key, cx.req.node));
         let earlier = match claimed {
             Some(f) => Some((self.settings.run.clone(), f.node, Some(f.eval_id))),
             None => cx
