@@ -504,3 +504,31 @@ fn a_node_whose_journal_diverged_goes_on_with_new_calls() {
         "the paid call is kept, the new ones follow the stored ones"
     );
 }
+
+#[test]
+fn a_node_grown_again_counts_the_evaluation_it_paid_for_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task("softmax", tmp.path(), WORKLOADS);
+    let run = "run-engine-regrown";
+    create_run(&store, run, &task);
+    let replies = [
+        reply("planner", &[], &plan("Reciprocal per row")),
+        reply("implementer", &[], &code(KERNEL)),
+    ];
+    let full = script(tmp.path(), "full.toml", &replies);
+    let first = expander(&store, run, &task, full.clone())
+        .expand(&request(0, None, Hint::Vectorize), &Lines::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(first.spend.evaluations, 1);
+    assert_eq!(evaluations(&store), 1);
+    // Killed before the engine recorded the node: it is grown again from its journal. The
+    // evaluation it paid for is found, not judged again, and still counts once.
+    let again = expander(&store, run, &task, full)
+        .expand(&request(0, None, Hint::Vectorize), &Lines::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.outcome.eval_id, first.outcome.eval_id);
+    assert_eq!(evaluations(&store), 1, "nothing judged again");
+    assert_eq!(again.spend.evaluations, 1, "the paid evaluation counts");
+    assert_eq!(again.spend.calls, 2, "the replayed calls count");
+}

@@ -131,6 +131,9 @@ struct NodeCx<'a> {
     /// What the session would hand back now: the fastest passing candidate judged so far,
     /// else the last one (kept so that a call budget reached mid-session loses nothing judged).
     kept: Option<Candidate>,
+    /// Evaluations counted in this node's spend by this attempt: one this node judged before
+    /// a kill counts once when the re-grown node finds it, a repeat within the session not.
+    counted: std::collections::HashSet<i64>,
 }
 
 impl NodeCx<'_> {
@@ -498,6 +501,10 @@ impl AgentExpander {
                 // The same node judging its own code again (a re-expansion after a kill, or a
                 // fix that came back to an earlier version) is a reuse, not a duplicate.
                 let own = run == self.settings.run && node == cx.req.node;
+                if own && cx.counted.insert(eval_id) {
+                    // Judged by this node before it was interrupted: paid, so counted.
+                    cx.spend.evaluations += 1;
+                }
                 if !own {
                     let whose = if run == self.settings.run {
                         format!("node {node}")
@@ -525,7 +532,7 @@ impl AgentExpander {
         }
         let sol = self.candidate(cx.req.node, source.clone());
         let (eval_id, result, fresh) = evaluate(&mut cx.judge, &mut cx.store, &self.task, &sol)?;
-        if fresh {
+        if fresh && cx.counted.insert(eval_id) {
             cx.spend.evaluations += 1;
         }
         self.dedup.insert(
@@ -793,6 +800,7 @@ impl Expander for AgentExpander {
             spend: Spend::default(),
             judge,
             kept: None,
+            counted: Default::default(),
         };
         let out = match self.session(&mut cx) {
             // Out of calls mid-session: the node ends with what it judged so far.
