@@ -164,3 +164,233 @@ fn the_worker_judges_requests_and_refuses_bad_ones() {
         WorkerErrorKind::Request
     );
 }
+
+/// A suite of three starter tasks (links to the real ones), each judged with its `fast` C
+/// solution: small workloads keep the cluster test short.
+fn small_suite(dir: &std::path::Path) -> std::path::PathBuf {
+    let suite = dir.join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    for t in ["softmax", "rmsnorm", "vector_add"] {
+        std::os::unix::fs::symlink(root().join("tasks/starter").join(t), suite.join(t)).unwrap();
+    }
+    suite
+}
+
+fn db(store: &std::path::Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(store.join("ksmith.db")).unwrap()
+}
+
+/// `(task, status)` of a bench summary on stdout (`--json`).
+fn statuses(o: &std::process::Output) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(o)));
+    let mut s: Vec<(String, String)> = v["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rows: {v}"))
+        .iter()
+        .map(|r| {
+            (
+                r["task"].as_str().unwrap().to_string(),
+                r["status"].as_str().unwrap_or("-").to_string(),
+            )
+        })
+        .collect();
+    s.sort();
+    s
+}
+
+/// Whether a `ksmith worker judge` runs in the session `sid` (a node's processes): the
+/// device of that node is judging now (a worker process lives for one request).
+fn judging_in(sid: i32) -> bool {
+    ksmith_cluster::local::session_members(sid).iter().any(|pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| {
+                let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                args.windows(2).any(|w| w[0] == b"worker" && w[1] == b"judge")
+            })
+            .unwrap_or(false)
+    })
+}
+
+fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed().as_secs() < secs, "{what}: not within {secs} s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    // The managed environment's Ray (installed on first use), as a user starts nodes with it.
+    let o = ksmith(&store, &["cluster", "python"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let python = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let ray = std::path::Path::new(&python).with_file_name("ray");
+    let mut cluster =
+        ksmith_cluster::local::LocalCluster::start(&ray, 2, &tmp.path().join("ray")).unwrap();
+    let addr = cluster.address();
+    let on = |args: &[&str]| {
+        let mut a = vec!["--cluster", addr.as_str()];
+        a.extend_from_slice(args);
+        ksmith(&store, &a)
+    };
+
+    // Two devices, one machine fingerprint, nothing judging.
+    let o = on(&["cluster", "status", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let devices = v["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2, "{v}");
+    assert!(devices.iter().all(|d| d["state"] == "idle" && d["kind"] == "cpu"), "{v}");
+    let fp = devices[0]["identity"]["environment"]["fingerprint"].clone();
+    assert!(fp.is_string() && devices[1]["identity"]["environment"]["fingerprint"] == fp);
+
+    // A bench over the cluster, two candidates at once; worker node 1 is killed while it
+    // judges. Its candidate is judged again on the other device, never counted as failed.
+    let suite = small_suite(tmp.path());
+    let bench = [
+        "bench",
+        suite.to_str().unwrap(),
+        "--solution",
+        "fast",
+        "--min-time-ms",
+        "20",
+        "--json",
+    ];
+    let mut args = vec!["--cluster", addr.as_str()];
+    args.extend_from_slice(&bench);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
+        .arg("--store")
+        .arg(&store)
+        .args(&args)
+        .env("KSMITH_DEVICE_LOCK", "0")
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let worker1 = cluster.sessions()[2];
+    wait_for("worker node 1 judging", 300, || judging_in(worker1));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    cluster.kill_worker(1).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let remote = statuses(&o);
+    assert_eq!(remote.len(), 3, "{all}");
+    assert!(remote.iter().all(|(_, s)| s == "PASSED"), "{remote:?}\n{all}");
+    assert!(
+        all.contains("rescheduled") && all.contains("device lost"),
+        "the lost device and the rescheduled candidate are said:\n{all}"
+    );
+    // Judged exactly once each: one stored evaluation per item, with the workers' machine.
+    let c = db(&store);
+    let n: i64 = c
+        .query_row("SELECT COUNT(*) FROM evaluations", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 3, "{all}");
+    let fps: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM evaluations WHERE env_fingerprint = ?1",
+            [fp.as_str().unwrap()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(fps, 3, "stored with the devices' machine fingerprint");
+
+    // The same statuses as a local run.
+    let mut local = vec!["--cluster", "local"];
+    local.extend_from_slice(&bench);
+    local.push("--no-timing");
+    let o = ksmith(&store, &local);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(statuses(&o), remote, "local and cluster statuses agree");
+
+    // A small search through the one device left, with a scripted model.
+    let start = root().join("tasks/starter/softmax/solutions/naive");
+    let kernel = std::fs::read_to_string(start.join("kernel.c")).unwrap();
+    let script = tmp.path().join("script.toml");
+    std::fs::write(
+        &script,
+        format!("[[reply]]\nrole = \"planner\"\ntext = '''\n## Title\nSame kernel\n## Strategy\nKeep it.\n## Expected effect\n1.0x\n## Risks\nNone.\n'''\n\n[[reply]]\nrole = \"implementer\"\ntext = '''\nkernel.c\n```c\n{kernel}\nint ks_cluster_variant(void) {{ return 1; }}\n```\n'''\n"),
+    )
+    .unwrap();
+    let task = small_task("softmax", tmp.path(), "[[workloads]]\naxes = { M = 64, N = 1000 }\n[workloads.inputs]\nx = { dist = \"normal\", mean = 0.0, std = 1.0 }\n");
+    let model = format!("scripted:{}", script.display());
+    let out = tmp.path().join("winner");
+    let o = on(&[
+        "optimize",
+        task.to_str().unwrap(),
+        "--strategy",
+        "loop",
+        "--model",
+        &model,
+        "--from",
+        start.to_str().unwrap(),
+        "--max-nodes",
+        "2",
+        "--min-time-ms",
+        "20",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let states: Vec<String> = {
+        let mut st = c
+            .prepare("SELECT state FROM search_nodes ORDER BY id")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(states, ["done", "done"], "{all}");
+    assert!(out.join("solution.toml").exists() || out.join("kernel.c").exists(), "{all}");
+
+    // The cluster disappears mid-bench: the run stops cleanly (not a candidate's failure)
+    // and resumes on this machine.
+    let mut args = vec!["--cluster", addr.as_str()];
+    args.extend_from_slice(&bench);
+    args.push("--fresh");
+    let before: i64 = c
+        .query_row("SELECT COUNT(*) FROM evaluations", [], |r| r.get(0))
+        .unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
+        .arg("--store")
+        .arg(&store)
+        .args(&args)
+        .env("KSMITH_DEVICE_LOCK", "0")
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let worker0 = cluster.sessions()[1];
+    wait_for("worker node 0 judging", 300, || judging_in(worker0));
+    cluster.kill_head().unwrap();
+    let o = child.wait_with_output().unwrap();
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(3), "the environment failed, not a candidate:\n{all}");
+    assert!(all.contains("cluster"), "{all}");
+    let failed: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM evaluations WHERE id > ?1 AND status != 'PASSED'",
+            [before],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(failed, 0, "nothing was recorded as a candidate's failure");
+    let mut resume = vec!["--cluster", "local"];
+    resume.extend_from_slice(&bench);
+    let o = ksmith(&store, &resume);
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    assert!(all.contains("resuming bench run"), "{all}");
+    assert_eq!(statuses(&o), remote, "{all}");
+    cluster.stop().unwrap();
+}

@@ -673,7 +673,7 @@ impl Remote for ClusterRemote {
                     results.len()
                 )));
             }
-            Ok(RemoteOutcome::Evaluated(results.remove(0)))
+            Ok(RemoteOutcome::Evaluated(Box::new(results.remove(0))))
         }
     }
 }

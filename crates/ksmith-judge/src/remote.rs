@@ -39,7 +39,7 @@ pub struct RemoteJob<'a> {
 #[derive(Debug, Clone)]
 pub enum RemoteOutcome {
     /// For [`RemoteKind::Evaluate`].
-    Evaluated(EvalResult),
+    Evaluated(Box<EvalResult>),
     /// For [`RemoteKind::Compare`].
     Compared(Comparison),
 }
@@ -71,8 +71,8 @@ impl crate::Judge {
         };
         match remote.judge(job)? {
             RemoteOutcome::Evaluated(r) => {
-                self.check_remote(std::slice::from_ref(solution), std::slice::from_ref(&r))?;
-                Ok(r)
+                self.check_remote(std::slice::from_ref(solution), std::slice::from_ref(&*r))?;
+                Ok(*r)
             }
             RemoteOutcome::Compared(_) => Err(JudgeError::Cluster(
                 "a device answered an evaluation with a comparison".into(),
