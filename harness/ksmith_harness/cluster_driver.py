@@ -41,6 +41,9 @@ NODE_POLL_WAITING_S = 1.0
 # How often the GCS port is probed; two failed probes in a row mean the cluster is gone.
 GCS_PROBE_S = 0.5
 STDERR_TAIL = 4000
+# Exit codes: the cluster could not be reached at `hello`; the cluster was lost later.
+EXIT_NO_CLUSTER = 2
+EXIT_CLUSTER_LOST = 3
 
 
 class DeviceWorker:
@@ -174,7 +177,7 @@ class Out:
                 self.stream.write(json.dumps(line, separators=(",", ":")) + "\n")
             self.stream.flush()
             log(f"cluster lost: {message}")
-            os._exit(3)
+            os._exit(EXIT_CLUSTER_LOST)
 
 
 def log(msg: str) -> None:
@@ -250,18 +253,30 @@ class Driver:
         if msg.get("protocol") != PROTOCOL:
             log(f"hello asks for protocol {msg.get('protocol')!r}; this driver speaks {PROTOCOL}")
         address = msg.get("address") or "auto"
-        ray.init(address=address, logging_level="WARNING", log_to_driver=False, include_dashboard=False)
+        try:
+            if address.startswith("ray://"):
+                # Ray Client: the real driver runs on the head; it takes fewer options.
+                ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+                probe = address[len("ray://") :]
+            else:
+                ray.init(address=address, logging_level="WARNING", log_to_driver=False, include_dashboard=False)
+                probe = ray.get_runtime_context().gcs_address
+        except Exception as e:  # Ray raises ConnectionError, RuntimeError, ValueError... for a bad address
+            log(f"cannot connect to the Ray cluster at {address!r}: {type(e).__name__}: {e}")
+            self.out.stream.flush()
+            os._exit(EXIT_NO_CLUSTER)
         self.actor_cls = _actor_class(ray)
-        gcs = ray.get_runtime_context().gcs_address
-        if gcs:
-            threading.Thread(target=watch_gcs, args=(gcs, self.out), daemon=True).start()
+        if probe:
+            threading.Thread(target=watch_gcs, args=(probe, self.out), daemon=True).start()
         fresh = self.add_new_devices()
         pending = {d.actor.identify.remote(): d for d in fresh}
         ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=IDENTIFY_TIMEOUT_S)
         for ref in ready:
             self.take_identity(pending.pop(ref), ref)
         for d in pending.values():
-            d.state, d.problem = "incompatible", f"`ksmith worker identify` gave no answer within {IDENTIFY_TIMEOUT_S:.0f} s"
+            # Typically an actor that cannot be placed: its slot is held by another ksmith's driver.
+            d.state, d.problem = "incompatible", f"no identity within {IDENTIFY_TIMEOUT_S:.0f} s (is its slot held by another ksmith?)"
+            self.ray.kill(d.actor, no_restart=True)
         for d in fresh:
             self.devices[d.id] = d
         self.out.send(
@@ -459,7 +474,11 @@ class Driver:
                     self.dispatch()
                 continue
             if self.ray is not None:
-                self.step()
+                try:
+                    self.step()
+                except ConnectionError as e:
+                    # Ray Client's way of saying the cluster is gone (after its reconnect grace period).
+                    self.out.cluster_lost(f"lost the connection to the cluster: {e}")
         self.shutdown()
         return 0
 

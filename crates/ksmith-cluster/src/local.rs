@@ -140,7 +140,11 @@ pub fn session_members(sid: i32) -> Vec<i32> {
     };
     let mut out = Vec::new();
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -358,7 +362,11 @@ fn spawn_node(
         .stderr(err);
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {
-        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
     }
     let child = cmd.spawn().map_err(|source| LocalClusterError::Spawn {
         ray: ray_bin.to_path_buf(),
@@ -383,7 +391,9 @@ fn wait_started(node: &mut Node) -> Result<(), LocalClusterError> {
         }
         let ended = node.child.try_wait().ok().flatten();
         if ended.is_some() || Instant::now() > deadline {
-            let why = ended.map_or("timed out".to_string(), |s| format!("`ray start` ended: {s}"));
+            let why = ended.map_or("timed out".to_string(), |s| {
+                format!("`ray start` ended: {s}")
+            });
             let lines: Vec<&str> = text.lines().collect();
             let tail = lines[lines.len().saturating_sub(20)..].join("\n");
             return Err(LocalClusterError::NotStarted {

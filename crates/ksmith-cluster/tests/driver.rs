@@ -208,6 +208,21 @@ fn rss_kib(sessions: &[i32]) -> u64 {
         .sum()
 }
 
+/// User + system clock ticks used so far by the live processes of these sessions.
+fn cpu_ticks(sessions: &[i32]) -> u64 {
+    sessions
+        .iter()
+        .flat_map(|&s| session_members(s))
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|st| {
+            let rest = st.rsplit_once(')')?.1.to_string();
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // After ")": state is field 0, utime 11, stime 12.
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum()
+}
+
 fn judge(id: u64, label: &str, request: Value) -> Value {
     json!({"op": "judge", "id": id, "fingerprint": FINGERPRINT, "label": label, "request": request})
 }
@@ -229,10 +244,17 @@ fn the_driver_on_a_real_local_cluster() {
         "cluster of a head and 2 workers up in {:.1} s",
         t.elapsed().as_secs_f64()
     );
+    // The idle cost, measured after the start's own work has settled.
     std::thread::sleep(Duration::from_secs(2));
+    let ticks = cpu_ticks(&sessions);
+    std::thread::sleep(Duration::from_secs(4));
+    let per_s = (cpu_ticks(&sessions) - ticks) as f64 / 4.0;
+    // SAFETY: sysconf only reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     eprintln!(
-        "idle cluster: {} MiB resident",
-        rss_kib(&sessions) / 1024
+        "idle cluster: {} MiB resident, {:.0}% of one core",
+        rss_kib(&sessions) / 1024,
+        100.0 * per_s / hz
     );
 
     // A driver that reads end of input releases its actors and exits 0; the next driver's
@@ -271,7 +293,9 @@ fn the_driver_on_a_real_local_cluster() {
         .iter()
         .map(|dev| {
             assert_eq!(dev["state"], "busy", "{dev:#}");
-            dev["doing"]["since"].as_f64().expect("since is unix seconds");
+            dev["doing"]["since"]
+                .as_f64()
+                .expect("since is unix seconds");
             dev["doing"]["label"].as_str().expect("label").to_string()
         })
         .collect();
@@ -283,8 +307,14 @@ fn the_driver_on_a_real_local_cluster() {
     assert_eq!(r2["response"]["echo"], "b");
     assert_eq!(r1["attempts"], json!([]));
     assert_ne!(r1["device"], r2["device"]);
-    let (s1, e1) = (r1["response"]["start"].as_f64().unwrap(), r1["response"]["end"].as_f64().unwrap());
-    let (s2, e2) = (r2["response"]["start"].as_f64().unwrap(), r2["response"]["end"].as_f64().unwrap());
+    let (s1, e1) = (
+        r1["response"]["start"].as_f64().unwrap(),
+        r1["response"]["end"].as_f64().unwrap(),
+    );
+    let (s2, e2) = (
+        r2["response"]["start"].as_f64().unwrap(),
+        r2["response"]["end"].as_f64().unwrap(),
+    );
     assert!(s1 < e2 && s2 < e1, "the judges did not overlap: {r1} {r2}");
     let store = r1["response"]["store"].as_str().unwrap();
     assert!(
@@ -292,20 +322,37 @@ fn the_driver_on_a_real_local_cluster() {
         "{store}"
     );
     let idle = d.status();
-    assert!(idle.iter().all(|dev| dev["state"] == "idle" && dev["doing"].is_null() && dev["judged"] == 1), "{idle:#?}");
+    assert!(
+        idle.iter()
+            .all(|dev| dev["state"] == "idle" && dev["doing"].is_null() && dev["judged"] == 1),
+        "{idle:#?}"
+    );
 
     // A worker that exits non-zero: its problem report comes back as bad_request.
     d.send(judge(3, "bad", json!({"fail": "the task's hash differs"})));
     let f = d.expect("failed 3", 30, |v| v["id"] == 3);
     assert_eq!(f["op"], "failed");
     assert_eq!(f["error"], "bad_request");
-    assert!(f["message"].as_str().unwrap().contains("problem report: the task's hash differs"), "{f}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("problem report: the task's hash differs"),
+        "{f}"
+    );
     let still = d.status();
-    assert!(still.iter().all(|dev| dev["state"] == "idle"), "a problem report is not a dead device: {still:#?}");
+    assert!(
+        still.iter().all(|dev| dev["state"] == "idle"),
+        "a problem report is not a dead device: {still:#?}"
+    );
 
     // Kill the node that judges a long request: it comes back from the other device.
     let flag = tmp.path().join("long-once");
-    d.send(judge(4, "long", json!({"tag": "long", "sleep_s": 60, "once": flag})));
+    d.send(judge(
+        4,
+        "long",
+        json!({"tag": "long", "sleep_s": 60, "once": flag}),
+    ));
     let deadline = Instant::now() + Duration::from_secs(20);
     while !flag.exists() {
         assert!(Instant::now() < deadline, "the long judge never started");
@@ -318,9 +365,16 @@ fn the_driver_on_a_real_local_cluster() {
         .expect("a device is doing the long judge");
     let victim_idx = worker_sids_index(&sessions, sid_of(&victim));
     let killed_at = now();
-    cluster.kill_worker(victim_idx).expect("kill the worker node");
-    assert!(session_members(sessions[1 + victim_idx]).is_empty(), "the killed node left processes");
-    let lost = d.expect("device_lost", 60, |v| v["op"] == "event" && v["kind"] == "device_lost");
+    cluster
+        .kill_worker(victim_idx)
+        .expect("kill the worker node");
+    assert!(
+        session_members(sessions[1 + victim_idx]).is_empty(),
+        "the killed node left processes"
+    );
+    let lost = d.expect("device_lost", 60, |v| {
+        v["op"] == "event" && v["kind"] == "device_lost"
+    });
     assert_eq!(lost["device"], victim["id"]);
     let r4 = d.expect("result 4", 60, |v| v["id"] == 4);
     assert_eq!(r4["op"], "result", "{r4}");
@@ -332,18 +386,26 @@ fn the_driver_on_a_real_local_cluster() {
     let resched = r4["response"]["start"].as_f64().unwrap() - killed_at;
     eprintln!("kill of a node to its request restarting elsewhere: {resched:.2} s");
     let after = d.status();
-    let dead = after.iter().find(|dev| dev["id"] == victim["id"]).expect("the dead device is listed");
+    let dead = after
+        .iter()
+        .find(|dev| dev["id"] == victim["id"])
+        .expect("the dead device is listed");
     assert_eq!(dead["state"], "dead");
 
     // The last worker gone: a request waits KSMITH_CLUSTER_WAIT_S (4 s) for a device, then no_device.
-    cluster.kill_worker(1 - victim_idx).expect("kill the last worker");
+    cluster
+        .kill_worker(1 - victim_idx)
+        .expect("kill the last worker");
     let t = Instant::now();
     d.send(judge(5, "orphan", json!({"tag": "x"})));
     let f5 = d.expect("failed 5", 60, |v| v["id"] == 5);
     let waited = t.elapsed().as_secs_f64();
     assert_eq!(f5["op"], "failed", "{f5}");
     assert_eq!(f5["error"], "no_device", "{f5}");
-    assert!(waited >= 3.5, "answered no_device after {waited:.1} s, before the wait");
+    assert!(
+        waited >= 3.5,
+        "answered no_device after {waited:.1} s, before the wait"
+    );
     eprintln!("no_device after {waited:.1} s (wait 4 s)");
 
     // The head gone: what is in flight fails with cluster_lost and the driver exits 3.
@@ -354,11 +416,17 @@ fn the_driver_on_a_real_local_cluster() {
     let f6 = d.expect("failed 6", 30, |v| v["id"] == 6);
     assert_eq!(f6["error"], "cluster_lost", "{f6}");
     assert_eq!(d.wait_exit(30), 3);
-    eprintln!("cluster_lost {:.1} s after the head died", t.elapsed().as_secs_f64());
+    eprintln!(
+        "cluster_lost {:.1} s after the head died",
+        t.elapsed().as_secs_f64()
+    );
 
     cluster.stop().expect("stop the cluster");
     for s in sessions {
-        assert!(session_members(s).is_empty(), "session {s} still has processes");
+        assert!(
+            session_members(s).is_empty(),
+            "session {s} still has processes"
+        );
     }
 }
 
