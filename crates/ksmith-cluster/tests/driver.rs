@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ksmith_cluster::local::{session_members, LocalCluster};
@@ -227,11 +228,45 @@ fn judge(id: u64, label: &str, request: Value) -> Value {
     json!({"op": "judge", "id": id, "fingerprint": FINGERPRINT, "label": label, "request": request})
 }
 
+/// Clusters of these tests run one at a time (two cores; timings are asserted).
+static ONE_CLUSTER: Mutex<()> = Mutex::new(());
+
+/// A cluster that is dropped (a test that panics) leaves no process of any node behind.
+#[test]
+fn a_dropped_cluster_leaves_nothing_running() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let python = ray_python();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cluster = LocalCluster::start(&python.with_file_name("ray"), 1, tmp.path())
+        .expect("start the cluster");
+    let sessions = cluster.sessions();
+    assert_eq!(sessions.len(), 2);
+    assert!(sessions.iter().all(|&s| session_members(s).len() > 1));
+    drop(cluster);
+    for s in sessions {
+        assert!(
+            session_members(s).is_empty(),
+            "session {s} still has processes"
+        );
+    }
+}
+
+/// A `ray` that cannot run is named in the error.
+#[test]
+fn a_missing_ray_is_named() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ray = tmp.path().join("no-such-ray");
+    let err = LocalCluster::start(&ray, 1, &tmp.path().join("c")).expect_err("no ray");
+    let msg = err.to_string();
+    assert!(msg.contains("no-such-ray") && msg.contains("head"), "{msg}");
+}
+
 /// One cluster, checked phase by phase: a driver that ends with its input; devices and
 /// identities; parallel judges and `status`; a worker's problem report; a node killed while
 /// judging; the last node killed; the head killed.
 #[test]
 fn the_driver_on_a_real_local_cluster() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let python = ray_python();
     let ray_bin = python.with_file_name("ray");
     let tmp = tempfile::tempdir().expect("tempdir");
