@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
-const FILES: [(&str, &str); 13] = [
+const FILES: [(&str, &str); 15] = [
     (
         "ksmith_harness/__init__.py",
         include_str!("../../../harness/ksmith_harness/__init__.py"),
@@ -57,6 +57,14 @@ const FILES: [(&str, &str); 13] = [
     (
         "requirements.txt",
         include_str!("../../../harness/requirements.txt"),
+    ),
+    (
+        "ksmith_harness/cluster_driver.py",
+        include_str!("../../../harness/ksmith_harness/cluster_driver.py"),
+    ),
+    (
+        "requirements-ray.txt",
+        include_str!("../../../harness/requirements-ray.txt"),
     ),
 ];
 
