@@ -56,9 +56,11 @@ class DeviceWorker:
 
     def identify(self) -> dict[str, Any]:
         """The worker's IDENTITY, or the problem that kept it from giving one."""
+        os.makedirs(self.store, exist_ok=True)
         try:
+            # The same store as `judge`: the node's roofline is measured once, into it.
             p = subprocess.run(
-                [self.bin, "worker", "identify"],
+                [self.bin, "--store", self.store, "worker", "identify"],
                 capture_output=True,
                 text=True,
                 timeout=IDENTIFY_TIMEOUT_S,
