@@ -94,6 +94,7 @@ struct Driver {
     stdin: Option<ChildStdin>,
     lines: Receiver<Result<Value, String>>,
     seen: Vec<Value>,
+    unclaimed: Vec<Value>,
 }
 
 impl Driver {
@@ -122,6 +123,7 @@ impl Driver {
             child,
             lines: rx,
             seen: Vec::new(),
+            unclaimed: Vec::new(),
         }
     }
 
@@ -131,8 +133,12 @@ impl Driver {
         stdin.flush().expect("flush");
     }
 
-    /// The next line matching `pred`; every line read is kept in `seen`.
+    /// The first line not taken yet that matches `pred` (replies come in any order); every
+    /// line read is kept in `seen`.
     fn expect(&mut self, what: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.unclaimed.iter().position(&pred) {
+            return self.unclaimed.remove(i);
+        }
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -142,6 +148,7 @@ impl Driver {
                     if pred(&v) {
                         return v;
                     }
+                    self.unclaimed.push(v);
                 }
                 Ok(Err(line)) => panic!("the driver wrote a non-protocol line on stdout: {line}"),
                 Err(_) => panic!(
@@ -443,21 +450,49 @@ fn the_driver_on_a_real_local_cluster() {
     );
     eprintln!("no_device after {waited:.1} s (wait 4 s)");
 
+    // A node that joins is found, identified and used (the driver polls the node table).
+    let idx = cluster.add_worker().expect("add a worker node");
+    let new_sid = cluster.sessions()[1 + idx];
+    d.send(judge(6, "newcomer", json!({"tag": "new"})));
+    let added = d.expect("device_added", 30, |v| {
+        v["op"] == "event" && v["kind"] == "device_added"
+    });
+    let r6 = d.expect("result 6", 30, |v| v["id"] == 6);
+    assert_eq!(r6["op"], "result", "{r6}");
+    assert_eq!(r6["device"], added["device"]);
+    let listed = d.status();
+    let new_dev = listed
+        .iter()
+        .find(|dev| dev["id"] == added["device"])
+        .expect("the new device is listed");
+    assert_eq!(
+        sid_of(new_dev),
+        new_sid,
+        "the new device runs on the new node"
+    );
+    assert_eq!(
+        listed.iter().filter(|dev| dev["state"] == "dead").count(),
+        2,
+        "{listed:#?}"
+    );
+
     // The head gone: what is in flight fails with cluster_lost and the driver exits 3.
-    d.send(judge(6, "stranded", json!({"tag": "y"})));
-    std::thread::sleep(Duration::from_millis(300));
+    d.send(judge(7, "stranded", json!({"tag": "y", "sleep_s": 30})));
+    std::thread::sleep(Duration::from_millis(500));
     let t = Instant::now();
     cluster.kill_head().expect("kill the head");
-    let f6 = d.expect("failed 6", 30, |v| v["id"] == 6);
-    assert_eq!(f6["error"], "cluster_lost", "{f6}");
+    let f7 = d.expect("failed 7", 30, |v| v["id"] == 7);
+    assert_eq!(f7["error"], "cluster_lost", "{f7}");
     assert_eq!(d.wait_exit(30), 3);
     eprintln!(
         "cluster_lost {:.1} s after the head died",
         t.elapsed().as_secs_f64()
     );
 
+    let all = cluster.sessions();
+    assert_eq!(all.len(), 4);
     cluster.stop().expect("stop the cluster");
-    for s in sessions {
+    for s in all {
         assert!(
             session_members(s).is_empty(),
             "session {s} still has processes"
