@@ -246,6 +246,10 @@ class Driver:
             log(f"ignored unknown op {op!r}")
 
     def on_hello(self, msg: dict[str, Any]) -> None:
+        if self.hello is not None:
+            # Already connected: a second hello only asks for the devices again.
+            self.out.send({"op": "hello", "protocol": PROTOCOL, "ray_version": self.ray.__version__, "devices": [d.wire() for d in self.devices.values()]})
+            return
         import ray
 
         self.ray = ray
