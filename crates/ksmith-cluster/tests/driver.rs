@@ -72,6 +72,9 @@ elif sys.argv[1:4] == ["worker", "judge", "--store"]:
         if once is not None:
             open(once, "w").close()
         time.sleep(req.get("sleep_s", 0))
+    if req.get("kill_actor"):
+        os.kill(os.getppid(), 9)
+        time.sleep(30)
     if req.get("fail"):
         print("problem report: " + req["fail"], file=sys.stderr)
         sys.exit(2)
@@ -476,13 +479,30 @@ fn the_driver_on_a_real_local_cluster() {
         "{listed:#?}"
     );
 
+    // The actor's process dies (not its node): the device is dead, the request rescheduled;
+    // with no other device it ends as no_device, its attempt listed.
+    let t = Instant::now();
+    d.send(judge(7, "suicide", json!({"kill_actor": true})));
+    let lost = d.expect("device_lost", 30, |v| {
+        v["op"] == "event" && v["kind"] == "device_lost" && v["device"] == added["device"]
+    });
+    eprintln!(
+        "an actor's death noticed after {:.2} s: {}",
+        t.elapsed().as_secs_f64(),
+        lost["message"]
+    );
+    let f7 = d.expect("failed 7", 30, |v| v["id"] == 7);
+    assert_eq!(f7["error"], "no_device", "{f7}");
+    assert_eq!(f7["attempts"].as_array().map(Vec::len), Some(1), "{f7}");
+    assert_eq!(f7["attempts"][0]["device"], added["device"]);
+
     // The head gone: what is in flight fails with cluster_lost and the driver exits 3.
-    d.send(judge(7, "stranded", json!({"tag": "y", "sleep_s": 30})));
+    d.send(judge(8, "stranded", json!({"tag": "y"})));
     std::thread::sleep(Duration::from_millis(500));
     let t = Instant::now();
     cluster.kill_head().expect("kill the head");
-    let f7 = d.expect("failed 7", 30, |v| v["id"] == 7);
-    assert_eq!(f7["error"], "cluster_lost", "{f7}");
+    let f8 = d.expect("failed 8", 30, |v| v["id"] == 8);
+    assert_eq!(f8["error"], "cluster_lost", "{f8}");
     assert_eq!(d.wait_exit(30), 3);
     eprintln!(
         "cluster_lost {:.1} s after the head died",
