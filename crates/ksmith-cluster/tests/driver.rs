@@ -261,6 +261,45 @@ fn a_dropped_cluster_leaves_nothing_running() {
     }
 }
 
+/// A request whose devices keep dying is rescheduled three times, then given up
+/// (`rescheduled_too_often`) with the four devices it killed in `attempts`.
+#[test]
+fn a_request_is_rescheduled_at_most_three_times() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let python = ray_python();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ksmith = fake_ksmith(tmp.path(), &python);
+    let cluster = LocalCluster::start(&python.with_file_name("ray"), 5, &tmp.path().join("c"))
+        .expect("start the cluster");
+    let mut d = Driver::spawn(&python, 30);
+    assert_eq!(d.hello(&ksmith, &cluster.address()).len(), 5);
+    d.send(judge(1, "deadly", json!({"kill_actor": true})));
+    let f = d.expect("failed 1", 120, |v| v["id"] == 1);
+    assert_eq!(f["op"], "failed", "{f}");
+    assert_eq!(f["error"], "rescheduled_too_often", "{f}");
+    let attempts = f["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 4, "{f}");
+    let mut killed: Vec<&str> = attempts
+        .iter()
+        .filter_map(|a| a["device"].as_str())
+        .collect();
+    killed.sort();
+    killed.dedup();
+    assert_eq!(killed.len(), 4, "each attempt on another device: {f}");
+    let devices = d.status();
+    assert_eq!(
+        devices.iter().filter(|dev| dev["state"] == "dead").count(),
+        4
+    );
+    assert_eq!(
+        devices.iter().filter(|dev| dev["state"] == "idle").count(),
+        1
+    );
+    d.stdin = None;
+    assert_eq!(d.wait_exit(30), 0);
+    cluster.stop().expect("stop the cluster");
+}
+
 /// A `ray` that cannot run is named in the error.
 #[test]
 fn a_missing_ray_is_named() {
