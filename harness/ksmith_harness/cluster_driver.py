@@ -257,6 +257,11 @@ class Driver:
         if msg.get("protocol") != PROTOCOL:
             log(f"hello asks for protocol {msg.get('protocol')!r}; this driver speaks {PROTOCOL}")
         address = msg.get("address") or "auto"
+        target = address.removeprefix("ray://")
+        if target != "auto" and not gcs_reachable(target):
+            # Ray would retry for minutes; nothing listening there is an answer now.
+            log(f"cannot connect to the Ray cluster at {address!r}: nothing answers at {target}")
+            os._exit(EXIT_NO_CLUSTER)
         try:
             if address.startswith("ray://"):
                 # Ray Client: the real driver runs on the head; it takes fewer options.

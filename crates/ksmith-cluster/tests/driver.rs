@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -298,6 +298,32 @@ fn a_request_is_rescheduled_at_most_three_times() {
     d.stdin = None;
     assert_eq!(d.wait_exit(30), 0);
     cluster.stop().expect("stop the cluster");
+}
+
+/// A hello naming an address where nothing listens: no reply, exit 2, quickly (Ray itself
+/// would retry for minutes).
+#[test]
+fn an_unreachable_cluster_ends_the_driver_with_exit_2() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let python = ray_python();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ksmith = fake_ksmith(tmp.path(), &python);
+    let mut d = Driver::spawn(&python, 4);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    d.send(
+        json!({"op": "hello", "protocol": 1, "address": format!("127.0.0.1:{port}"),
+        "ksmith_bin": ksmith, "ksmith_version": VERSION}),
+    );
+    assert_eq!(d.wait_exit(30), 2);
+    // stdout closes with no line on it.
+    let next = d.lines.recv_timeout(Duration::from_secs(10));
+    assert!(
+        matches!(next, Err(RecvTimeoutError::Disconnected)),
+        "no reply expected: {next:?}"
+    );
 }
 
 /// A `ray` that cannot run is named in the error.
