@@ -248,6 +248,10 @@ class Driver:
             log(f"ignored unknown op {op!r}")
 
     def on_hello(self, msg: dict[str, Any]) -> None:
+        if self.hello is not None:
+            # Already connected: a second hello only asks for the devices again.
+            self.out.send({"op": "hello", "protocol": PROTOCOL, "ray_version": self.ray.__version__, "devices": [d.wire() for d in self.devices.values()]})
+            return
         import ray
 
         self.ray = ray
@@ -255,6 +259,11 @@ class Driver:
         if msg.get("protocol") != PROTOCOL:
             log(f"hello asks for protocol {msg.get('protocol')!r}; this driver speaks {PROTOCOL}")
         address = msg.get("address") or "auto"
+        target = address.removeprefix("ray://")
+        if target != "auto" and not gcs_reachable(target):
+            # Ray would retry for minutes; nothing listening there is an answer now.
+            log(f"cannot connect to the Ray cluster at {address!r}: nothing answers at {target}")
+            os._exit(EXIT_NO_CLUSTER)
         try:
             if address.startswith("ray://"):
                 # Ray Client: the real driver runs on the head; it takes fewer options.

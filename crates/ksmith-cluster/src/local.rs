@@ -169,6 +169,9 @@ pub struct LocalCluster {
     head: Node,
     workers: Vec<Node>,
     gcs_port: u16,
+    ray_bin: PathBuf,
+    root: PathBuf,
+    ports: PortPool,
 }
 
 impl LocalCluster {
@@ -201,25 +204,43 @@ impl LocalCluster {
             head,
             workers: Vec::new(),
             gcs_port,
+            ray_bin: ray_bin.to_path_buf(),
+            root: root.to_path_buf(),
+            ports,
         };
         wait_started(&mut cluster.head)?;
-        let address = cluster.address();
-        for i in 0..workers {
-            let mut args = vec![format!("--address={address}")];
-            args.extend(node_ports(&mut ports)?);
-            let node = spawn_node(
-                ray_bin,
-                root,
-                &format!("worker {i}"),
-                &args,
-                r#"{"ksmith_cpu": 1}"#,
-            )?;
-            cluster.workers.push(node);
+        for _ in 0..workers {
+            cluster.spawn_worker()?;
         }
+        // Started together, waited for together: nodes start in parallel.
         for w in &mut cluster.workers {
             wait_started(w)?;
         }
         Ok(cluster)
+    }
+
+    /// Starts one more worker node (one `ksmith_cpu` slot) and waits until it has registered;
+    /// returns its index.
+    pub fn add_worker(&mut self) -> Result<usize, LocalClusterError> {
+        self.spawn_worker()?;
+        let i = self.workers.len() - 1;
+        wait_started(&mut self.workers[i])?;
+        Ok(i)
+    }
+
+    fn spawn_worker(&mut self) -> Result<(), LocalClusterError> {
+        let mut args = vec![format!("--address={}", self.address())];
+        args.extend(node_ports(&mut self.ports)?);
+        let name = format!("worker {}", self.workers.len());
+        let node = spawn_node(
+            &self.ray_bin,
+            &self.root,
+            &name,
+            &args,
+            r#"{"ksmith_cpu": 1}"#,
+        )?;
+        self.workers.push(node);
+        Ok(())
     }
 
     /// The GCS address as the driver's `hello` takes it (`host:port`).
@@ -282,7 +303,7 @@ impl Drop for LocalCluster {
 }
 
 /// Ports reserved by binding to port 0; remembered so one cluster never gets the same twice.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct PortPool {
     given: Vec<u16>,
 }

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -72,6 +72,9 @@ elif sys.argv[1:4] == ["worker", "judge", "--store"]:
         if once is not None:
             open(once, "w").close()
         time.sleep(req.get("sleep_s", 0))
+    if req.get("kill_actor"):
+        os.kill(os.getppid(), 9)
+        time.sleep(30)
     if req.get("fail"):
         print("problem report: " + req["fail"], file=sys.stderr)
         sys.exit(2)
@@ -94,6 +97,7 @@ struct Driver {
     stdin: Option<ChildStdin>,
     lines: Receiver<Result<Value, String>>,
     seen: Vec<Value>,
+    unclaimed: Vec<Value>,
 }
 
 impl Driver {
@@ -122,6 +126,7 @@ impl Driver {
             child,
             lines: rx,
             seen: Vec::new(),
+            unclaimed: Vec::new(),
         }
     }
 
@@ -131,8 +136,12 @@ impl Driver {
         stdin.flush().expect("flush");
     }
 
-    /// The next line matching `pred`; every line read is kept in `seen`.
+    /// The first line not taken yet that matches `pred` (replies come in any order); every
+    /// line read is kept in `seen`.
     fn expect(&mut self, what: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.unclaimed.iter().position(&pred) {
+            return self.unclaimed.remove(i);
+        }
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -142,6 +151,7 @@ impl Driver {
                     if pred(&v) {
                         return v;
                     }
+                    self.unclaimed.push(v);
                 }
                 Ok(Err(line)) => panic!("the driver wrote a non-protocol line on stdout: {line}"),
                 Err(_) => panic!(
@@ -249,6 +259,71 @@ fn a_dropped_cluster_leaves_nothing_running() {
             "session {s} still has processes"
         );
     }
+}
+
+/// A request whose devices keep dying is rescheduled three times, then given up
+/// (`rescheduled_too_often`) with the four devices it killed in `attempts`.
+#[test]
+fn a_request_is_rescheduled_at_most_three_times() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let python = ray_python();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ksmith = fake_ksmith(tmp.path(), &python);
+    let cluster = LocalCluster::start(&python.with_file_name("ray"), 5, &tmp.path().join("c"))
+        .expect("start the cluster");
+    let mut d = Driver::spawn(&python, 30);
+    assert_eq!(d.hello(&ksmith, &cluster.address()).len(), 5);
+    d.send(judge(1, "deadly", json!({"kill_actor": true})));
+    let f = d.expect("failed 1", 120, |v| v["id"] == 1);
+    assert_eq!(f["op"], "failed", "{f}");
+    assert_eq!(f["error"], "rescheduled_too_often", "{f}");
+    let attempts = f["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 4, "{f}");
+    let mut killed: Vec<&str> = attempts
+        .iter()
+        .filter_map(|a| a["device"].as_str())
+        .collect();
+    killed.sort();
+    killed.dedup();
+    assert_eq!(killed.len(), 4, "each attempt on another device: {f}");
+    let devices = d.status();
+    assert_eq!(
+        devices.iter().filter(|dev| dev["state"] == "dead").count(),
+        4
+    );
+    assert_eq!(
+        devices.iter().filter(|dev| dev["state"] == "idle").count(),
+        1
+    );
+    d.stdin = None;
+    assert_eq!(d.wait_exit(30), 0);
+    cluster.stop().expect("stop the cluster");
+}
+
+/// A hello naming an address where nothing listens: no reply, exit 2, quickly (Ray itself
+/// would retry for minutes).
+#[test]
+fn an_unreachable_cluster_ends_the_driver_with_exit_2() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let python = ray_python();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ksmith = fake_ksmith(tmp.path(), &python);
+    let mut d = Driver::spawn(&python, 4);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    d.send(
+        json!({"op": "hello", "protocol": 1, "address": format!("127.0.0.1:{port}"),
+        "ksmith_bin": ksmith, "ksmith_version": VERSION}),
+    );
+    assert_eq!(d.wait_exit(30), 2);
+    // stdout closes with no line on it.
+    let next = d.lines.recv_timeout(Duration::from_secs(10));
+    assert!(
+        matches!(next, Err(RecvTimeoutError::Disconnected)),
+        "no reply expected: {next:?}"
+    );
 }
 
 /// A `ray` that cannot run is named in the error.
@@ -443,21 +518,66 @@ fn the_driver_on_a_real_local_cluster() {
     );
     eprintln!("no_device after {waited:.1} s (wait 4 s)");
 
+    // A node that joins is found, identified and used (the driver polls the node table).
+    let idx = cluster.add_worker().expect("add a worker node");
+    let new_sid = cluster.sessions()[1 + idx];
+    d.send(judge(6, "newcomer", json!({"tag": "new"})));
+    let added = d.expect("device_added", 30, |v| {
+        v["op"] == "event" && v["kind"] == "device_added"
+    });
+    let r6 = d.expect("result 6", 30, |v| v["id"] == 6);
+    assert_eq!(r6["op"], "result", "{r6}");
+    assert_eq!(r6["device"], added["device"]);
+    let listed = d.status();
+    let new_dev = listed
+        .iter()
+        .find(|dev| dev["id"] == added["device"])
+        .expect("the new device is listed");
+    assert_eq!(
+        sid_of(new_dev),
+        new_sid,
+        "the new device runs on the new node"
+    );
+    assert_eq!(
+        listed.iter().filter(|dev| dev["state"] == "dead").count(),
+        2,
+        "{listed:#?}"
+    );
+
+    // The actor's process dies (not its node): the device is dead, the request rescheduled;
+    // with no other device it ends as no_device, its attempt listed.
+    let t = Instant::now();
+    d.send(judge(7, "suicide", json!({"kill_actor": true})));
+    let lost = d.expect("device_lost", 30, |v| {
+        v["op"] == "event" && v["kind"] == "device_lost" && v["device"] == added["device"]
+    });
+    eprintln!(
+        "an actor's death noticed after {:.2} s: {}",
+        t.elapsed().as_secs_f64(),
+        lost["message"]
+    );
+    let f7 = d.expect("failed 7", 30, |v| v["id"] == 7);
+    assert_eq!(f7["error"], "no_device", "{f7}");
+    assert_eq!(f7["attempts"].as_array().map(Vec::len), Some(1), "{f7}");
+    assert_eq!(f7["attempts"][0]["device"], added["device"]);
+
     // The head gone: what is in flight fails with cluster_lost and the driver exits 3.
-    d.send(judge(6, "stranded", json!({"tag": "y"})));
-    std::thread::sleep(Duration::from_millis(300));
+    d.send(judge(8, "stranded", json!({"tag": "y"})));
+    std::thread::sleep(Duration::from_millis(500));
     let t = Instant::now();
     cluster.kill_head().expect("kill the head");
-    let f6 = d.expect("failed 6", 30, |v| v["id"] == 6);
-    assert_eq!(f6["error"], "cluster_lost", "{f6}");
+    let f8 = d.expect("failed 8", 30, |v| v["id"] == 8);
+    assert_eq!(f8["error"], "cluster_lost", "{f8}");
     assert_eq!(d.wait_exit(30), 3);
     eprintln!(
         "cluster_lost {:.1} s after the head died",
         t.elapsed().as_secs_f64()
     );
 
+    let all = cluster.sessions();
+    assert_eq!(all.len(), 4);
     cluster.stop().expect("stop the cluster");
-    for s in sessions {
+    for s in all {
         assert!(
             session_members(s).is_empty(),
             "session {s} still has processes"
