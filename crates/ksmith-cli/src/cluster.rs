@@ -76,14 +76,7 @@ fn connect(ctx: &Ctx, spec: &ClusterSpec) -> Result<ClusterRemote, String> {
     // Devices lost (and their candidates rescheduled) or added, said as they happen.
     let watched = cluster.clone();
     std::thread::spawn(move || loop {
-        for e in watched.take_events() {
-            note!(
-                "ksmith: cluster: {} {}: {}",
-                e.kind.replace('_', " "),
-                crate::term::one(&e.device),
-                crate::term::one(&e.message)
-            );
-        }
+        say_events(&watched);
         std::thread::sleep(Duration::from_millis(500));
     });
     let remote = cluster
@@ -108,6 +101,24 @@ fn connect(ctx: &Ctx, spec: &ClusterSpec) -> Result<ClusterRemote, String> {
         }
     );
     Ok(remote)
+}
+
+fn say_events(cluster: &Cluster) {
+    for e in cluster.take_events() {
+        note!(
+            "ksmith: cluster: {} {}: {}",
+            e.kind.replace('_', " "),
+            crate::term::one(&e.device),
+            crate::term::one(&e.message)
+        );
+    }
+}
+
+/// Says the cluster's events not said yet (at the command's end).
+pub(crate) fn say_last_events(ctx: &Ctx) {
+    if let Some(Ok(remote)) = ctx.connection.get() {
+        say_events(remote.cluster());
+    }
 }
 
 /// Starts the driver and says hello.

@@ -463,7 +463,14 @@ fn run(cli: Cli) -> Result<u8, Exit> {
     if writes_store(&cli.cmd, &ctx.store_dir) && !Store::is_writable(&ctx.store_dir) {
         return Err(read_only(&ctx.store_dir));
     }
-    match cli.cmd {
+    let code = run_cmd(&ctx, cli.cmd);
+    cluster::say_last_events(&ctx);
+    code
+}
+
+fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
+    let ctx = ctx.clone();
+    match cmd {
         Cmd::Eval {
             task,
             solutions,

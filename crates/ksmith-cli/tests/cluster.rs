@@ -14,11 +14,13 @@ use ksmith_task::{Solution, Task};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-fn request(task: &str, solutions: &[&str], job: RemoteKind) -> WorkerRequest {
-    let task = Task::load(&root().join(task)).unwrap();
+/// A request for starter solutions on `task` (a small copy of a starter task).
+fn request(task: &std::path::Path, solutions: &[&str], job: RemoteKind) -> WorkerRequest {
+    let task = Task::load(task).unwrap();
+    let starter = root().join("tasks/starter").join(&task.name);
     let solutions = solutions
         .iter()
-        .map(|s| WireSolution::from(&Solution::load(&task.dir.join(s), &task).unwrap()))
+        .map(|s| WireSolution::from(&Solution::load(&starter.join(s), &task).unwrap()))
         .collect();
     let mut config = JudgeConfig::new("/nonexistent".into(), 2);
     config.min_time = std::time::Duration::from_millis(20);
@@ -61,7 +63,13 @@ fn worker_judge(store: &std::path::Path, lines: &[String]) -> Vec<WorkerResponse
 
 #[test]
 fn the_worker_judges_requests_and_refuses_bad_ones() {
-    let store = shared_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let softmax = small_task(
+        "softmax",
+        tmp.path(),
+        "[[workloads]]\naxes = { M = 64, N = 1000 }\n[workloads.inputs]\nx = { dist = \"normal\", mean = 0.0, std = 1.0 }\n",
+    );
     let id = ksmith_env(
         &store,
         &["worker", "identify"],
@@ -77,12 +85,12 @@ fn the_worker_judges_requests_and_refuses_bad_ones() {
     assert!(!id.environment.fingerprint.is_empty());
 
     let good = request(
-        "tasks/starter/softmax",
+        &softmax,
         &["solutions/fast"],
         RemoteKind::Evaluate { race: None },
     );
     let together = request(
-        "tasks/starter/softmax",
+        &softmax,
         &["solutions/fast", "solutions/naive"],
         RemoteKind::Compare { light: true },
     );
@@ -103,7 +111,7 @@ fn the_worker_judges_requests_and_refuses_bad_ones() {
         .files
         .insert("../task.toml".into(), "x".into());
     let mut cuda = request(
-        "tasks/starter/softmax",
+        &softmax,
         &["solutions/cuda_fast"],
         RemoteKind::Evaluate { race: None },
     );
@@ -165,15 +173,26 @@ fn the_worker_judges_requests_and_refuses_bad_ones() {
     );
 }
 
-/// A suite of three starter tasks (links to the real ones), each judged with its `fast` C
-/// solution: small workloads keep the cluster test short.
-fn small_suite(dir: &std::path::Path) -> std::path::PathBuf {
+/// A suite of three starter tasks with small workloads, and their `fast` C solutions (as
+/// `--solutions DIR`): small shapes keep the cluster test short.
+fn small_suite(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let suite = dir.join("suite");
-    std::fs::create_dir_all(&suite).unwrap();
-    for t in ["softmax", "rmsnorm", "vector_add"] {
-        std::os::unix::fs::symlink(root().join("tasks/starter").join(t), suite.join(t)).unwrap();
+    let sols = dir.join("sols");
+    std::fs::create_dir_all(&sols).unwrap();
+    let normal = "dist = \"normal\", mean = 0.0, std = 1.0";
+    for (t, w) in [
+        ("softmax", format!("axes = {{ M = 64, N = 1000 }}\n[workloads.inputs]\nx = {{ {normal} }}\n")),
+        ("rmsnorm", format!("axes = {{ M = 64, N = 1000 }}\n[workloads.inputs]\nx = {{ {normal} }}\nw = {{ {normal} }}\n")),
+        ("vector_add", format!("axes = {{ N = 100000 }}\n[workloads.inputs]\na = {{ {normal} }}\nb = {{ {normal} }}\n")),
+    ] {
+        small_task(t, &suite, &format!("[[workloads]]\n{w}"));
+        std::os::unix::fs::symlink(
+            root().join("tasks/starter").join(t).join("solutions/fast"),
+            sols.join(t),
+        )
+        .unwrap();
     }
-    suite
+    (suite, sols)
 }
 
 fn db(store: &std::path::Path) -> rusqlite::Connection {
@@ -182,8 +201,8 @@ fn db(store: &std::path::Path) -> rusqlite::Connection {
 
 /// `(task, status)` of a bench summary on stdout (`--json`).
 fn statuses(o: &std::process::Output) -> Vec<(String, String)> {
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", text(o)));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)));
     let mut s: Vec<(String, String)> = v["rows"]
         .as_array()
         .unwrap_or_else(|| panic!("no rows: {v}"))
@@ -199,23 +218,29 @@ fn statuses(o: &std::process::Output) -> Vec<(String, String)> {
     s
 }
 
-/// Whether a `ksmith worker judge` runs in the session `sid` (a node's processes): the
-/// device of that node is judging now (a worker process lives for one request).
+/// Whether a candidate is being judged in the session `sid` (a node's processes): its runner
+/// (`python -m ksmith_harness.runner`) lives for one evaluation, while the device's
+/// `ksmith worker judge` stays between requests.
 fn judging_in(sid: i32) -> bool {
-    ksmith_cluster::local::session_members(sid).iter().any(|pid| {
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| {
-                let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-                args.windows(2).any(|w| w[0] == b"worker" && w[1] == b"judge")
-            })
-            .unwrap_or(false)
-    })
+    ksmith_cluster::local::session_members(sid)
+        .iter()
+        .any(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    c.split(|b| *b == 0)
+                        .any(|arg| arg == b"ksmith_harness.runner")
+                })
+                .unwrap_or(false)
+        })
 }
 
 fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !cond() {
-        assert!(start.elapsed().as_secs() < secs, "{what}: not within {secs} s");
+        assert!(
+            start.elapsed().as_secs() < secs,
+            "{what}: not within {secs} s"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
@@ -223,8 +248,9 @@ fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
 #[test]
 fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    std::fs::create_dir_all(&store).unwrap();
+    let store = fresh_store(tmp.path());
+    let t0 = std::time::Instant::now();
+    let phase = |what: &str| eprintln!("[{:6.1} s] {what}", t0.elapsed().as_secs_f64());
     // The managed environment's Ray (installed on first use), as a user starts nodes with it.
     let o = ksmith(&store, &["cluster", "python"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -233,6 +259,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     let mut cluster =
         ksmith_cluster::local::LocalCluster::start(&ray, 2, &tmp.path().join("ray")).unwrap();
     let addr = cluster.address();
+    phase("cluster started");
     let on = |args: &[&str]| {
         let mut a = vec!["--cluster", addr.as_str()];
         a.extend_from_slice(args);
@@ -245,18 +272,24 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let devices = v["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 2, "{v}");
-    assert!(devices.iter().all(|d| d["state"] == "idle" && d["kind"] == "cpu"), "{v}");
+    assert!(
+        devices
+            .iter()
+            .all(|d| d["state"] == "idle" && d["kind"] == "cpu"),
+        "{v}"
+    );
     let fp = devices[0]["identity"]["environment"]["fingerprint"].clone();
     assert!(fp.is_string() && devices[1]["identity"]["environment"]["fingerprint"] == fp);
 
+    phase("status");
     // A bench over the cluster, two candidates at once; worker node 1 is killed while it
     // judges. Its candidate is judged again on the other device, never counted as failed.
-    let suite = small_suite(tmp.path());
+    let (suite, sols) = small_suite(tmp.path());
     let bench = [
         "bench",
         suite.to_str().unwrap(),
-        "--solution",
-        "fast",
+        "--solutions",
+        sols.to_str().unwrap(),
         "--min-time-ms",
         "20",
         "--json",
@@ -282,7 +315,10 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     assert!(o.status.success(), "{all}");
     let remote = statuses(&o);
     assert_eq!(remote.len(), 3, "{all}");
-    assert!(remote.iter().all(|(_, s)| s == "PASSED"), "{remote:?}\n{all}");
+    assert!(
+        remote.iter().all(|(_, s)| s == "PASSED"),
+        "{remote:?}\n{all}"
+    );
     assert!(
         all.contains("rescheduled") && all.contains("device lost"),
         "the lost device and the rescheduled candidate are said:\n{all}"
@@ -302,6 +338,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
         .unwrap();
     assert_eq!(fps, 3, "stored with the devices' machine fingerprint");
 
+    phase("bench with a killed worker");
     // The same statuses as a local run.
     let mut local = vec!["--cluster", "local"];
     local.extend_from_slice(&bench);
@@ -310,6 +347,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(statuses(&o), remote, "local and cluster statuses agree");
 
+    phase("local bench");
     // A small search through the one device left, with a scripted model.
     let start = root().join("tasks/starter/softmax/solutions/naive");
     let kernel = std::fs::read_to_string(start.join("kernel.c")).unwrap();
@@ -350,8 +388,12 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
             .unwrap()
     };
     assert_eq!(states, ["done", "done"], "{all}");
-    assert!(out.join("solution.toml").exists() || out.join("kernel.c").exists(), "{all}");
+    assert!(
+        out.join("solution.toml").exists() || out.join("kernel.c").exists(),
+        "{all}"
+    );
 
+    phase("search");
     // The cluster disappears mid-bench: the run stops cleanly (not a candidate's failure)
     // and resumes on this machine.
     let mut args = vec!["--cluster", addr.as_str()];
@@ -375,7 +417,11 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     cluster.kill_head().unwrap();
     let o = child.wait_with_output().unwrap();
     let all = text(&o);
-    assert_eq!(o.status.code(), Some(3), "the environment failed, not a candidate:\n{all}");
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "the environment failed, not a candidate:\n{all}"
+    );
     assert!(all.contains("cluster"), "{all}");
     let failed: i64 = c
         .query_row(
@@ -385,6 +431,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
         )
         .unwrap();
     assert_eq!(failed, 0, "nothing was recorded as a candidate's failure");
+    phase("bench with the head killed");
     let mut resume = vec!["--cluster", "local"];
     resume.extend_from_slice(&bench);
     let o = ksmith(&store, &resume);
@@ -392,5 +439,6 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     assert!(o.status.success(), "{all}");
     assert!(all.contains("resuming bench run"), "{all}");
     assert_eq!(statuses(&o), remote, "{all}");
+    phase("resumed locally");
     cluster.stop().unwrap();
 }

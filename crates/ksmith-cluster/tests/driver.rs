@@ -1,7 +1,7 @@
 //! The Ray driver (`harness/ksmith_harness/cluster_driver.py`) on a real local Ray cluster,
 //! spoken to over protocol `ksmith-cluster/1` exactly as ksmith spawns it. The worker side is
-//! a fake `ksmith` written here. Needs Ray: `KSMITH_TEST_RAY_PYTHON`, or a venv this test
-//! creates under the target dir from `harness/requirements-ray.txt` (a failure says why).
+//! a fake `ksmith` written here. Needs Ray: `KSMITH_TEST_RAY_PYTHON`, or the managed Python
+//! environment with `harness/requirements-ray.txt` installed into it (a failure says why).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -20,38 +20,19 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The Python that has Ray: `KSMITH_TEST_RAY_PYTHON`, else a venv made once under target/tmp.
+/// The Python that has Ray: `KSMITH_TEST_RAY_PYTHON`, else the managed environment with the
+/// pinned Ray installed into it, as `--cluster` does (shared with the CLI's cluster test).
 fn ray_python() -> PathBuf {
     if let Some(p) = std::env::var_os("KSMITH_TEST_RAY_PYTHON") {
         return PathBuf::from(p);
     }
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rayenv");
-    let python = venv.join("bin/python");
-    let reqs = repo().join("harness/requirements-ray.txt");
-    let want = std::fs::read_to_string(&reqs).expect("read harness/requirements-ray.txt");
-    let stamp = venv.join("ksmith-requirements.txt");
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str()) {
-        return python;
-    }
-    let base = std::env::var("KSMITH_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let st = Command::new(&base)
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run {base} to create the Ray venv: {e}"));
-    assert!(st.success(), "{base} -m venv {} failed", venv.display());
-    let out = Command::new(&python)
-        .args(["-m", "pip", "install", "-q", "-r"])
-        .arg(&reqs)
-        .output()
-        .expect("run pip");
-    assert!(
-        out.status.success(),
-        "cannot install Ray for this test (set KSMITH_TEST_RAY_PYTHON to a Python with ray==2.60.0): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(&stamp, want).expect("write the venv's stamp");
-    python
+    let env = ksmith_harness::PythonEnv::resolve(None, &|m| eprintln!("{m}"))
+        .unwrap_or_else(|e| panic!("the managed Python environment: {e}"));
+    env.ensure_module("ray", ksmith_cluster::client::RAY_REQUIREMENTS, &|m| eprintln!("{m}"))
+        .unwrap_or_else(|e| {
+            panic!("cannot install Ray for this test (set KSMITH_TEST_RAY_PYTHON to a Python with ray==2.60.0): {e}")
+        });
+    env.python
 }
 
 /// A fake `ksmith`: identify tells its node's session (to map devices to nodes); judge echoes
@@ -62,23 +43,28 @@ fn fake_ksmith(dir: &Path, python: &Path) -> PathBuf {
     let script = format!(
         r#"#!{python}
 import json, os, sys, time
-if sys.argv[1:3] == ["worker", "identify"]:
+args = sys.argv[1:]
+store = args[args.index("--store") + 1] if "--store" in args else None
+cmd = [a for i, a in enumerate(args) if a != "--store" and (i == 0 or args[i - 1] != "--store")]
+if cmd == ["worker", "identify"]:
     print(json.dumps({{"protocol": 1, "ksmith_version": "{VERSION}", "environment": {{"fingerprint": "{FINGERPRINT}"}}, "hardware": {{"sid": os.getsid(0)}}}}))
-elif sys.argv[1:4] == ["worker", "judge", "--store"]:
-    req = json.load(sys.stdin)
-    start = time.time()
-    once = req.get("once")
-    if once is None or not os.path.exists(once):
-        if once is not None:
-            open(once, "w").close()
-        time.sleep(req.get("sleep_s", 0))
-    if req.get("kill_actor"):
-        os.kill(os.getppid(), 9)
-        time.sleep(30)
-    if req.get("fail"):
-        print("problem report: " + req["fail"], file=sys.stderr)
-        sys.exit(2)
-    print(json.dumps({{"protocol": 1, "ok": True, "results": [], "comparison": None, "echo": req.get("tag"), "store": sys.argv[4], "start": start, "end": time.time()}}))
+elif cmd == ["worker", "judge"] and store:
+    # One response line per request line, as the real worker serves them.
+    for line in sys.stdin:
+        req = json.loads(line)
+        start = time.time()
+        once = req.get("once")
+        if once is None or not os.path.exists(once):
+            if once is not None:
+                open(once, "w").close()
+            time.sleep(req.get("sleep_s", 0))
+        if req.get("kill_actor"):
+            os.kill(os.getppid(), 9)
+            time.sleep(30)
+        if req.get("fail"):
+            print("problem report: " + req["fail"], file=sys.stderr)
+            sys.exit(2)
+        print(json.dumps({{"protocol": 1, "ok": True, "results": [], "comparison": None, "echo": req.get("tag"), "store": store, "start": start, "end": time.time(), "pid": os.getpid()}}), flush=True)
 else:
     sys.exit(64)
 "#,
@@ -426,9 +412,12 @@ fn the_driver_on_a_real_local_cluster() {
         r2["response"]["end"].as_f64().unwrap(),
     );
     assert!(s1 < e2 && s2 < e1, "the judges did not overlap: {r1} {r2}");
+    // The device slot's store of this host and user (shared by the nodes of one host).
     let store = r1["response"]["store"].as_str().unwrap();
+    let slot = r1["device"].as_str().unwrap().rsplit('-').next().unwrap();
+    let uid = unsafe { libc::getuid() };
     assert!(
-        store.ends_with(&format!("ksmith-worker/{}", r1["device"].as_str().unwrap())),
+        store.ends_with(&format!("ksmith-worker-{uid}/{slot}")),
         "{store}"
     );
     let idle = d.status();
