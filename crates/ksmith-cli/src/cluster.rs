@@ -159,6 +159,17 @@ pub(crate) enum ClusterCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Start a Ray cluster on this machine (a head and N worker nodes with one `ksmith_cpu`
+    /// slot each) and keep it until Ctrl-C or SIGTERM: prints its address for --cluster. For
+    /// trying scale-out and for benchmarks; the nodes share this machine's cores.
+    Local {
+        /// Worker nodes.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
+        workers: u32,
+        /// Where the nodes keep their temp dirs and logs (default: a new temporary directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Print the managed Python interpreter with the pinned Ray (installed on first use): run
     /// `$(dirname $(ksmith cluster python))/ray start ...` to start nodes with the same Ray.
     Python,
@@ -173,14 +184,64 @@ pub(crate) enum WorkerCmd {
     Judge,
 }
 
+/// Set by SIGINT/SIGTERM while `cluster local` holds its cluster.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop(_: nix::libc::c_int) {
+    // An atomic store is async-signal-safe.
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The managed Python with the pinned Ray.
+fn ray_python(ctx: &Ctx) -> Result<PathBuf, Exit> {
+    let env = PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}"))
+        .map_err(env_err)?;
+    env.ensure_module("ray", RAY_REQUIREMENTS, &|m| note!("ksmith: {m}"))
+        .map_err(env_err)?;
+    Ok(env.python)
+}
+
+fn run_local(ctx: &Ctx, workers: u32, dir: Option<&std::path::Path>) -> Result<u8, Exit> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let python = ray_python(ctx)?;
+    let ray = python.with_file_name("ray");
+    let tmp;
+    let root = match dir {
+        Some(d) => d.to_path_buf(),
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("ksmith-ray-")
+                .tempdir()
+                .map_err(env_err)?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let handler = SigAction::new(SigHandler::Handler(on_stop), SaFlags::empty(), SigSet::empty());
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { sigaction(sig, &handler) }.map_err(env_err)?;
+    }
+    note!("ksmith: starting a head and {workers} worker node(s) under {}...", root.display());
+    let cluster = ksmith_cluster::local::LocalCluster::start(&ray, workers as usize, &root)
+        .map_err(env_err)?;
+    say!("{}", cluster.address());
+    note!(
+        "ksmith: running; judge on it with `ksmith --cluster {} ...`; Ctrl-C stops it",
+        cluster.address()
+    );
+    while !STOP.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster.stop().map_err(env_err)?;
+    note!("ksmith: the local cluster is stopped");
+    Ok(0)
+}
+
 pub(crate) fn run(ctx: &Ctx, cmd: &ClusterCmd) -> Result<u8, Exit> {
     match cmd {
+        ClusterCmd::Local { workers, dir } => run_local(ctx, *workers, dir.as_deref()),
         ClusterCmd::Python => {
-            let env = PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}"))
-                .map_err(env_err)?;
-            env.ensure_module("ray", RAY_REQUIREMENTS, &|m| note!("ksmith: {m}"))
-                .map_err(env_err)?;
-            say!("{}", env.python.display());
+            say!("{}", ray_python(ctx)?.display());
             Ok(0)
         }
         ClusterCmd::Status { json } => {
