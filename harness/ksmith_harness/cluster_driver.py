@@ -30,6 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PROTOCOL = 1
+# Named device actors live in this Ray namespace, one name per device slot.
+NAMESPACE = "ksmith"
+HELD = "in use by another ksmith process"
+# How long `hello` retries slots whose previous holder is exiting.
+RELEASE_WAIT_S = 10.0
 # A request whose device died is rescheduled at most this many times.
 MAX_RESCHEDULES = 3
 # How long a device's `ksmith worker identify` may take.
@@ -62,6 +67,15 @@ class DeviceWorker:
         # requests, so its judge (the trusted process, loaded tasks) stays warm.
         self.proc: subprocess.Popen | None = None
         self.log = os.path.join(self.store, "worker.log")
+        # What `state` tells other ksmith processes (it runs while `judge` does: the actor has
+        # threads for that, see `_actor_class`).
+        self.identity: dict[str, Any] | None = None
+        self.doing: dict[str, Any] | None = None
+        self.judged = 0
+
+    def state(self) -> dict[str, Any]:
+        """Its identity and what it is judging, for `ksmith cluster status` of another process."""
+        return {"identity": self.identity, "doing": self.doing, "judged": self.judged}
 
     def identify(self) -> dict[str, Any]:
         """The worker's IDENTITY, or the problem that kept it from giving one."""
@@ -85,10 +99,19 @@ class DeviceWorker:
             return {"ok": False, "problem": f"`{self.bin} worker identify` printed no JSON ({e}): {p.stdout[-STDERR_TAIL:]}"}
         if not isinstance(identity, dict):
             return {"ok": False, "problem": f"`{self.bin} worker identify` printed JSON that is not an object"}
+        self.identity = identity
         return {"ok": True, "identity": identity}
 
-    def judge(self, request: str) -> dict[str, Any]:
+    def judge(self, request: str, label: str = "", job_id: Any = None) -> dict[str, Any]:
         """Hands the request (one JSON line) to `ksmith worker judge`; its response, or its problem report."""
+        self.doing = {"id": job_id, "label": label, "since": time.time()}
+        try:
+            return self._judge(request)
+        finally:
+            self.doing = None
+            self.judged += 1
+
+    def _judge(self, request: str) -> dict[str, Any]:
         os.makedirs(self.store, exist_ok=True)
         if self.proc is None or self.proc.poll() is not None:
             try:
@@ -132,12 +155,18 @@ class DeviceWorker:
             return ""
 
 
+def actor_name(device_id: str) -> str:
+    """The device's actor name: one holder per slot across every ksmith process."""
+    return f"ksmith-device-{device_id}"
+
+
 def _actor_class(ray: Any) -> Any:
     """The Ray actor class. Its module is pickled by value, so nodes need no `ksmith_harness`."""
     if __name__ != "__main__":
         # Run as `-m`, the module is `__main__` and cloudpickle ships it by value anyway.
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    return ray.remote(DeviceWorker)
+    # Two threads: `state` answers while `judge` runs (the driver sends one judge at a time).
+    return ray.remote(max_concurrency=2)(DeviceWorker)
 
 
 @dataclass
@@ -259,6 +288,8 @@ class Driver:
         # Devices of nodes that joined late, until their identity arrives.
         self.identifying: dict[Any, Device] = {}
         self.wait_s = float(os.environ.get("KSMITH_CLUSTER_WAIT_S", "60"))
+        # Slots whose named actor belongs to another ksmith process.
+        self.held_elsewhere: set[str] = set()
         self.next_poll = 0.0
 
     # --- requests -------------------------------------------------------------------------
@@ -275,6 +306,9 @@ class Driver:
         elif op == "judge":
             self.on_judge(msg)
         elif op == "status":
+            for d in self.devices.values():
+                if d.state == "elsewhere":
+                    self.observe(d)
             self.out.send({"op": "status", "devices": [d.wire() for d in self.devices.values()]})
         else:
             log(f"ignored unknown op {op!r}")
@@ -312,7 +346,17 @@ class Driver:
         if probe:
             threading.Thread(target=watch_gcs, args=(probe, self.out), daemon=True).start()
         fresh = self.add_new_devices()
-        pending = {d.actor.identify.remote(): d for d in fresh}
+        # A slot whose last holder just exited is freed within moments: try those again briefly.
+        # (Not for `status`, which only looks: it shows such a slot as held.)
+        deadline = time.time() + (0.0 if msg.get("observe") else RELEASE_WAIT_S)
+        while any(d.actor is None for d in fresh) and time.time() < deadline:
+            time.sleep(0.5)
+            held = [d for d in fresh if d.actor is not None]
+            fresh = held + self.add_new_devices({d.id for d in held})
+        for d in fresh:
+            if d.actor is None:
+                self.observe(d)
+        pending = {d.actor.identify.remote(): d for d in fresh if d.actor is not None}
         ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=IDENTIFY_TIMEOUT_S)
         for ref in ready:
             self.take_identity(pending.pop(ref), ref)
@@ -346,11 +390,12 @@ class Driver:
 
     # --- devices ----------------------------------------------------------------------------
 
-    def add_new_devices(self) -> list[Device]:
-        """Actors for the device slots of alive nodes that have none yet (not yet identified)."""
+    def add_new_devices(self, have: set[str] | None = None) -> list[Device]:
+        """Actors for the device slots of alive nodes that have none yet (not yet identified);
+        `have`: slots this driver already holds that are not in `devices` yet."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        known = {d.id for d in self.devices.values()} | {d.id for d in self.identifying.values()}
+        known = {d.id for d in self.devices.values() if d.state != "elsewhere"} | {d.id for d in self.identifying.values()} | (have or set())
         assert self.hello is not None
         fresh = []
         for node in self.ray.nodes():
@@ -374,9 +419,42 @@ class Driver:
                     opts["num_gpus"] = 1
                 else:
                     opts["resources"] = {"ksmith_cpu": 1}
-                actor = self.actor_cls.options(**opts).remote(self.hello.get("ksmith_bin", "ksmith"), dev_id)
+                # Named, so that another ksmith process can ask what it does (`status`) and a
+                # slot held by one driver is seen as such by the others at once.
+                opts["name"], opts["namespace"] = actor_name(dev_id), NAMESPACE
+                try:
+                    # Looked up first: creating an actor under a name that is taken does not
+                    # always fail at once, and a handle to another driver's actor must never
+                    # be used (or killed) here.
+                    self.ray.get_actor(actor_name(dev_id), namespace=NAMESPACE)
+                    taken = True
+                except ValueError:
+                    taken = False
+                try:
+                    if taken:
+                        raise ValueError(f"{actor_name(dev_id)} exists")
+                    actor = self.actor_cls.options(**opts).remote(self.hello.get("ksmith_bin", "ksmith"), dev_id)
+                except ValueError:
+                    # The name is taken: another ksmith process's driver holds this slot.
+                    self.held_elsewhere.add(dev_id)
+                    fresh.append(Device(dev_id, node_id, node.get("NodeManagerAddress", ""), kind, None, state="elsewhere", problem=HELD))
+                    continue
+                self.held_elsewhere.discard(dev_id)
                 fresh.append(Device(dev_id, node_id, node.get("NodeManagerAddress", ""), kind, actor))
         return fresh
+
+    def observe(self, d: Device) -> None:
+        """Fills a slot held by another ksmith process with what its actor says it does."""
+        try:
+            other = self.ray.get_actor(actor_name(d.id), namespace=NAMESPACE)
+            st = self.ray.get(other.state.remote(), timeout=5)
+        except Exception as e:  # released meanwhile, or its node is going away
+            d.doing, d.problem = None, f"{HELD} (no answer: {type(e).__name__})"
+            return
+        d.identity = st.get("identity")
+        d.doing = st.get("doing")
+        d.judged = int(st.get("judged") or 0)
+        d.state, d.problem = "elsewhere", HELD
 
     def take_identity(self, d: Device, ref: Any) -> None:
         assert self.hello is not None
@@ -401,17 +479,21 @@ class Driver:
         """Marks devices of vanished nodes dead and starts actors on nodes that joined."""
         alive = {n["NodeID"] for n in self.ray.nodes() if n.get("Alive")}
         for d in self.devices.values():
-            if d.node_id not in alive and d.state in ("idle", "incompatible"):
+            if d.node_id not in alive and d.state in ("idle", "incompatible", "elsewhere"):
                 # A busy device is declared dead by its failing call (its request is rescheduled then).
                 self.lose(d, "its node left the cluster")
         for d in self.add_new_devices():
-            self.identifying[d.actor.identify.remote()] = d
+            if d.actor is None:
+                self.devices.setdefault(d.id, d)
+            else:
+                self.identifying[d.actor.identify.remote()] = d
 
     def lose(self, d: Device, why: str) -> None:
-        was_usable = d.state != "incompatible"
+        was_usable = d.state in ("idle", "busy")
         d.state, d.doing, d.problem = "dead", None, why
         try:
-            self.ray.kill(d.actor, no_restart=True)
+            if d.actor is not None:
+                self.ray.kill(d.actor, no_restart=True)
         except Exception as e:  # the actor may already be gone with its node
             log(f"kill of {d.id}'s actor: {e}")
         if was_usable:
@@ -443,7 +525,7 @@ class Driver:
             d = idle[0]
             d.state = "busy"
             d.doing = {"id": job.id, "label": job.label, "since": now}
-            self.inflight[d.actor.judge.remote(job.request)] = (d.id, job)
+            self.inflight[d.actor.judge.remote(job.request, job.label, job.id)] = (d.id, job)
         self.queue = waiting
 
     def collect(self, ref: Any) -> None:
@@ -529,6 +611,8 @@ class Driver:
         if self.ray is None:
             return
         for d in list(self.devices.values()) + list(self.identifying.values()):
+            if d.actor is None:
+                continue
             try:
                 self.ray.kill(d.actor, no_restart=True)
             except Exception as e:  # a dead node's actor

@@ -30,22 +30,27 @@ pub(crate) fn spec(
     flag: Option<String>,
     fingerprint: Option<String>,
 ) -> Result<Option<ClusterSpec>, Exit> {
-    let config = ksmith_llm::Config::discover().map_err(input)?;
+    // The config file is read only when it decides (a broken one then says so).
+    let config = || ksmith_llm::Config::discover().map_err(input);
     let (address, source) = match flag {
         Some(a) => (Some(a), "--cluster"),
         None => match std::env::var("RAY_ADDRESS").ok().filter(|a| !a.is_empty()) {
             Some(a) => (Some(a), "RAY_ADDRESS"),
-            None => (config.cluster.address.clone(), "the config file"),
+            None => (config()?.cluster.address, "the config file"),
         },
     };
     let Some(address) = address.filter(|a| a != "local") else {
         return Ok(None);
     };
     check_address(&address).map_err(|e| input(anyhow!("{e} (from {source})")))?;
+    let fingerprint = match fingerprint {
+        Some(f) => Some(f),
+        None => config()?.cluster.fingerprint,
+    };
     Ok(Some(ClusterSpec {
         address,
         source,
-        fingerprint: fingerprint.or(config.cluster.fingerprint),
+        fingerprint,
     }))
 }
 
@@ -72,7 +77,7 @@ fn connect(ctx: &Ctx, spec: &ClusterSpec) -> Result<ClusterRemote, String> {
         spec.address,
         spec.source
     );
-    let cluster = open(ctx, &spec.address)?;
+    let cluster = open(ctx, &spec.address, false)?;
     // Devices lost (and their candidates rescheduled) or added, said as they happen.
     let watched = cluster.clone();
     std::thread::spawn(move || loop {
@@ -121,8 +126,8 @@ pub(crate) fn say_last_events(ctx: &Ctx) {
     }
 }
 
-/// Starts the driver and says hello.
-fn open(ctx: &Ctx, address: &str) -> Result<Cluster, String> {
+/// Starts the driver and says hello (`observe`: only to look, see `ConnectOptions`).
+fn open(ctx: &Ctx, address: &str, observe: bool) -> Result<Cluster, String> {
     let env = PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}"))
         .map_err(|e| e.to_string())?;
     let ksmith_bin = match std::env::var_os("KSMITH_WORKER_BIN") {
@@ -144,6 +149,7 @@ fn open(ctx: &Ctx, address: &str) -> Result<Cluster, String> {
             ksmith_bin,
             log,
             hello_timeout: Duration::from_secs(wait),
+            observe,
         },
         &|m| note!("ksmith: {m}"),
     )
@@ -194,8 +200,8 @@ extern "C" fn on_stop(_: nix::libc::c_int) {
 
 /// The managed Python with the pinned Ray.
 fn ray_python(ctx: &Ctx) -> Result<PathBuf, Exit> {
-    let env = PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}"))
-        .map_err(env_err)?;
+    let env =
+        PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}")).map_err(env_err)?;
     env.ensure_module("ray", RAY_REQUIREMENTS, &|m| note!("ksmith: {m}"))
         .map_err(env_err)?;
     Ok(env.python)
@@ -216,12 +222,19 @@ fn run_local(ctx: &Ctx, workers: u32, dir: Option<&std::path::Path>) -> Result<u
             tmp.path().to_path_buf()
         }
     };
-    let handler = SigAction::new(SigHandler::Handler(on_stop), SaFlags::empty(), SigSet::empty());
+    let handler = SigAction::new(
+        SigHandler::Handler(on_stop),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         // SAFETY: the handler only stores to an atomic.
         unsafe { sigaction(sig, &handler) }.map_err(env_err)?;
     }
-    note!("ksmith: starting a head and {workers} worker node(s) under {}...", root.display());
+    note!(
+        "ksmith: starting a head and {workers} worker node(s) under {}...",
+        root.display()
+    );
     let cluster = ksmith_cluster::local::LocalCluster::start(&ray, workers as usize, &root)
         .map_err(env_err)?;
     say!("{}", cluster.address());
@@ -250,7 +263,7 @@ pub(crate) fn run(ctx: &Ctx, cmd: &ClusterCmd) -> Result<u8, Exit> {
                     "no cluster: pass --cluster ray://HOST:PORT (or set RAY_ADDRESS, or [cluster] address in the config file)"
                 )));
             };
-            let cluster = open(ctx, &spec.address).map_err(|e| env_err(anyhow!("{e}")))?;
+            let cluster = open(ctx, &spec.address, true).map_err(|e| env_err(anyhow!("{e}")))?;
             let devices = cluster.status().map_err(env_err)?;
             if *json {
                 crate::term::json(&serde_json::json!({
@@ -282,6 +295,7 @@ pub(crate) fn run(ctx: &Ctx, cmd: &ClusterCmd) -> Result<u8, Exit> {
                     None => ("-".into(), "-".into()),
                 };
                 let state = match (d.state, &d.problem) {
+                    (DeviceState::Elsewhere, _) => "in use by another ksmith".to_string(),
                     (DeviceState::Incompatible | DeviceState::Dead, Some(p)) => {
                         format!("{:?}: {}", d.state, crate::term::one(p)).to_lowercase()
                     }

@@ -292,6 +292,8 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
         sols.to_str().unwrap(),
         "--min-time-ms",
         "20",
+        "--repeat",
+        "2",
         "--json",
     ];
     let mut args = vec!["--cluster", addr.as_str()];
@@ -306,7 +308,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let worker1 = cluster.sessions()[2];
+    let (worker0, worker1) = (cluster.sessions()[1], cluster.sessions()[2]);
     wait_for("worker node 1 judging", 300, || judging_in(worker1));
     std::thread::sleep(std::time::Duration::from_millis(500));
     cluster.kill_worker(1).unwrap();
@@ -314,7 +316,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     let all = text(&o);
     assert!(o.status.success(), "{all}");
     let remote = statuses(&o);
-    assert_eq!(remote.len(), 3, "{all}");
+    assert_eq!(remote.len(), 6, "{all}");
     assert!(
         remote.iter().all(|(_, s)| s == "PASSED"),
         "{remote:?}\n{all}"
@@ -328,7 +330,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     let n: i64 = c
         .query_row("SELECT COUNT(*) FROM evaluations", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(n, 3, "{all}");
+    assert_eq!(n, 6, "{all}");
     let fps: i64 = c
         .query_row(
             "SELECT COUNT(*) FROM evaluations WHERE env_fingerprint = ?1",
@@ -336,7 +338,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(fps, 3, "stored with the devices' machine fingerprint");
+    assert_eq!(fps, 6, "stored with the devices' machine fingerprint");
 
     phase("bench with a killed worker");
     // The same statuses as a local run.
@@ -348,6 +350,51 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     assert_eq!(statuses(&o), remote, "local and cluster statuses agree");
 
     phase("local bench");
+    // Another ksmith process sees the device held by a running eval and what it judges: a
+    // candidate that spins about a second per call keeps it busy for many seconds.
+    let slow = tmp.path().join("slow.c");
+    std::fs::write(
+        &slow,
+        std::fs::read_to_string(root().join("tasks/starter/softmax/solutions/naive/kernel.c"))
+            .unwrap()
+            .replacen(
+                "int64_t N) {",
+                "int64_t N) { for (volatile long spin = 0; spin < 2500000000L; spin++) {} ",
+                1,
+            ),
+    )
+    .unwrap();
+    let softmax = suite.join("softmax");
+    let eval = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
+        .arg("--store")
+        .arg(&store)
+        .args(["--cluster", &addr, "eval"])
+        .arg(&softmax)
+        .arg(&slow)
+        .args(["--no-timing", "--json"])
+        .env("KSMITH_DEVICE_LOCK", "0")
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the slow candidate judged", 300, || judging_in(worker0));
+    let o = on(&["cluster", "status", "--json"]);
+    let status = text(&o);
+    let o2 = eval.wait_with_output().unwrap();
+    assert!(o.status.success(), "{status}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let devices = v["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "one worker node is left: {v}");
+    assert_eq!(devices[0]["state"], "elsewhere", "{v}");
+    assert!(
+        devices[0]["doing"]["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("softmax/")),
+        "what it judges is visible: {v}"
+    );
+    assert!(o2.status.success(), "{}", text(&o2));
+    phase("status while another process judges");
     // A small search through the one device left, with a scripted model.
     let start = root().join("tasks/starter/softmax/solutions/naive");
     let kernel = std::fs::read_to_string(start.join("kernel.c")).unwrap();
@@ -412,7 +459,6 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let worker0 = cluster.sessions()[1];
     wait_for("worker node 0 judging", 300, || judging_in(worker0));
     cluster.kill_head().unwrap();
     let o = child.wait_with_output().unwrap();
@@ -441,4 +487,57 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     assert_eq!(statuses(&o), remote, "{all}");
     phase("resumed locally");
     cluster.stop().unwrap();
+}
+
+#[test]
+fn bad_cluster_settings_and_an_unreachable_cluster_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let eval = [
+        "eval",
+        "tasks/starter/softmax",
+        "tasks/starter/softmax/solutions/fast",
+    ];
+    let with = |pre: &[&str], env: &[(&str, &str)]| {
+        let mut a: Vec<&str> = pre.to_vec();
+        a.extend_from_slice(&eval);
+        ksmith_env(&store, &a, env)
+    };
+    // A malformed address: exit 2 naming where it came from, before anything is installed.
+    let o = with(&["--cluster", "ray://"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("cluster address `ray://`") && text(&o).contains("--cluster"));
+    let o = with(&[], &[("RAY_ADDRESS", "host:99999")]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("RAY_ADDRESS"), "{}", text(&o));
+    // The config file's [cluster] section: checked like the rest of the file.
+    for (toml, says) in [
+        ("[cluster]\naddress = \"nowhere\"\n", "the config file"),
+        ("[cluster]\naddres = \"127.0.0.1:6379\"\n", "addres"),
+        ("[cluster]\naddress = 5\n", "cluster.address"),
+    ] {
+        let cfg = tmp.path().join("ksmith.toml");
+        std::fs::write(&cfg, toml).unwrap();
+        let o = with(&[], &[("KSMITH_CONFIG", cfg.to_str().unwrap())]);
+        assert_eq!(o.status.code(), Some(2), "{toml}: {}", text(&o));
+        assert!(text(&o).contains(says), "{toml}: {}", text(&o));
+    }
+    // `local` judges here whatever the environment says.
+    let mut local = vec!["--cluster", "local"];
+    local.extend_from_slice(&eval);
+    local.push("--no-timing");
+    let o = ksmith_env(&store, &local, &[("RAY_ADDRESS", "127.0.0.1:1")]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Nothing listening: the environment's failure (exit 3), said, not a candidate's.
+    let o = with(&["--cluster", "127.0.0.1:1"], &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("nothing answers at 127.0.0.1:1"),
+        "{}",
+        text(&o)
+    );
+    // `cluster status` needs a cluster.
+    let o = ksmith_env(&store, &["cluster", "status"], &[("RAY_ADDRESS", "")]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no cluster"), "{}", text(&o));
 }

@@ -66,6 +66,8 @@ pub enum DeviceState {
     Dead,
     /// Its `ksmith` could not identify itself or differs from the caller's.
     Incompatible,
+    /// Held by another ksmith process's driver (its `doing` says what it judges).
+    Elsewhere,
 }
 
 /// One device of the cluster.
@@ -139,6 +141,9 @@ pub struct ConnectOptions<'a> {
     pub log: PathBuf,
     /// How long `hello` may take (Ray start-up, every device identifying itself).
     pub hello_timeout: Duration,
+    /// Only looking (`cluster status`): slots held by another process are shown as such at
+    /// once instead of waited for.
+    pub observe: bool,
 }
 
 /// What the reader thread shares with callers.
@@ -239,6 +244,7 @@ impl Cluster {
                 "address": opts.address,
                 "ksmith_bin": opts.ksmith_bin,
                 "ksmith_version": KSMITH_VERSION,
+                "observe": opts.observe,
             }),
             opts.hello_timeout,
         )?;
@@ -346,6 +352,13 @@ impl Cluster {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = channel();
         lock(&self.inner.shared.pending).insert(id, tx);
+        // The reader marks the driver lost before it drops every waiter: a waiter added after
+        // that sees the mark here instead of waiting forever.
+        let lost = lock(&self.inner.shared.lost).is_some();
+        if lost {
+            lock(&self.inner.shared.pending).remove(&id);
+            return Err(ClusterError::Lost(self.inner.lost_reason()));
+        }
         let sent = self.inner.send(&json!({
             "op": "judge",
             "id": id,
@@ -423,6 +436,12 @@ impl Inner {
         let _turn = lock(&self.control_turn);
         let (tx, rx) = channel();
         *lock(&self.shared.control) = Some(tx);
+        // As in `Cluster::judge`: the driver may have gone before the sender was in place.
+        let lost = lock(&self.shared.lost).is_some();
+        if lost {
+            *lock(&self.shared.control) = None;
+            return Err(ClusterError::Lost(self.lost_reason()));
+        }
         self.send(&v)?;
         let got = recv_timeout(&rx, timeout);
         *lock(&self.shared.control) = None;
@@ -431,15 +450,20 @@ impl Inner {
                 v["message"].as_str().unwrap_or("?").to_string(),
             )),
             Some(v) => Ok(v),
-            None => match lock(&self.shared.lost).clone() {
-                Some(_) => Err(ClusterError::Lost(self.lost_reason())),
-                None => Err(ClusterError::Driver(format!(
-                    "no answer to `{}` in {} s (driver log: {})",
-                    v["op"].as_str().unwrap_or("?"),
-                    timeout.as_secs(),
-                    self.shared.log.display()
-                ))),
-            },
+            None => {
+                // Not matched on the guard itself: `lost_reason` takes the lock again.
+                let lost = lock(&self.shared.lost).is_some();
+                if lost {
+                    Err(ClusterError::Lost(self.lost_reason()))
+                } else {
+                    Err(ClusterError::Driver(format!(
+                        "no answer to `{}` in {} s (driver log: {})",
+                        v["op"].as_str().unwrap_or("?"),
+                        timeout.as_secs(),
+                        self.shared.log.display()
+                    )))
+                }
+            }
         }
     }
 
