@@ -4,13 +4,14 @@
 # so machine drift hits all of them:
 #   bash benches/cluster.sh [KSMITH] [SUITE] [ROUNDS]
 # Prints per configuration and round the wall time, candidates per minute and the suite's
-# geomean speedup. Every worker node here shares this machine's cores (see docs/benchmarks.md).
+# geomean speedup. REPEAT=N judges every solution N times per bench. Every worker node here shares this machine's cores (see docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KS=${1:-target/debug/ksmith}
 SUITE=${2:-tasks/starter}
 ROUNDS=${3:-2}
 SOL=${SOL:-fast}
+REPEAT=${REPEAT:-1} # every solution judged this many times per bench (more work to spread)
 WORK=$(mktemp -d)
 CLUSTER_PID=
 cleanup() {
@@ -39,7 +40,7 @@ bench() { # store, name, extra args... -> one row
     local store=$1 name=$2 start wall
     shift 2
     start=$(date +%s.%N)
-    "$KS" --store "$WORK/store-$store" bench "$SUITE" --solution "$SOL" --fresh --json -q "$@" \
+    "$KS" --store "$WORK/store-$store" bench "$SUITE" --solution "$SOL" --repeat "$REPEAT" --fresh --json -q "$@" \
         > "$WORK/out.json" 2> "$WORK/bench.log" || { tail -5 "$WORK/bench.log"; return 1; }
     wall=$(echo "$(date +%s.%N) - $start" | bc)
     python3 - "$name" "$wall" "$WORK/out.json" <<'PY'
