@@ -92,8 +92,9 @@ struct Cli {
     /// errors are still printed.
     #[arg(long, short = 'q', global = true, help_heading = "Global options")]
     quiet: bool,
-    /// Judge on a Ray cluster: ray://HOST:PORT, HOST:PORT or auto; `local` judges here (the
-    /// default; also from RAY_ADDRESS or `[cluster] address` in the config file).
+    /// Judge on a Ray cluster: HOST:PORT (its head's GCS), auto or ray://HOST:PORT; `local`
+    /// judges here (the default; also from RAY_ADDRESS or `[cluster] address` in the config
+    /// file).
     #[arg(
         long,
         global = true,
@@ -325,7 +326,8 @@ enum Cmd {
     /// Compare search strategies offline on a pool of judged candidates (best speedup against
     /// LLM calls over many seeds); `simulate pool` writes a pool from the store.
     Simulate(search::SimulateArgs),
-    /// The Ray cluster given by --cluster: its devices and what they are judging.
+    /// Ray clusters: the --cluster one's devices (status), one on this machine (local), the
+    /// managed Python with Ray (python).
     #[command(subcommand)]
     Cluster(cluster::ClusterCmd),
     /// What a cluster's device runs (not for people).
