@@ -234,6 +234,20 @@ fn judging_in(sid: i32) -> bool {
         })
 }
 
+/// `ksmith ARGS` on `store` in the background, its output captured.
+fn spawn(store: &std::path::Path, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env("KSMITH_DEVICE_LOCK", "0")
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !cond() {
@@ -298,16 +312,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     ];
     let mut args = vec!["--cluster", addr.as_str()];
     args.extend_from_slice(&bench);
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
-        .arg("--store")
-        .arg(&store)
-        .args(&args)
-        .env("KSMITH_DEVICE_LOCK", "0")
-        .current_dir(root())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&store, &args);
     let (worker0, worker1) = (cluster.sessions()[1], cluster.sessions()[2]);
     wait_for("worker node 1 judging", 300, || judging_in(worker1));
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -449,16 +454,7 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     let before: i64 = c
         .query_row("SELECT COUNT(*) FROM evaluations", [], |r| r.get(0))
         .unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ksmith"))
-        .arg("--store")
-        .arg(&store)
-        .args(&args)
-        .env("KSMITH_DEVICE_LOCK", "0")
-        .current_dir(root())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&store, &args);
     wait_for("worker node 0 judging", 300, || judging_in(worker0));
     cluster.kill_head().unwrap();
     let o = child.wait_with_output().unwrap();

@@ -269,17 +269,13 @@ impl Solution {
         source: String,
         flags: Vec<String>,
     ) -> Solution {
-        let mut s = Solution {
-            name: name.to_string(),
+        Self::from_parts(
+            name.to_string(),
             language,
-            entry_point: entry_point.to_string(),
-            sources: vec![(file.to_string(), source)],
+            entry_point.to_string(),
+            vec![(file.to_string(), source)],
             flags,
-            tunables: Vec::new(),
-            content_hash: String::new(),
-        };
-        s.content_hash = s.compute_hash();
-        s
+        )
     }
 
     /// A solution from its parts (e.g. received from another machine), its hash computed here;
