@@ -29,8 +29,15 @@ pub(crate) struct Timer {
     pub(crate) w: usize,
     /// The baseline's input sets (the first two check seeds; the baseline is trusted).
     base_seeds: [u64; 2],
-    /// Fresh-input slots, then one warm-up slot holding the first check seed's inputs.
+    /// Fresh-input slots (slot i for call i of a round), made as rounds first need them: most
+    /// rounds of large workloads make one or two calls, and each slot costs its working set.
     slots: Vec<Slot>,
+    /// Most fresh-input slots the workload may have.
+    max_sets: usize,
+    /// The warm-up slot, holding the first check seed's inputs; last in the runner's list.
+    warm: Slot,
+    /// Where slots are made: the judge's path and the runner's.
+    slot_dirs: (PathBuf, PathBuf),
     /// Seeds of the last round's timed calls, one fresh input set per call (slot i).
     round_seeds: Vec<u64>,
     /// Raw input files of the last round, per call (trusted directory; only when the trusted
@@ -263,7 +270,9 @@ impl Judge {
             self.at = Some(w);
             let started = Instant::now();
             timers.push(self.timer(task, runner, w, est)?);
-            self.split.buffers_s += started.elapsed().as_secs_f64();
+            let s = started.elapsed().as_secs_f64();
+            self.split.buffers_s += s;
+            self.split.buffer_parts.setup_s += s;
         }
         let mut eliminated = None;
         if let Some(race) = self.race.clone() {
@@ -368,21 +377,19 @@ impl Judge {
                 "timing slots: {e}"
             ))))
         };
-        let mut slots = Vec::new();
-        let dir = match (runner.shared_dir(), runner.shared_dir_in_child()) {
-            (Some(host), Some(seen)) => Dirs { host, seen },
-            _ => Dirs {
-                host: runner.dir(),
-                seen: runner.dir(),
-            },
+        let slot_dirs = match (runner.shared_dir(), runner.shared_dir_in_child()) {
+            (Some(host), Some(seen)) => (host.to_path_buf(), seen.to_path_buf()),
+            _ => (runner.dir().to_path_buf(), runner.dir().to_path_buf()),
         };
-        for i in 0..=sets {
-            slots.push(Slot::create(&dir, &format!("w{w}s{i}"), &ins, &outs).map_err(io)?);
-        }
+        let dir = Dirs {
+            host: &slot_dirs.0,
+            seen: &slot_dirs.1,
+        };
+        let mut warm_slot = Slot::create(&dir, &format!("w{w}warm"), &ins, &outs).map_err(io)?;
         // The warm-up slot holds inputs the candidate has seen (the first check seed); they
         // are also what inputs the judge does not draw itself keep.
         let warm = self.fresh_input_files(task, w, base_seeds[0], "warm")?;
-        slots[sets].fill(&warm).map_err(io)?;
+        warm_slot.fill(&warm).map_err(io)?;
         let base_set = warm
             .iter()
             .map(std::fs::read)
@@ -391,7 +398,8 @@ impl Judge {
         for f in &warm {
             let _ = std::fs::remove_file(f);
         }
-        let refresh = fresh::plan(task, w);
+        // Pools from the OS's randomness: no candidate can know them in advance.
+        let refresh = fresh::plan(task, w, ksmith_harness::random_u64());
         let draws = fresh::can_draw(task, &refresh);
         let (flush, flush_bytes) = self.flush_plan(task, w);
         // Untimed work per call: channel round trips, input copy, poisoning.
@@ -399,7 +407,10 @@ impl Judge {
         Ok(Timer {
             w,
             base_seeds,
-            slots,
+            slots: Vec::new(),
+            max_sets: sets,
+            warm: warm_slot,
+            slot_dirs,
             round_seeds: Vec::new(),
             round_files: Vec::new(),
             refresh,
@@ -464,8 +475,27 @@ impl Judge {
         let w = t.w;
         let axes = &task.workloads[w].axes;
         t.base.extend(base_round);
-        let sets = t.slots.len() - 1;
-        let n = t.plan.reps(&t.cand).clamp(1, sets);
+        let n = t.plan.reps(&t.cand).clamp(1, t.max_sets);
+        if t.slots.len() < n {
+            let started = Instant::now();
+            let (ins, outs) = self.tensor_specs(task, w);
+            let dir = Dirs {
+                host: &t.slot_dirs.0,
+                seen: &t.slot_dirs.1,
+            };
+            for i in t.slots.len()..n {
+                let slot = Slot::create(&dir, &format!("w{w}s{i}"), &ins, &outs).map_err(|e| {
+                    Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
+                        "timing slots: {e}"
+                    ))))
+                })?;
+                t.slots.push(slot);
+            }
+            let s = started.elapsed().as_secs_f64();
+            self.split.buffers_s += s;
+            self.split.buffer_parts.setup_s += s;
+        }
+        let sets = t.slots.len();
         t.round_seeds.clear();
         t.round_files.clear();
         for i in 0..n {
@@ -491,7 +521,7 @@ impl Judge {
             "cmd": "time", "axes": axis_values(task, w),
             "in_shapes": task.inputs.iter().map(|i| i.dims(axes)).collect::<Vec<_>>(),
             "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(axes)).collect::<Vec<_>>(),
-            "slots": t.slots.iter().map(Slot::spec).collect::<Vec<_>>(),
+            "slots": t.slots.iter().chain([&t.warm]).map(Slot::spec).collect::<Vec<_>>(),
             "calls": warmup + n,
         });
         let timeout = self.config.call_timeout;
@@ -513,19 +543,31 @@ impl Judge {
             let started = Instant::now();
             // The runner is stopped: its buffers are the judge's to fill.
             runner.freeze();
+            // The warm-up slot is last in the runner's list.
             let slot = if k < warmup { sets } else { k - warmup };
-            intact(runner, &t.slots[slot])?;
+            let buf = if k < warmup {
+                &mut t.warm
+            } else {
+                &mut t.slots[slot]
+            };
+            intact(runner, buf)?;
+            let parts = &mut self.split.buffer_parts;
             if k >= warmup {
                 if t.draws {
-                    t.slots[slot].fill_fresh(&t.base_set, &t.refresh, t.round_seeds[slot]);
+                    buf.fill_fresh(&t.base_set, &t.refresh, t.round_seeds[slot]);
                 } else {
-                    t.slots[slot].fill(&t.round_files[slot]).map_err(io)?;
+                    buf.fill(&t.round_files[slot]).map_err(io)?;
                 }
             }
-            t.slots[slot].poison(&outs);
+            let drawn = Instant::now();
+            parts.draw_s += (drawn - started).as_secs_f64();
+            buf.poison(&outs);
+            let poisoned = Instant::now();
+            parts.poison_s += (poisoned - drawn).as_secs_f64();
             if t.flush {
-                t.slots[slot].evict();
+                buf.evict();
             }
+            parts.evict_s += poisoned.elapsed().as_secs_f64();
             self.split.buffers_s += started.elapsed().as_secs_f64();
             let started = Instant::now();
             let clocked = clocked_call(runner, slot as u8, timeout);
@@ -553,7 +595,9 @@ impl Judge {
                 let started = Instant::now();
                 intact(runner, &t.slots[slot])?;
                 digests.push(t.slots[slot].digest());
-                self.split.buffers_s += started.elapsed().as_secs_f64();
+                let s = started.elapsed().as_secs_f64();
+                self.split.buffers_s += s;
+                self.split.buffer_parts.hash_s += s;
             }
         }
         if let Some(p) = &self.trusted {

@@ -386,12 +386,30 @@ pub struct HarnessSplit {
     pub baseline_s: f64,
     /// Filling, poisoning, evicting and hashing the timing buffers, the runner stopped.
     pub buffers_s: f64,
+    /// Where `buffers_s` went.
+    #[serde(default)]
+    pub buffer_parts: BufferSplit,
     /// Timed calls beyond what was charged to the kernel (waking up, the channel).
     pub calls_s: f64,
     /// Re-checking timed calls: snapshots, references for their fresh inputs, checks.
     pub rechecks_s: f64,
     /// The rest (builds' cache lookups, sandbox teardown, bookkeeping).
     pub other_s: f64,
+}
+
+/// Parts of the judge's buffer work per timed call (seconds, summed over calls).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BufferSplit {
+    /// Creating the slots and the trusted inputs they start from.
+    pub setup_s: f64,
+    /// Drawing fresh inputs into the slots.
+    pub draw_s: f64,
+    /// Writing the outputs' poison.
+    pub poison_s: f64,
+    /// Evicting the slot from the caches.
+    pub evict_s: f64,
+    /// Hashing a call's buffers right after it.
+    pub hash_s: f64,
 }
 
 impl HarnessSplit {
