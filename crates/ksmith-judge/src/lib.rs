@@ -46,7 +46,7 @@ pub enum Flush {
 
 /// Version of the checking and timing method: part of every evaluation key, so results measured
 /// by an older method are never reused. Bump it when the cascade or the timing changes.
-pub const METHOD_VERSION: u32 = 6;
+pub const METHOD_VERSION: u32 = 7;
 
 /// Judge settings. Frozen for the judge's lifetime.
 #[derive(Debug, Clone)]
