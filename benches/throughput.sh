@@ -7,7 +7,8 @@
 # report a 300 MiB L3 of which they own a small share), by editing each store's roofline.
 # Prints per binary and case the median wall time, kernel + baseline time, harness time and its
 # share, the speedup with its interval where the binary reports one, and (for binaries that
-# report it) where the harness time went. References and builds are warmed first.
+# report it) where the harness time went. References and builds are warmed first; the raw rows
+# are kept in benches/results/throughput-rows.jsonl (ROWS_OUT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=${1:?old ksmith binary}
@@ -30,7 +31,7 @@ run() { # binary case -> one row
     local bin=$1 c=$2 tag start wall
     tag=$(tag_of "$bin")
     start=$(date +%s.%N)
-    "$bin" --store "$WORK/$tag" eval "${c%%:*}" "${c#*:}" --json 2> /dev/null > "$WORK/out.json" || true
+    "$bin" --store "$WORK/$tag" eval "${c%%:*}" "${c#*:}" --json --again 2> /dev/null > "$WORK/out.json" || true
     wall=$(echo "$(date +%s.%N) - $start" | bc)
     python3 - "$tag" "$(basename "${c%%:*}")" "$wall" "$WORK/out.json" >> "$WORK/rows.jsonl" <<'PY'
 import json, sys
@@ -73,6 +74,9 @@ for _ in $(seq "$REPS"); do
         run "$NEW" "$c"
     done
 done
+# The raw rows survive the run (they are what the table is made from).
+mkdir -p benches/results
+cp "$WORK/rows.jsonl" "${ROWS_OUT:-benches/results/throughput-rows.jsonl}"
 python3 - "$WORK/rows.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -100,7 +104,10 @@ for case in cases:
         parts = ""
         h = rs[0]["split"].get("harness")
         if h:
-            parts = " ".join(f"{k[:-2]} {v:.1f}" for k, v in h.items() if v >= 0.05)
+            parts = " ".join(f"{k[:-2]} {v:.1f}" for k, v in h.items() if isinstance(v, float) and v >= 0.05)
+            b = h.get("buffer_parts") or {}
+            if b:
+                parts += " (buffers: " + " ".join(f"{k[:-2]} {v:.1f}" for k, v in b.items() if v >= 0.05) + ")"
         print(f"| {case} | {tag} | {wall:.1f} | {timed:.2f} | {harness:.1f} | {harness / max(wall, 1e-9):.0%} | {speed} | {','.join(sorted({str(r['status']) for r in rs}))} | {parts} |")
 for tag, xs in total.items():
     w = sum(x[0] for x in xs)
