@@ -216,6 +216,21 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
             .map(|(name, s)| format!("{name} {s:.2}"))
             .collect();
         say!("  harness: {}", parts.join(" + "));
+        let b = &t.harness.buffer_parts;
+        let buffers: Vec<String> = [
+            ("setup", b.setup_s),
+            ("draw", b.draw_s),
+            ("poison", b.poison_s),
+            ("evict", b.evict_s),
+            ("hash", b.hash_s),
+        ]
+        .iter()
+        .filter(|(_, s)| *s >= 0.005)
+        .map(|(name, s)| format!("{name} {s:.2}"))
+        .collect();
+        if !buffers.is_empty() {
+            say!("  buffers: {}", buffers.join(" + "));
+        }
     }
     if let Some(id) = id {
         say!("  stored as evaluation {id} (ksmith show {id})");
@@ -562,6 +577,10 @@ impl<'a> BenchSummary<'a> {
         }
         if let Some((median, max)) = self.overhead() {
             say!("harness overhead per evaluation (excl. build, kernel and XLA time): median {median:.2} s, max {max:.2} s");
+            say!(
+                "  where it went (all evaluations): {}",
+                self.overhead_parts()
+            );
         }
         if let Some((max, median, n)) = self.aa {
             say!("A/A repeatability: {n} workload pairs >= 1 ms; speedup spread median {:.2}%, max {:.2}%", median * 100.0, max * 100.0);
@@ -640,6 +659,25 @@ impl<'a> BenchSummary<'a> {
             lines.push(line);
         }
         lines
+    }
+
+    /// The harness parts summed over the evaluations, largest first: `buffers 12.1 s, ...`.
+    pub(crate) fn overhead_parts(&self) -> String {
+        let mut sums: Vec<(&'static str, f64)> = Vec::new();
+        for r in self.rows.iter().filter_map(|r| r.result.as_ref()) {
+            for (name, s) in r.time_split.harness.parts() {
+                match sums.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, t)) => *t += s,
+                    None => sums.push((name, s)),
+                }
+            }
+        }
+        sums.sort_by(|a, b| b.1.total_cmp(&a.1));
+        sums.iter()
+            .filter(|(_, s)| *s >= 0.05)
+            .map(|(n, s)| format!("{n} {s:.1} s"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Median and max of the evaluations' harness time.
