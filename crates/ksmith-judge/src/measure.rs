@@ -34,7 +34,8 @@ pub(crate) struct Timer {
     slots: Vec<Slot>,
     /// Most fresh-input slots the workload may have.
     max_sets: usize,
-    /// The warm-up slot, holding the first check seed's inputs; last in the runner's list.
+    /// The warm-up slot (a mix, or the first check seed's inputs when some input is kept);
+    /// last in the runner's list.
     warm: Slot,
     /// Where slots are made: the judge's path and the runner's.
     slot_dirs: (PathBuf, PathBuf),
@@ -386,21 +387,30 @@ impl Judge {
             seen: &slot_dirs.1,
         };
         let mut warm_slot = Slot::create(&dir, &format!("w{w}warm"), &ins, &outs).map_err(io)?;
-        // The warm-up slot holds inputs the candidate has seen (the first check seed); they
-        // are also what inputs the judge does not draw itself keep.
-        let warm = self.fresh_input_files(task, w, base_seeds[0], "warm")?;
-        warm_slot.fill(&warm).map_err(io)?;
-        let base_set = warm
-            .iter()
-            .map(std::fs::read)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(io)?;
-        for f in &warm {
-            let _ = std::fs::remove_file(f);
-        }
         // Pools from the OS's randomness: no candidate can know them in advance.
         let refresh = fresh::plan(task, w, ksmith_harness::random_u64());
         let draws = fresh::can_draw(task, &refresh);
+        let base_set = if refresh.iter().all(|r| matches!(r, Refresh::Draw(_))) {
+            // Every input is mixed here: the warm-up calls (neither timed nor checked) get a
+            // mix too, and no trusted set is needed.
+            let none = vec![Vec::new(); refresh.len()];
+            warm_slot.fill_fresh(&none, &refresh, ksmith_harness::random_u64());
+            none
+        } else {
+            // The warm-up slot holds the first check seed's inputs, which are also what the
+            // inputs the judge does not draw itself keep.
+            let warm = self.fresh_input_files(task, w, base_seeds[0], "warm")?;
+            warm_slot.fill(&warm).map_err(io)?;
+            let base_set = warm
+                .iter()
+                .map(std::fs::read)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(io)?;
+            for f in &warm {
+                let _ = std::fs::remove_file(f);
+            }
+            base_set
+        };
         let (flush, flush_bytes) = self.flush_plan(task, w);
         // Untimed work per call: channel round trips, input copy, poisoning.
         let per_call_ns = 100_000.0 + ws as f64 / 5.0;
@@ -471,7 +481,7 @@ impl Judge {
         channel: ChannelCost,
         base_round: &[u64],
     ) -> Result<(), Failure> {
-        let warmup = if t.rounds == 0 { 2 } else { 0 };
+        let mut warmup = if t.rounds == 0 { 2 } else { 0 };
         let w = t.w;
         let axes = &task.workloads[w].axes;
         t.base.extend(base_round);
@@ -494,6 +504,9 @@ impl Judge {
             let s = started.elapsed().as_secs_f64();
             self.split.buffers_s += s;
             self.split.buffer_parts.setup_s += s;
+            // The runner maps (and pre-faults) new slots when the request arrives, inside the
+            // first call's "p" to "r": an untimed warm-up call takes that instead of a timed one.
+            warmup = warmup.max(1);
         }
         let sets = t.slots.len();
         t.round_seeds.clear();
