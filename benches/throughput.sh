@@ -105,9 +105,9 @@ for case in cases:
         h = rs[0]["split"].get("harness")
         if h:
             parts = " ".join(f"{k[:-2]} {v:.1f}" for k, v in h.items() if isinstance(v, float) and v >= 0.05)
-            b = h.get("buffer_parts") or {}
+            b = " ".join(f"{k[:-2]} {v:.1f}" for k, v in (h.get("buffer_parts") or {}).items() if v >= 0.05)
             if b:
-                parts += " (buffers: " + " ".join(f"{k[:-2]} {v:.1f}" for k, v in b.items() if v >= 0.05) + ")"
+                parts += f" (buffers: {b})"
         print(f"| {case} | {tag} | {wall:.1f} | {timed:.2f} | {harness:.1f} | {harness / max(wall, 1e-9):.0%} | {speed} | {','.join(sorted({str(r['status']) for r in rs}))} | {parts} |")
 for tag, xs in total.items():
     w = sum(x[0] for x in xs)
