@@ -408,7 +408,7 @@ pub struct BufferSplit {
     pub poison_s: f64,
     /// Evicting the slot from the caches.
     pub evict_s: f64,
-    /// Hashing a call's buffers right after it.
+    /// Hashing a call's outputs right after it.
     pub hash_s: f64,
 }
 
