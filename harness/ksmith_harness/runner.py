@@ -7,6 +7,7 @@ the protocol uses private copies of the original pipes.
 
 import ctypes
 import math
+import mmap
 import os
 import select
 import signal
@@ -42,8 +43,9 @@ class Kernel:
         # slot -> {"key", "shape_key", "ins", "outs"}; slot buffers keep their addresses across
         # seeds so kernels that cache results by pointer are caught.
         self.slots = {}
-        # Timing slots shared with the judge, by their files.
+        # Timing slots shared with the judge, by their files and shapes; the files' mappings.
         self.shared = {}
+        self.maps = {}
 
     def slot(self, idx, req, path):
         shapes_in, shapes_out = req["in_shapes"], req["out_shapes"]
@@ -207,25 +209,35 @@ def run(req):
     return {"elapsed_ns": elapsed, "outputs": paths, "input_hashes": hashes, "device_kernels": kernels}
 
 
+def _mapping(k, path, nbytes):
+    """The judge's file `path`, mapped (every page now, MAP_POPULATE, not during a timed call)
+    at least `nbytes` long: mapped again when a slot handed down from a smaller workload grew."""
+    m = k.maps.get(path)
+    if m is None or len(m) < nbytes:
+        with open(path, "r+b") as f:
+            m = mmap.mmap(f.fileno(), max(nbytes, 1), flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        k.maps[path] = m
+    return m
+
+
 def _shared_slot(k, spec, req):
     """A timing slot: input and output buffers mapped from files the judge created and also
-    maps, so the judge writes fresh inputs and poison and reads outputs itself."""
-    key = (tuple(spec["ins"]), tuple(spec["outs"]))
+    maps, so the judge writes fresh inputs and poison and reads outputs itself. The judge hands
+    a slot from one workload to the next: the same files, other shapes."""
+    key = (tuple(spec["ins"]), tuple(spec["outs"]), repr(req["in_shapes"]), repr(req["out_shapes"]))
     s = k.shared.get(key)
     if s is None:
 
-        def mapped(path, tensor, shape):
-            dtype = tensors.np_dtype(tensor["dtype"])
-            arr = np.memmap(path, dtype=dtype, mode="r+", shape=(max(math.prod(shape), 1),))
-            # Map every page now (one read per page), not during the first timed call.
-            int(arr.view(np.uint8)[::4096].sum())
-            return arr[: math.prod(shape)].reshape(shape)
+        def view(path, tensor, shape):
+            dtype = np.dtype(tensors.np_dtype(tensor["dtype"]))
+            n = math.prod(shape)
+            return np.frombuffer(_mapping(k, path, n * dtype.itemsize), dtype=dtype, count=n).reshape(shape)
 
         s = {
             "key": key,
             "shape_key": None,
-            "ins": [mapped(p, i, sh) for p, i, sh in zip(spec["ins"], k.inputs, req["in_shapes"], strict=True)],
-            "outs": [mapped(p, o, sh) for p, o, sh in zip(spec["outs"], k.outputs, req["out_shapes"], strict=True)],
+            "ins": [view(p, i, sh) for p, i, sh in zip(spec["ins"], k.inputs, req["in_shapes"], strict=True)],
+            "outs": [view(p, o, sh) for p, o, sh in zip(spec["outs"], k.outputs, req["out_shapes"], strict=True)],
         }
         k.shared[key] = s
     return s

@@ -284,18 +284,29 @@ pub const STEADY_MALLOC: &str =
 /// Starts the trusted server (reference, checks, baseline). Not sandboxed: it runs our code
 /// and the task's reference only. `memory`: its memory limit in bytes (`Some(0)`: none; `None`:
 /// physical memory on the CPU backend), which it sets on itself (see `trusted._limit_memory`).
-pub fn start_trusted(env: &PythonEnv, memory: Option<u64>) -> Result<Peer, HarnessError> {
+/// `xla_cache`: where it keeps compiled programs across processes (a directory no candidate
+/// can write: a planted executable would be the reference).
+pub fn start_trusted(
+    env: &PythonEnv,
+    memory: Option<u64>,
+    xla_cache: Option<&std::path::Path>,
+) -> Result<Peer, HarnessError> {
     let memory = memory.map_or("auto".to_string(), |b| b.to_string());
+    let cache = xla_cache.map(|p| p.display().to_string());
+    let mut extra = vec![
+        ("GLIBC_TUNABLES", STEADY_MALLOC),
+        ("KSMITH_TRUSTED_MEMORY_BYTES", memory.as_str()),
+    ];
+    if let Some(c) = &cache {
+        extra.push(("KSMITH_XLA_CACHE_DIR", c.as_str()));
+    }
     let limits = Limits {
         cpu_seconds: 1 << 30,
         address_space: u64::MAX,
         file_size: u64::MAX,
         open_files: 4096,
         processes: u64::MAX,
-        env: env.process_env(&[
-            ("GLIBC_TUNABLES", STEADY_MALLOC),
-            ("KSMITH_TRUSTED_MEMORY_BYTES", &memory),
-        ]),
+        env: env.process_env(&extra),
         isolate: false,
         nice: 10,
         ..Limits::default()

@@ -407,7 +407,12 @@ impl Judge {
 
     fn trusted(&mut self) -> Result<&mut Peer, JudgeError> {
         if self.trusted.is_none() {
-            let peer = ksmith_harness::start_trusted(&self.env, self.config.reference_memory)?;
+            let xla = self.config.cache_dir.join("xla");
+            let peer = ksmith_harness::start_trusted(
+                &self.env,
+                self.config.reference_memory,
+                Some(xla.as_path()),
+            )?;
             let hello = peer.hello().clone();
             if let Some(p) = hello["poison"].as_object() {
                 self.poison = p

@@ -32,6 +32,9 @@ pub(crate) struct Timer {
     /// Fresh-input slots (slot i for call i of a round), made as rounds first need them: most
     /// rounds of large workloads make one or two calls, and each slot costs its working set.
     slots: Vec<Slot>,
+    /// Slots a workload timed earlier handed down (see [`Timer::hand_down`]), taken before any
+    /// is made: making one allocates and maps its whole working set.
+    spare: Vec<Slot>,
     /// Most fresh-input slots the workload may have.
     max_sets: usize,
     /// The warm-up slot (a mix, or the first check seed's inputs when some input is kept);
@@ -52,6 +55,11 @@ pub(crate) struct Timer {
     /// The last round's call chosen (secretly, before the round) for a re-check, read right
     /// after its call with the runner stopped.
     snapshot: Option<Snapshot>,
+    /// The trusted files re-checks copy calls into (the same ones every round; removed with
+    /// the timer).
+    check_files: Vec<PathBuf>,
+    /// Memory an input is drawn again into, to compare with a checked call's.
+    scratch: Vec<u8>,
     flush: bool,
     flush_bytes: u64,
     pub(crate) plan: RoundPlan,
@@ -62,7 +70,21 @@ pub(crate) struct Timer {
     pub(crate) rounds: usize,
 }
 
+impl Drop for Timer {
+    fn drop(&mut self) {
+        for f in &self.check_files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
 impl Timer {
+    /// Gives this (finished) workload's fresh-input slots to `next`, of the same candidate.
+    pub(crate) fn hand_down(&mut self, next: &mut Timer) {
+        next.spare.append(&mut self.slots);
+        next.spare.append(&mut self.spare);
+    }
+
     /// The paired speedup so far.
     pub(crate) fn paired(&self) -> Option<Paired> {
         Paired::from_ratios(&self.ratios)
@@ -96,25 +118,34 @@ fn intact(runner: &mut Peer, slot: &Slot) -> Result<(), Failure> {
 /// Copies call `slot`'s buffers into trusted files, and compares its inputs with what the
 /// judge wrote there (drawn again from the call's seed, or the trusted side's files).
 fn snapshot(
-    t: &Timer,
+    t: &mut Timer,
     slot: usize,
     dir: &std::path::Path,
     ins: &[TensorSpec],
     outs: &[TensorSpec],
 ) -> std::io::Result<Snapshot> {
-    let prefix = format!("check_w{}_r{}", t.w, t.rounds);
+    let prefix = format!("check_w{}", t.w);
     let (outputs, inputs) = t.slots[slot].dump(dir, &prefix, ins, outs)?;
+    t.check_files.extend(
+        [&outputs, &inputs]
+            .into_iter()
+            .filter_map(Value::as_object)
+            .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from)),
+    );
+    t.check_files.sort();
+    t.check_files.dedup();
     let mut mutated = None;
     for (k, spec) in ins.iter().enumerate() {
-        let given = if t.draws {
-            let mut bytes = vec![0u8; spec.bytes];
+        let same = if t.draws {
+            // Drawn again into memory kept across checks (not a fresh allocation each time).
+            t.scratch.resize(spec.bytes, 0);
             let seed = fresh::input_seed(t.round_seeds[slot], k);
-            fresh::fill(&mut bytes, &t.base_set[k], &t.refresh[k], seed);
-            bytes
+            fresh::fill(&mut t.scratch, &t.base_set[k], &t.refresh[k], seed);
+            t.scratch[..] == *t.slots[slot].input(k)
         } else {
-            std::fs::read(&t.round_files[slot][k])?
+            std::fs::read(&t.round_files[slot][k])? == t.slots[slot].input(k)
         };
-        if given != t.slots[slot].input(k) {
+        if !same {
             mutated = Some(spec.name.clone());
             break;
         }
@@ -296,7 +327,8 @@ impl Judge {
             });
         }
         if eliminated.is_none() {
-            for t in &mut timers {
+            for i in 0..timers.len() {
+                let t = &mut timers[i];
                 while t.rounds < self.config.max_rounds
                     && !t.plan.done(t.rounds, &t.cand, &t.base, t.paired())
                 {
@@ -305,6 +337,9 @@ impl Judge {
                     if let Some(v) = self.timed_recheck(task, t, r)? {
                         return Ok(Err(v));
                     }
+                }
+                if let [done, next, ..] = &mut timers[i..] {
+                    done.hand_down(next);
                 }
             }
         }
@@ -418,6 +453,7 @@ impl Judge {
             w,
             base_seeds,
             slots: Vec::new(),
+            spare: Vec::new(),
             max_sets: sets,
             warm: warm_slot,
             slot_dirs,
@@ -427,6 +463,8 @@ impl Judge {
             base_set,
             draws,
             snapshot: None,
+            check_files: Vec::new(),
+            scratch: Vec::new(),
             flush,
             flush_bytes,
             plan: RoundPlan::new(est_ns, per_call_ns, &self.config),
@@ -493,12 +531,19 @@ impl Judge {
                 host: &t.slot_dirs.0,
                 seen: &t.slot_dirs.1,
             };
+            let setup = |e: std::io::Error| {
+                Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
+                    "timing slots: {e}"
+                ))))
+            };
             for i in t.slots.len()..n {
-                let slot = Slot::create(&dir, &format!("w{w}s{i}"), &ins, &outs).map_err(|e| {
-                    Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
-                        "timing slots: {e}"
-                    ))))
-                })?;
+                let slot = match t.spare.pop() {
+                    Some(mut slot) => {
+                        slot.fit(&ins, &outs).map_err(setup)?;
+                        slot
+                    }
+                    None => Slot::create(&dir, &format!("w{w}s{i}"), &ins, &outs).map_err(setup)?,
+                };
                 t.slots.push(slot);
             }
             let s = started.elapsed().as_secs_f64();
@@ -528,7 +573,8 @@ impl Judge {
         // them, so only the random rounds constrain it: a second always-checked round cost a
         // reference and caught nothing the first had not. Every call's outputs are hashed right
         // after it, so the pause after a call does not tell which one is checked, and a checked
-        // call's outputs cannot change later.
+        // call's outputs cannot change later (large outputs: a secret eighth of their pages,
+        // new every round, which a kernel changing pages late cannot avoid).
         let checked = t.rounds == 0 || ksmith_harness::random_u64().is_multiple_of(2);
         let check_call = checked.then(|| (ksmith_harness::random_u64() % n as u64) as usize);
         t.snapshot = None;
@@ -555,6 +601,8 @@ impl Judge {
         let id = runner.send_request(&creq).map_err(Failure::Candidate)?;
         let mut calls = Vec::with_capacity(n);
         let mut digests = Vec::with_capacity(n);
+        // Which pages of large outputs the round's hashes cover: secret, new every round.
+        let sample_key = ksmith_harness::random_u64();
         for k in 0..warmup + n {
             let started = Instant::now();
             // The runner is stopped: its buffers are the judge's to fill.
@@ -610,7 +658,7 @@ impl Judge {
             if k >= warmup {
                 let started = Instant::now();
                 intact(runner, &t.slots[slot])?;
-                digests.push(t.slots[slot].digest());
+                digests.push(t.slots[slot].digest(sample_key));
                 let s = started.elapsed().as_secs_f64();
                 self.split.buffers_s += s;
                 self.split.buffer_parts.hash_s += s;
@@ -627,7 +675,7 @@ impl Judge {
         if let Some(c) = check_call {
             let started = Instant::now();
             intact(runner, &t.slots[c])?;
-            if t.slots[c].digest() != digests[c] {
+            if t.slots[c].digest(sample_key) != digests[c] {
                 runner.kill();
                 return Err(Failure::Candidate(CallError::Protocol(
                     "the buffers of a timed call changed after the call finished".into(),
@@ -672,7 +720,7 @@ impl Judge {
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
         let mut verdict = None;
-        let mut files: Vec<PathBuf> = t.round_files.drain(..).flatten().collect();
+        let files: Vec<PathBuf> = t.round_files.drain(..).flatten().collect();
         if let Some(snap) = t.snapshot.take() {
             let seed = t.round_seeds[snap.call];
             let mut corr = r.correctness.take().unwrap_or_default();
@@ -692,12 +740,6 @@ impl Judge {
                 );
                 v
             });
-            files.extend(
-                [&snap.outputs, &snap.inputs]
-                    .into_iter()
-                    .filter_map(Value::as_object)
-                    .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from)),
-            );
         }
         for f in files {
             let _ = std::fs::remove_file(f);

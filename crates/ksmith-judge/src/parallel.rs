@@ -75,13 +75,45 @@ pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
     });
 }
 
-/// A hash of `bufs`' contents, each hashed in chunks on every core (equal contents, equal
-/// hash; it is compared only with itself).
-pub(crate) fn digest<'a>(bufs: impl Iterator<Item = &'a [u8]>) -> blake3::Hash {
+/// Bytes per page of a sampled digest.
+const PAGE: usize = 4096;
+/// One page in `SAMPLE` is hashed by [`digest_sampled`].
+const SAMPLE: u64 = 8;
+/// Buffers at most this long are hashed whole by [`digest_sampled`].
+const WHOLE: usize = 64 * PAGE;
+
+/// Whether page `index` of buffer `buf` is in the sample `key` picks (a splitmix64 mix:
+/// without `key`, which pages are hashed cannot be told from the indices).
+fn picked(key: u64, buf: usize, index: usize) -> bool {
+    let mut z = key ^ (buf as u64).wrapping_mul(0xA24B_AED4_963E_E407) ^ index as u64;
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).is_multiple_of(SAMPLE)
+}
+
+/// A hash of a secret sample of `bufs`' pages: every page of a buffer up to `WHOLE` bytes, one
+/// page in `SAMPLE` (picked by `key`) of a longer one, on every core. Equal contents under the
+/// same key, equal hash; a change to m pages of a long buffer goes unseen with probability
+/// (1 - 1/SAMPLE)^m to whoever does not know `key`.
+pub(crate) fn digest_sampled<'a>(bufs: impl Iterator<Item = &'a [u8]>, key: u64) -> blake3::Hash {
     let mut h = blake3::Hasher::new();
-    for b in bufs {
-        h.update(&(b.len() as u64).to_le_bytes());
-        for part in chunks(b, |_, c| blake3::hash(c)) {
+    for (b, buf) in bufs.enumerate() {
+        h.update(&(buf.len() as u64).to_le_bytes());
+        if buf.len() <= WHOLE {
+            h.update(blake3::hash(buf).as_bytes());
+            continue;
+        }
+        let parts = chunks(buf, |i, c| {
+            let mut ph = blake3::Hasher::new();
+            for (j, page) in c.chunks(PAGE).enumerate() {
+                if picked(key, b, i * (CHUNK / PAGE) + j) {
+                    ph.update(page);
+                }
+            }
+            ph.finalize()
+        });
+        for part in parts {
             h.update(part.as_bytes());
         }
     }
@@ -104,8 +136,39 @@ mod tests {
         let mut dst = vec![0u8; buf.len()];
         copy(&mut dst, &buf);
         assert_eq!(dst, buf);
-        let d = digest([buf.as_slice()].into_iter());
-        buf[CHUNK + 5] ^= 1;
-        assert_ne!(digest([buf.as_slice()].into_iter()), d);
+    }
+
+    #[test]
+    fn a_sampled_digest_sees_small_buffers_whole_and_an_eighth_of_long_ones() {
+        let small = vec![7u8; WHOLE];
+        let mut long = vec![0u8; 4 * CHUNK];
+        let key = 0x1234_5678;
+        let d = digest_sampled([small.as_slice(), long.as_slice()].into_iter(), key);
+        // Every byte of the small buffer counts.
+        let mut other = small.clone();
+        other[WHOLE - 1] ^= 1;
+        assert_ne!(
+            digest_sampled([other.as_slice(), long.as_slice()].into_iter(), key),
+            d
+        );
+        // In the long one, a change counts exactly when its page is picked.
+        let pages = long.len() / PAGE;
+        let picked_pages: Vec<usize> = (0..pages).filter(|&p| picked(key, 1, p)).collect();
+        let share = picked_pages.len() as f64 / pages as f64;
+        assert!((0.09..0.16).contains(&share), "{share}");
+        let unpicked = (0..pages).find(|p| !picked(key, 1, *p)).unwrap();
+        long[unpicked * PAGE] ^= 1;
+        assert_eq!(
+            digest_sampled([small.as_slice(), long.as_slice()].into_iter(), key),
+            d
+        );
+        long[picked_pages[3] * PAGE + 100] ^= 1;
+        assert_ne!(
+            digest_sampled([small.as_slice(), long.as_slice()].into_iter(), key),
+            d
+        );
+        // Another key picks other pages.
+        let again: Vec<usize> = (0..pages).filter(|&p| picked(key + 1, 1, p)).collect();
+        assert_ne!(again, picked_pages);
     }
 }

@@ -72,6 +72,20 @@ impl Buffer {
         })
     }
 
+    /// Makes the buffer hold `len` bytes for another workload: the file grows (every page
+    /// allocated, mapped again) only when it is too small, else the tail goes unused. Called
+    /// with the runner stopped; it maps the file again itself when it finds it longer.
+    fn fit(&mut self, len: usize) -> std::io::Result<()> {
+        if len.max(1) > self.map.len() {
+            self.file.set_len(len as u64)?;
+            allocate(&self.file, len)?;
+            // SAFETY: as in `create`; the old mapping is dropped on assignment.
+            self.map = unsafe { MmapMut::map_mut(&self.file)? };
+        }
+        self.len = len;
+        Ok(())
+    }
+
     /// Whether the file still has its full size. The runner may only write it in place (its
     /// directory allows no truncation), and this is checked again, with the runner stopped,
     /// before the judge touches the mapping: touching pages past a shortened file's end would
@@ -95,7 +109,7 @@ impl Buffer {
     fn evict(&self) {
         #[cfg(target_arch = "x86_64")]
         {
-            crate::parallel::chunks(&self.map, |_, c| {
+            crate::parallel::chunks(self.bytes(), |_, c| {
                 for line in c.chunks(64) {
                     // SAFETY: the line lies inside the live mapping; clflush only evicts.
                     unsafe { core::arch::x86_64::_mm_clflush(line.as_ptr()) };
@@ -106,7 +120,7 @@ impl Buffer {
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let mut junk = vec![0u8; self.map.len() * 2];
+            let mut junk = vec![0u8; self.len * 2];
             junk.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
             std::hint::black_box(&junk);
         }
@@ -157,6 +171,18 @@ impl Slot {
         })
     }
 
+    /// Makes a slot of another workload of the same task hold this one's tensors (see
+    /// [`Buffer::fit`]): slots are handed from one workload to the next, not made again.
+    pub(crate) fn fit(&mut self, ins: &[TensorSpec], outs: &[TensorSpec]) -> std::io::Result<()> {
+        for (buf, t) in self.ins.iter_mut().zip(ins) {
+            buf.fit(t.bytes)?;
+        }
+        for (buf, t) in self.outs.iter_mut().zip(outs) {
+            buf.fit(t.bytes)?;
+        }
+        Ok(())
+    }
+
     /// The slot as the runner's `time` request names it.
     pub(crate) fn spec(&self) -> Value {
         let paths = |b: &[Buffer]| {
@@ -196,11 +222,12 @@ impl Slot {
         }
     }
 
-    /// A hash of the outputs as they are now: taken after every timed call, so the judge's
-    /// pause after a call is the same whether or not it is the one to be checked. The inputs
-    /// need none: the checked call's are compared with a regeneration from its seed.
-    pub(crate) fn digest(&self) -> blake3::Hash {
-        crate::parallel::digest(self.outs.iter().map(Buffer::bytes))
+    /// A hash of the outputs as they are now, over the pages `key` picks (see
+    /// [`crate::parallel::digest_sampled`]): taken after every timed call, so the judge's pause
+    /// after a call is the same whether or not it is the one to be checked. The inputs need
+    /// none: the checked call's are compared with a regeneration from its seed.
+    pub(crate) fn digest(&self, key: u64) -> blake3::Hash {
+        crate::parallel::digest_sampled(self.outs.iter().map(Buffer::bytes), key)
     }
 
     /// Fills every output with its dtype's poison pattern.
@@ -237,7 +264,9 @@ impl Slot {
     }
 
     /// Writes the slot's outputs and inputs, as they are now, into trusted files for a check:
-    /// (outputs by name, inputs by name).
+    /// (outputs by name, inputs by name). The files are written in place, never truncated: a
+    /// workload's checks reuse the same files and their memory (`dir` is in memory, where a
+    /// file made and freed per check cost more in page faults than the copy itself).
     pub(crate) fn dump(
         &self,
         dir: &Path,
@@ -245,17 +274,27 @@ impl Slot {
         ins: &[TensorSpec],
         outs: &[TensorSpec],
     ) -> std::io::Result<(Value, Value)> {
+        let write = |name: String, bytes: &[u8]| -> std::io::Result<Value> {
+            use std::os::unix::fs::FileExt;
+            let p = dir.join(name);
+            let f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&p)?;
+            f.set_len(bytes.len() as u64)?;
+            f.write_all_at(bytes, 0)?;
+            Ok(json!(p.display().to_string()))
+        };
         let mut o = BTreeMap::new();
         for (buf, spec) in self.outs.iter().zip(outs) {
-            let p = dir.join(format!("{prefix}.{}.bin", spec.name));
-            std::fs::write(&p, buf.bytes())?;
-            o.insert(spec.name.clone(), json!(p.display().to_string()));
+            let p = write(format!("{prefix}.{}.bin", spec.name), buf.bytes())?;
+            o.insert(spec.name.clone(), p);
         }
         let mut i = BTreeMap::new();
         for (buf, spec) in self.ins.iter().zip(ins) {
-            let p = dir.join(format!("{prefix}.in.{}.bin", spec.name));
-            std::fs::write(&p, buf.bytes())?;
-            i.insert(spec.name.clone(), json!(p.display().to_string()));
+            let p = write(format!("{prefix}.in.{}.bin", spec.name), buf.bytes())?;
+            i.insert(spec.name.clone(), p);
         }
         Ok((json!(o), json!(i)))
     }

@@ -221,6 +221,12 @@ impl Judge {
                 }
                 round += 1;
             }
+            for ts in &mut timers {
+                let from = w.min(ts.len());
+                if let [done, next, ..] = &mut ts[from..] {
+                    done.hand_down(next);
+                }
+            }
         }
         // Each candidate's own figures, then candidate against candidate, round by round.
         let wall = started.elapsed().as_secs_f64();
