@@ -1120,7 +1120,7 @@ impl Judge {
                 w,
                 seed,
                 &output_paths(task, &prefix),
-                &reply["input_hashes"],
+                &reply["inputs_changed"],
                 &earlier,
                 &mut corr,
             );
@@ -1209,7 +1209,8 @@ impl Judge {
     }
 
     /// Judges one correctness call's outputs against the cached reference (prepared before
-    /// the call); `input_hashes` are the runner's, `earlier` the seeds a stale output may match.
+    /// the call); `inputs_changed` the runner's word on which inputs the call changed, `earlier`
+    /// the seeds a stale output may match.
     #[allow(clippy::too_many_arguments)]
     fn check(
         &mut self,
@@ -1217,13 +1218,13 @@ impl Judge {
         w: usize,
         seed: u64,
         outputs: &Value,
-        input_hashes: &Value,
+        inputs_changed: &Value,
         earlier: &[u64],
         corr: &mut Correctness,
     ) -> Result<Option<Verdict>, Failure> {
         let req = json!({
             "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,
-            "outputs": outputs, "input_hashes": input_hashes, "previous_seeds": earlier,
+            "outputs": outputs, "inputs_changed": inputs_changed, "previous_seeds": earlier,
             "cache_dir": self.ref_cache(),
         });
         self.judge_outputs(task, w, seed, req, corr)
