@@ -214,6 +214,12 @@ impl Hardware {
     }
 }
 
+/// The CPU as compiled code sees it: model and vector extensions (programs compiled for one
+/// may not run on another).
+pub fn cpu_identity() -> String {
+    format!("{} | {}", cpu_model(), simd_flags().join(" "))
+}
+
 /// Identity of the machine for cache invalidation.
 pub fn fingerprint(compiler: &Compiler) -> String {
     let cores = std::thread::available_parallelism()

@@ -83,6 +83,20 @@ fn eval_prints_one_json_result_with_timing_and_roofline() {
     assert!(env["versions"]["jax"].is_string());
     assert!(!env["fingerprint"].as_str().unwrap().is_empty());
     assert!(v["id"].as_i64().unwrap() > 0);
+    // The trusted side's compiled programs (float64 reference, baseline) are kept for the next
+    // process, per CPU.
+    let xla = shared_store().join("cache/xla");
+    let kept = std::fs::read_dir(&xla)
+        .unwrap_or_else(|e| panic!("{}: {e}", xla.display()))
+        .flatten()
+        .filter_map(|cpu| std::fs::read_dir(cpu.path()).ok())
+        .flat_map(|d| d.flatten())
+        .count();
+    assert!(
+        kept > 0,
+        "no compiled program cached under {}",
+        xla.display()
+    );
     // Another candidate on the same task reuses every cached reference output.
     let naive = root().join("tasks/starter/vector_add/solutions/naive");
     let out = check_only(task.to_str().unwrap(), naive.to_str().unwrap());

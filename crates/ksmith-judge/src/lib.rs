@@ -407,7 +407,10 @@ impl Judge {
 
     fn trusted(&mut self) -> Result<&mut Peer, JudgeError> {
         if self.trusted.is_none() {
-            let xla = self.config.cache_dir.join("xla");
+            // Per CPU: XLA compiles for the host's vector extensions, and a cache directory
+            // may travel with a project to another machine.
+            let cpu = blake3::hash(ksmith_backend::hw::cpu_identity().as_bytes()).to_hex();
+            let xla = self.config.cache_dir.join("xla").join(&cpu[..16]);
             let peer = ksmith_harness::start_trusted(
                 &self.env,
                 self.config.reference_memory,

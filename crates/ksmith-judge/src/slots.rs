@@ -305,3 +305,52 @@ impl Drop for Buffer {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, bytes: usize) -> TensorSpec {
+        TensorSpec {
+            name: name.into(),
+            bytes,
+            poison: Some((4, 0x7fc0_dead)),
+        }
+    }
+
+    #[test]
+    fn a_slot_handed_to_a_larger_workload_grows_and_to_a_smaller_one_keeps_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = Dirs {
+            host: dir.path(),
+            seen: dir.path(),
+        };
+        let mut slot = Slot::create(&dirs, "w0s0", &[spec("a", 4096)], &[spec("c", 4096)]).unwrap();
+        let file_len = |b: &Buffer| std::fs::metadata(&b.path).unwrap().len();
+        // Larger: the files grow, every byte is usable and the outputs take the poison.
+        let (ins, outs) = ([spec("a", 3 << 20)], [spec("c", (3 << 20) + 4)]);
+        slot.fit(&ins, &outs).unwrap();
+        assert!(slot.intact());
+        assert_eq!(file_len(&slot.ins[0]), 3 << 20);
+        assert_eq!(slot.input(0).len(), 3 << 20);
+        slot.poison(&outs);
+        assert!(slot.outs[0]
+            .bytes()
+            .chunks_exact(4)
+            .all(|e| e == 0x7fc0_deadu32.to_le_bytes()));
+        // Smaller: the file stays as it is, the buffer is the tensor's size.
+        let (ins, outs) = ([spec("a", 100)], [spec("c", 8)]);
+        slot.fit(&ins, &outs).unwrap();
+        assert_eq!(file_len(&slot.ins[0]), 3 << 20);
+        assert_eq!(slot.input(0).len(), 100);
+        assert!(slot.intact());
+        // The runner shortening a file is still caught.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&slot.outs[0].path)
+            .unwrap()
+            .set_len(4)
+            .unwrap();
+        assert!(!slot.intact());
+    }
+}
