@@ -88,12 +88,8 @@ class Kernel:
             p = f"{prefix}.{out['name']}.bin"
             buf.tofile(p)
             paths[out["name"]] = p
-        names = [f"in.{i['name']}" for i in self.inputs]
-        if "pristine" not in s:
-            s["pristine"] = {n: np.empty_like(b) for n, b in zip(names, s["ins"], strict=True)}
-        _read_into(s["key"], s["pristine"])
-        changed = [i["name"] for i, n, b in zip(self.inputs, names, s["ins"], strict=True) if not _same_bytes(b, s["pristine"][n])]
-        return paths, changed
+        bufs = {i["name"]: b for i, b in zip(self.inputs, s["ins"], strict=True)}
+        return paths, _changed_inputs(s["key"], bufs)
 
 
 def _same_bytes(a, b):
@@ -101,21 +97,54 @@ def _same_bytes(a, b):
     return np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
 
 
+def _layout(f):
+    """A safetensors file's header (name -> dtype, shape, data_offsets) and where its data
+    starts: 8 bytes of header length, the JSON header, the raw data."""
+    (n,) = np.frombuffer(f.read(8), dtype="<u8")
+    return json.loads(f.read(int(n))), 8 + int(n)
+
+
+def _span(path, header, name, buf):
+    """Byte offsets of tensor `name`, checked against the buffer meant to hold it."""
+    begin, end = header[name]["data_offsets"]
+    if end - begin != buf.nbytes:
+        raise HarnessError(f"{os.path.basename(path)}: {name} holds {end - begin} bytes, expected {buf.nbytes}")
+    return begin
+
+
 def _read_into(path, bufs):
-    """Reads the named tensors of a safetensors file (8-byte header length, JSON header, raw
-    data) straight into `bufs` (name -> array): no intermediate array per input, which cost
-    more than the copy (a fresh allocation's page faults)."""
+    """Reads the named tensors of a safetensors file straight into `bufs` (name -> array): no
+    intermediate array per input, which cost more than the copy (a fresh allocation's page
+    faults)."""
     with open(path, "rb") as f:
-        (n,) = np.frombuffer(f.read(8), dtype="<u8")
-        header = json.loads(f.read(int(n)))
+        header, data = _layout(f)
         for name, buf in bufs.items():
-            begin, end = header[name]["data_offsets"]
-            if end - begin != buf.nbytes:
-                raise HarnessError(f"{os.path.basename(path)}: {name} holds {end - begin} bytes, expected {buf.nbytes}")
-            f.seek(8 + int(n) + begin)
-            view = memoryview(buf.reshape(-1).view(np.uint8))
-            if buf.nbytes and f.readinto(view) != buf.nbytes:
+            f.seek(data + _span(path, header, name, buf))
+            if buf.nbytes and f.readinto(memoryview(buf.reshape(-1).view(np.uint8))) != buf.nbytes:
                 raise HarnessError(f"{os.path.basename(path)}: {name} is cut short")
+
+
+# Bytes compared at a time by `_changed_inputs` (one small buffer, reused).
+_COMPARE_CHUNK = 1 << 20
+
+
+def _changed_inputs(path, bufs):
+    """Names of the inputs (name -> array) whose bytes differ from the input file they were
+    read from, compared a chunk at a time: cheaper than hashing them, and no second copy of
+    the inputs held while the candidate runs."""
+    changed = []
+    scratch = np.empty(_COMPARE_CHUNK, dtype=np.uint8)
+    with open(path, "rb") as f:
+        header, data = _layout(f)
+        for name, buf in bufs.items():
+            f.seek(data + _span(path, header, f"in.{name}", buf))
+            now = buf.reshape(-1).view(np.uint8)
+            for at in range(0, now.size, _COMPARE_CHUNK):
+                k = min(_COMPARE_CHUNK, now.size - at)
+                if f.readinto(memoryview(scratch[:k])) != k or not np.array_equal(scratch[:k], now[at : at + k]):
+                    changed.append(name)
+                    break
+    return changed
 
 
 class CKernel(Kernel):

@@ -86,7 +86,7 @@ class TaskState:
         return _user(f"{self.path}: {self.fn_name}()", lambda *a: jax.block_until_ready(self.jit(*a)), *args)
 
     def reference64(self, *args):
-        """[`reference`] in float64, `args` from `_args(..., wide=True)`."""
+        """`reference` in float64, `args` from `_args(..., wide=True)`."""
         return _user(f"{self.path}: {self.fn_name}()", lambda *a: jax.block_until_ready(self.jit64(*a)), *args)
 
     def shape(self, tensor, workload):
