@@ -9,7 +9,7 @@ use crate::bench_rows::{group, Row};
 use crate::term::{continued, one};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use ksmith_backend::hw::Hardware;
-use ksmith_judge::{EvalResult, Status};
+use ksmith_judge::{EvalResult, HarnessSplit, Status};
 use ksmith_task::Task;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -216,18 +216,14 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
             .map(|(name, s)| format!("{name} {s:.2}"))
             .collect();
         say!("  harness: {}", parts.join(" + "));
-        let b = &t.harness.buffer_parts;
-        let buffers: Vec<String> = [
-            ("setup", b.setup_s),
-            ("draw", b.draw_s),
-            ("poison", b.poison_s),
-            ("evict", b.evict_s),
-            ("hash", b.hash_s),
-        ]
-        .iter()
-        .filter(|(_, s)| *s >= 0.005)
-        .map(|(name, s)| format!("{name} {s:.2}"))
-        .collect();
+        let buffers: Vec<String> = t
+            .harness
+            .buffer_parts
+            .parts()
+            .iter()
+            .filter(|(_, s)| *s >= 0.005)
+            .map(|(name, s)| format!("{name} {s:.2}"))
+            .collect();
         if !buffers.is_empty() {
             say!("  buffers: {}", buffers.join(" + "));
         }
@@ -663,13 +659,10 @@ impl<'a> BenchSummary<'a> {
 
     /// The harness parts summed over the evaluations, largest first: `buffers 12.1 s, ...`.
     pub(crate) fn overhead_parts(&self) -> String {
-        let mut sums: Vec<(&'static str, f64)> = Vec::new();
+        let mut sums = HarnessSplit::default().parts();
         for r in self.rows.iter().filter_map(|r| r.result.as_ref()) {
-            for (name, s) in r.time_split.harness.parts() {
-                match sums.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, t)) => *t += s,
-                    None => sums.push((name, s)),
-                }
+            for (sum, (_, s)) in sums.iter_mut().zip(r.time_split.harness.parts()) {
+                sum.1 += s;
             }
         }
         sums.sort_by(|a, b| b.1.total_cmp(&a.1));

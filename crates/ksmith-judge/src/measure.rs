@@ -103,6 +103,13 @@ struct Snapshot {
     mutated: Option<String>,
 }
 
+/// A failure to make, fill or copy timing buffers: the judge's, not the candidate's.
+fn slot_error(e: std::io::Error) -> Failure {
+    Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
+        "timing slots: {e}"
+    ))))
+}
+
 /// Fails the call (the runner killed) if a timing buffer was shortened: touching its mapping
 /// past the end would kill the judge with SIGBUS. Checked with the runner stopped.
 fn intact(runner: &mut Peer, slot: &Slot) -> Result<(), Failure> {
@@ -126,14 +133,14 @@ fn snapshot(
 ) -> std::io::Result<Snapshot> {
     let prefix = format!("check_w{}", t.w);
     let (outputs, inputs) = t.slots[slot].dump(dir, &prefix, ins, outs)?;
-    t.check_files.extend(
-        [&outputs, &inputs]
+    if t.check_files.is_empty() {
+        // The same names every round.
+        t.check_files = [&outputs, &inputs]
             .into_iter()
             .filter_map(Value::as_object)
-            .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from)),
-    );
-    t.check_files.sort();
-    t.check_files.dedup();
+            .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from))
+            .collect();
+    }
     let mut mutated = None;
     for (k, spec) in ins.iter().enumerate() {
         let same = if t.draws {
@@ -408,11 +415,7 @@ impl Judge {
             .sum::<usize>()
             .max(1);
         let sets = (SLOT_BYTES / ws).clamp(2, MAX_SETS);
-        let io = |e: std::io::Error| {
-            Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
-                "timing slots: {e}"
-            ))))
-        };
+        let io = slot_error;
         let slot_dirs = match (runner.shared_dir(), runner.shared_dir_in_child()) {
             (Some(host), Some(seen)) => (host.to_path_buf(), seen.to_path_buf()),
             _ => (runner.dir().to_path_buf(), runner.dir().to_path_buf()),
@@ -531,18 +534,15 @@ impl Judge {
                 host: &t.slot_dirs.0,
                 seen: &t.slot_dirs.1,
             };
-            let setup = |e: std::io::Error| {
-                Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
-                    "timing slots: {e}"
-                ))))
-            };
             for i in t.slots.len()..n {
                 let slot = match t.spare.pop() {
                     Some(mut slot) => {
-                        slot.fit(&ins, &outs).map_err(setup)?;
+                        slot.fit(&ins, &outs).map_err(slot_error)?;
                         slot
                     }
-                    None => Slot::create(&dir, &format!("w{w}s{i}"), &ins, &outs).map_err(setup)?,
+                    None => {
+                        Slot::create(&dir, &format!("w{w}s{i}"), &ins, &outs).map_err(slot_error)?
+                    }
                 };
                 t.slots.push(slot);
             }
@@ -587,11 +587,7 @@ impl Judge {
             "calls": warmup + n,
         });
         let timeout = self.config.call_timeout;
-        let io = |e: std::io::Error| {
-            Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
-                "timing slots: {e}"
-            ))))
-        };
+        let io = slot_error;
         // The trusted server is stopped as the candidate was during the baseline's turn: what
         // its threads still do after replying (XLA's pools, freeing buffers) is not the
         // candidate's to pay for.

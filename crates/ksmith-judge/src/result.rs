@@ -412,6 +412,19 @@ pub struct BufferSplit {
     pub hash_s: f64,
 }
 
+impl BufferSplit {
+    /// The parts as (name, seconds), in the order a call does them.
+    pub fn parts(&self) -> [(&'static str, f64); 5] {
+        [
+            ("setup", self.setup_s),
+            ("draw", self.draw_s),
+            ("poison", self.poison_s),
+            ("evict", self.evict_s),
+            ("hash", self.hash_s),
+        ]
+    }
+}
+
 impl HarnessSplit {
     /// The parts as (name, seconds), in pipeline order.
     pub fn parts(&self) -> [(&'static str, f64); 8] {

@@ -44,6 +44,18 @@ fn allocate(f: &File, len: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Makes `f` `len` bytes long (at least one), every page allocated, and maps it whole.
+fn sized(f: &File, len: usize) -> std::io::Result<MmapMut> {
+    f.set_len(len.max(1) as u64)?;
+    // Every page allocated now: a page first touched later through the mapping would need
+    // memory then, and a candidate that filled memory would kill the judge with SIGBUS.
+    // The sandbox cannot free them again (no truncation, fallocate or MADV_REMOVE there).
+    allocate(f, len.max(1))?;
+    // SAFETY: the file is ours and stays mapped for the slot's lifetime; the runner maps it
+    // too, which is the point (its writes are what the judge reads back).
+    unsafe { MmapMut::map_mut(f) }
+}
+
 impl Buffer {
     fn create(dir: &Dirs, name: &str, len: usize) -> std::io::Result<Buffer> {
         // Unpredictable name, created fresh: the directory is the candidate's.
@@ -55,14 +67,7 @@ impl Buffer {
             .write(true)
             .create_new(true)
             .open(&path)?;
-        f.set_len(len.max(1) as u64)?;
-        // Every page allocated now: a page first touched later through the mapping would need
-        // memory then, and a candidate that filled memory would kill the judge with SIGBUS.
-        // The sandbox cannot free them again (no truncation, fallocate or MADV_REMOVE there).
-        allocate(&f, len.max(1))?;
-        // SAFETY: the file is ours and stays mapped for the slot's lifetime; the runner maps
-        // it too, which is the point (its writes are what the judge reads back).
-        let map = unsafe { MmapMut::map_mut(&f)? };
+        let map = sized(&f, len)?;
         Ok(Buffer {
             path,
             seen,
@@ -77,10 +82,8 @@ impl Buffer {
     /// with the runner stopped; it maps the file again itself when it finds it longer.
     fn fit(&mut self, len: usize) -> std::io::Result<()> {
         if len.max(1) > self.map.len() {
-            self.file.set_len(len as u64)?;
-            allocate(&self.file, len)?;
-            // SAFETY: as in `create`; the old mapping is dropped on assignment.
-            self.map = unsafe { MmapMut::map_mut(&self.file)? };
+            // The old mapping is dropped on assignment.
+            self.map = sized(&self.file, len)?;
         }
         self.len = len;
         Ok(())
