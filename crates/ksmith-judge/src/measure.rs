@@ -85,6 +85,11 @@ impl Timer {
         next.spare.append(&mut self.spare);
     }
 
+    /// The candidate's calls in its next round: a round's worth, at most one per input set.
+    pub(crate) fn cand_reps(&self) -> usize {
+        self.plan.reps(&self.cand).clamp(1, self.max_sets)
+    }
+
     /// The paired speedup so far.
     pub(crate) fn paired(&self) -> Option<Paired> {
         Paired::from_ratios(&self.ratios)
@@ -496,7 +501,7 @@ impl Judge {
     pub(crate) fn baseline_turn(&mut self, task: &Task, t: &Timer) -> Result<Vec<u64>, Failure> {
         let warmup = if t.rounds == 0 { 2 } else { 0 };
         let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": t.w, "seeds": t.base_seeds,
-                          "reps": t.plan.reps(&t.base), "warmup": warmup, "flush_bytes": t.flush_bytes,
+                          "reps": t.plan.base_reps(&t.cand, &t.base, t.cand_reps()), "warmup": warmup, "flush_bytes": t.flush_bytes,
                           "evict": t.flush && !self.on_gpu, "device": if self.on_gpu { "gpu" } else { "cpu" },
                           "cache_dir": self.ref_cache()});
         let started = Instant::now();
@@ -526,7 +531,7 @@ impl Judge {
         let w = t.w;
         let axes = &task.workloads[w].axes;
         t.base.extend(base_round);
-        let n = t.plan.reps(&t.cand).clamp(1, t.max_sets);
+        let n = t.cand_reps();
         if t.slots.len() < n {
             let started = Instant::now();
             let (ins, outs) = self.tensor_specs(task, w);

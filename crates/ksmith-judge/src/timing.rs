@@ -45,6 +45,21 @@ impl RoundPlan {
         (ROUND_NS / call).clamp(1.0, 500.0) as usize
     }
 
+    /// Calls for the baseline's next round, given the candidate's calls this round: about as
+    /// much timed time as the candidate's turn (a turn that fills the same window tracks the
+    /// same drift), and at least enough to reach the minimum time in the minimum rounds. Sized
+    /// like the candidate's turn, a baseline several times slower than a candidate limited by
+    /// its input sets ran several times the candidate's timed time, for nothing.
+    pub(crate) fn base_reps(&self, cand: &[u64], base: &[u64], cand_reps: usize) -> usize {
+        let full = self.reps(base);
+        let (Some(c), Some(b)) = (Self::median(cand), Self::median(base)) else {
+            // Round 0: no baseline time known yet; as many calls as the candidate.
+            return full.min(cand_reps).max(1);
+        };
+        let turn_ns = (cand_reps as f64 * c).max(self.min_total_ns / self.min_rounds.max(1) as f64);
+        ((turn_ns / b.max(1.0)).ceil() as usize).clamp(1, full)
+    }
+
     /// Whether to stop: after the minimum rounds, once the paired speedup's interval is
     /// within ±3% or both sides have enough timed time (or samples). A noisy machine does not
     /// buy more rounds: on these VMs that made every evaluation three times as long and the
@@ -168,6 +183,22 @@ mod tests {
         assert_eq!(plan(1e6).reps(&[]), 30);
         assert_eq!(plan(0.0).reps(&[10_000_000; 5]), 6);
         assert_eq!(plan(0.0).reps(&[1_000_000_000]), 1);
+    }
+
+    #[test]
+    fn the_baseline_turn_matches_the_candidates_timed_time() {
+        let p = plan(0.0);
+        let ms = |x: f64, n: usize| vec![(x * 1e6) as u64; n];
+        // Round 0: as many calls as the candidate.
+        assert_eq!(p.base_reps(&[], &[], 8), 8);
+        // A baseline 4x slower than a candidate limited to 8 sets of 2 ms: 16 ms of candidate
+        // time, but 25 ms (100 ms over 4 rounds) at least: 4 calls of 8 ms, not 8.
+        assert_eq!(p.base_reps(&ms(2.0, 8), &ms(8.0, 8), 8), 4);
+        // A slow candidate: the baseline's turn is as long, within one round's cap.
+        assert_eq!(p.base_reps(&ms(20.0, 3), &ms(5.0, 12), 3), 12);
+        assert_eq!(p.base_reps(&ms(50.0, 3), &ms(1.0, 60), 3), 60);
+        // Never fewer than one call.
+        assert_eq!(p.base_reps(&ms(0.01, 8), &ms(1000.0, 1), 8), 1);
     }
 
     #[test]
