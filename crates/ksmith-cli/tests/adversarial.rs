@@ -230,6 +230,7 @@ adversarial!(
     hook_truncate_slots,
     include_devzero,
     crash_while_timed,
+    fill_scratch,
 );
 
 /// The runner's log is read through the judge's own descriptor: a link the candidate puts in

@@ -231,9 +231,14 @@ impl Peer {
         &self.hello
     }
 
-    /// The process's private directory.
+    /// The process's private directory, as the judge reaches it.
     pub fn dir(&self) -> &std::path::Path {
         self.proc.dir()
+    }
+
+    /// The process's private directory, where it sees it (paths sent to it use this).
+    pub fn dir_in_child(&self) -> &std::path::Path {
+        self.proc.dir_in_child()
     }
 
     /// The process's log (stdout and stderr), truncated.

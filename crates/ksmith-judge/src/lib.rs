@@ -499,26 +499,26 @@ impl Judge {
     }
 
     /// Copies prepared inputs into the runner's private directory (the cache, with the
-    /// references next to the inputs, stays out of its view); returns the copy's path.
-    fn stage_inputs(&self, runner: &Peer, cached: &str, name: &str) -> Result<String, JudgeError> {
+    /// references next to the inputs, stays out of its view); returns the copy's path here
+    /// and where the runner sees it.
+    fn stage_inputs(
+        &self,
+        runner: &Peer,
+        cached: &str,
+        name: &str,
+    ) -> std::io::Result<(PathBuf, String)> {
         // An unpredictable name, created fresh: the directory is the candidate's, and a link it
         // planted under a name it could guess must not redirect this write.
-        let dest = runner
-            .dir()
-            .join(format!("{name}-{:016x}.inputs.safetensors", random_u64()));
-        let io = |e: std::io::Error| {
-            JudgeError::Harness(HarnessError::Setup(format!(
-                "cannot copy inputs {cached} to the sandbox: {e}"
-            )))
-        };
-        let mut src = std::fs::File::open(cached).map_err(io)?;
+        let file = format!("{name}-{:016x}.inputs.safetensors", random_u64());
+        let dest = runner.dir().join(&file);
+        let mut src = std::fs::File::open(cached)?;
         let mut dst = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&dest)
-            .map_err(io)?;
-        std::io::copy(&mut src, &mut dst).map_err(io)?;
-        Ok(dest.display().to_string())
+            .open(&dest)?;
+        std::io::copy(&mut src, &mut dst)?;
+        let seen = runner.dir_in_child().join(&file).display().to_string();
+        Ok((dest, seen))
     }
 
     /// A seed no candidate has seen: random per judge, then counting.
@@ -1009,6 +1009,9 @@ impl Judge {
     }
 
     fn runner_limits(&self, task: &Task) -> Limits {
+        /// What the runner may write beyond one run's tensors: Python's, OpenMP's and a GPU
+        /// compiler's caches.
+        const SCRATCH_SLACK: u64 = 512 << 20;
         let max_bytes = (0..task.workloads.len())
             .map(|w| {
                 let axes = &task.workloads[w].axes;
@@ -1028,7 +1031,11 @@ impl Judge {
             cpu_seconds: 1800,
             // Two slots of buffers, file staging copies, Python, OpenMP stacks.
             address_space: (8 * max_bytes + (4 << 30)).min(1 << 40),
-            file_size: (4 * max_bytes).max(64 << 20),
+            // One file is at most one run's outputs; the files the judge makes for timing can
+            // grow no further than this either (and a grown one is caught after the call).
+            file_size: (max_bytes + (1 << 20)).max(64 << 20),
+            // One correctness run's inputs and outputs at a time, and room for the runtime.
+            scratch_bytes: Some(max_bytes + SCRATCH_SLACK),
             open_files: 256,
             processes: 512,
             env: Vec::new(),
@@ -1086,16 +1093,33 @@ impl Judge {
             self.at = Some(w);
             let started = Instant::now();
             let cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
-            let inputs = self
-                .stage_inputs(runner, &cached, &format!("w{w}_s{seed}"))
-                .map_err(Failure::Judge)?;
+            let (staged, inputs) = match self.stage_inputs(
+                runner,
+                &cached,
+                &format!("w{w}_s{seed}"),
+            ) {
+                Ok(s) => s,
+                // Its in-memory directory holds one run's tensors and some room: the
+                // candidate filled it.
+                Err(e) if e.kind() == std::io::ErrorKind::StorageFull => {
+                    runner.kill();
+                    return Ok(Some(Verdict::new(
+                        Status::RuntimeError,
+                        "scratch_full",
+                        "the sandbox's private directory (in memory, sized for one run's tensors plus 512 MiB) was full: the candidate wrote files there",
+                    )));
+                }
+                Err(e) => {
+                    return Err(Failure::Judge(JudgeError::Harness(HarnessError::Setup(
+                        format!("cannot copy inputs {cached} to the sandbox: {e}"),
+                    ))))
+                }
+            };
             self.split.inputs_s += started.elapsed().as_secs_f64();
             let started = Instant::now();
-            let prefix = runner
-                .dir()
-                .join(format!("out_w{w}_s{seed}"))
-                .display()
-                .to_string();
+            let out = format!("out_w{w}_s{seed}");
+            let prefix = runner.dir_in_child().join(&out).display().to_string();
+            let host_prefix = runner.dir().join(&out).display().to_string();
             let req = json!({
                 "cmd": "run",
                 "inputs_path": inputs,
@@ -1122,11 +1146,16 @@ impl Judge {
                 task,
                 w,
                 seed,
-                &output_paths(task, &prefix),
+                &output_paths(task, &host_prefix),
                 &reply["inputs_changed"],
                 &earlier,
                 &mut corr,
             );
+            // Checked: the run's files go, so the runner's in-memory directory holds one run.
+            let _ = std::fs::remove_file(&staged);
+            for o in &task.outputs {
+                let _ = std::fs::remove_file(format!("{host_prefix}.{}.bin", o.tensor.name));
+            }
             self.split.checks_s +=
                 (started.elapsed().as_secs_f64() - elapsed_ns[w] as f64 / 1e9).max(0.0);
             if let Some(v) = checked? {

@@ -115,15 +115,16 @@ fn slot_error(e: std::io::Error) -> Failure {
     ))))
 }
 
-/// Fails the call (the runner killed) if a timing buffer was shortened: touching its mapping
-/// past the end would kill the judge with SIGBUS. Checked with the runner stopped.
+/// Fails the call (the runner killed) if a timing buffer was shortened (touching its mapping
+/// past the end would kill the judge with SIGBUS) or lengthened. Checked with the runner
+/// stopped.
 fn intact(runner: &mut Peer, slot: &Slot) -> Result<(), Failure> {
     if slot.intact() {
         return Ok(());
     }
     runner.kill();
     Err(Failure::Candidate(CallError::Protocol(
-        "a timing buffer was truncated (the runner may only write it in place)".into(),
+        "a timing buffer's size changed (the runner may only write it in place)".into(),
     )))
 }
 
@@ -423,7 +424,10 @@ impl Judge {
         let io = slot_error;
         let slot_dirs = match (runner.shared_dir(), runner.shared_dir_in_child()) {
             (Some(host), Some(seen)) => (host.to_path_buf(), seen.to_path_buf()),
-            _ => (runner.dir().to_path_buf(), runner.dir().to_path_buf()),
+            _ => (
+                runner.dir().to_path_buf(),
+                runner.dir_in_child().to_path_buf(),
+            ),
         };
         let dir = Dirs {
             host: &slot_dirs.0,

@@ -89,14 +89,15 @@ impl Buffer {
         Ok(())
     }
 
-    /// Whether the file still has its full size. The runner may only write it in place (its
-    /// directory allows no truncation), and this is checked again, with the runner stopped,
-    /// before the judge touches the mapping: touching pages past a shortened file's end would
-    /// kill the judge with SIGBUS.
+    /// Whether the file still has the size the judge gave it. The runner may only write it in
+    /// place (its directory allows no truncation), and this is checked again, with the runner
+    /// stopped, before the judge touches the mapping: touching pages past a shortened file's
+    /// end would kill the judge with SIGBUS, and a file written past its end takes memory
+    /// nobody accounts for (up to the runner's file-size limit, once: the call fails).
     fn intact(&self) -> bool {
         self.file
             .metadata()
-            .is_ok_and(|m| m.len() >= self.len.max(1) as u64)
+            .is_ok_and(|m| m.len() == self.map.len() as u64)
     }
 
     fn bytes(&self) -> &[u8] {
@@ -347,13 +348,22 @@ mod tests {
         assert_eq!(file_len(&slot.ins[0]), 3 << 20);
         assert_eq!(slot.input(0).len(), 100);
         assert!(slot.intact());
-        // The runner shortening a file is still caught.
+        // The runner shortening a file is still caught, and so is one writing past its end.
         std::fs::OpenOptions::new()
             .write(true)
             .open(&slot.outs[0].path)
             .unwrap()
             .set_len(4)
             .unwrap();
+        assert!(!slot.intact());
+        let slot = Slot::create(&dirs, "w0s1", &ins, &outs).unwrap();
+        assert!(slot.intact());
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&slot.ins[0].path)
+            .unwrap();
+        f.write_all_at(b"more", 100).unwrap();
         assert!(!slot.intact());
     }
 }

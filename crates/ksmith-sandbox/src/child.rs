@@ -24,6 +24,15 @@ pub(crate) struct ChildPlan {
     /// With `userns`: directories bind-mounted in the child's mount namespace, in order
     /// (source, target).
     pub binds: Vec<(CString, CString)>,
+    /// With `userns`: in-memory file systems mounted after the binds (target, mount options),
+    /// each made writable in the Landlock ruleset (a rule made before the mount names the
+    /// directory underneath, which Landlock then ignores).
+    pub tmpfs: Vec<(CString, CString)>,
+    /// The working directory again once the file systems are mounted (the one set before
+    /// them is the directory underneath).
+    pub chdir: Option<CString>,
+    /// The ruleset's descriptor for those rules, and the access they grant.
+    pub scratch_rule: Option<(std::os::fd::OwnedFd, u64)>,
     /// `/proc/self/uid_map` and `gid_map` contents.
     pub uid_map: Vec<u8>,
     pub gid_map: Vec<u8>,
@@ -50,6 +59,42 @@ unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
     let n = libc::write(fd, data.as_ptr().cast(), data.len());
     libc::close(fd);
     if n != data.len() as isize {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Adds a Landlock rule granting `access` beneath `dir` to the ruleset `ruleset`.
+unsafe fn allow_beneath(
+    ruleset: &std::os::fd::OwnedFd,
+    dir: &std::ffi::CStr,
+    access: u64,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // struct landlock_path_beneath_attr (packed).
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    let fd = libc::open(
+        dir.as_ptr(),
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+    );
+    check(fd)?;
+    let attr = PathBeneath {
+        allowed_access: access,
+        parent_fd: fd,
+    };
+    let r = libc::syscall(
+        libc::SYS_landlock_add_rule,
+        ruleset.as_raw_fd(),
+        1 as libc::c_int, // LANDLOCK_RULE_PATH_BENEATH
+        &attr as *const PathBeneath,
+        0u32,
+    );
+    libc::close(fd);
+    if r < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
@@ -134,6 +179,21 @@ impl ChildPlan {
                     libc::MS_BIND,
                     std::ptr::null(),
                 ))?;
+            }
+            for (dst, options) in &self.tmpfs {
+                check(libc::mount(
+                    c"tmpfs".as_ptr(),
+                    dst.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    options.as_ptr().cast(),
+                ))?;
+                if let Some((ruleset, access)) = &self.scratch_rule {
+                    allow_beneath(ruleset, dst, *access)?;
+                }
+            }
+            if let Some(dir) = &self.chdir {
+                check(libc::chdir(dir.as_ptr()))?;
             }
             if self.own_proc {
                 check(libc::mount(

@@ -66,6 +66,13 @@ pub fn kernel_abi() -> i32 {
     v.max(0) as i32
 }
 
+/// What a child may do beneath a file system mounted after its ruleset was made (its
+/// in-memory private directory and /dev/shm): everything the ruleset handles.
+pub(crate) fn scratch_access() -> u64 {
+    let abi = ABI::from(kernel_abi().min(TARGET_ABI as i32));
+    AccessFs::from_all(abi).bits()
+}
+
 /// Builds the ruleset in the parent (opening paths allocates); the child only enforces it.
 pub(crate) fn ruleset(view: &FsView, private_dir: &Path) -> Result<RulesetCreated, String> {
     let err = |e: landlock::RulesetError| format!("landlock: {e}");

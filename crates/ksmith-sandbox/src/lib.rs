@@ -70,6 +70,11 @@ pub struct Limits {
     pub shared_dir: bool,
     /// Working directory instead of the private one (it must be in `view.write`).
     pub cwd: Option<PathBuf>,
+    /// With `isolate` and a user namespace: the private directory is an in-memory file system
+    /// of at most this many bytes (what the child writes there, and what the parent stages
+    /// for it), so files cannot fill the disk; `None`: a directory on disk. /dev/shm is always
+    /// one of [`SHM_BYTES`] there.
+    pub scratch_bytes: Option<u64>,
     /// Scheduling niceness (0: unchanged). The trusted server runs niced: its idle thread
     /// pools must not take cores from a kernel being timed.
     pub nice: i32,
@@ -91,6 +96,7 @@ impl Default for Limits {
             timing_channel: false,
             shared_dir: false,
             cwd: None,
+            scratch_bytes: None,
             nice: 0,
         }
     }
@@ -239,12 +245,36 @@ fn plan_for(
     landlock: bool,
     seccomp: bool,
 ) -> Result<child::ChildPlan, String> {
+    // In-memory file systems (with a user namespace): /dev/shm always, the private
+    // directory when asked; the child may write them whole and nothing more.
+    let mut tmpfs = Vec::new();
+    let mut chdir = None;
+    if userns {
+        if Path::new(SHM).is_dir() {
+            tmpfs.push((c_path(Path::new(SHM))?, tmpfs_options(SHM_BYTES)));
+        }
+        if let Some(bytes) = limits.scratch_bytes {
+            tmpfs.push((c_path(private_dir)?, tmpfs_options(bytes)));
+            chdir = Some(c_path(limits.cwd.as_deref().unwrap_or(private_dir))?);
+        }
+    }
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     let ruleset = if landlock {
         Some(fsview::ruleset(&limits.view, private_dir)?)
     } else {
         None
+    };
+    // The same ruleset, for the rules the child adds once its file systems are mounted.
+    let scratch_rule = match &ruleset {
+        Some(rs) if !tmpfs.is_empty() => {
+            let fd: Option<std::os::fd::OwnedFd> = rs
+                .try_clone()
+                .map_err(|e| format!("landlock ruleset: {e}"))?
+                .into();
+            fd.map(|fd| (fd, fsview::scratch_access()))
+        }
+        _ => None,
     };
     let filters = if seccomp {
         filter::programs(limits.profiling).map_err(|e| format!("seccomp filter: {e}"))?
@@ -263,12 +293,27 @@ fn plan_for(
         userns,
         own_proc: userns && limits.own_proc,
         binds,
+        tmpfs,
+        chdir,
+        scratch_rule,
         uid_map: format!("{} {uid} 1\n", child::INSIDE_ID).into_bytes(),
         gid_map: format!("{} {gid} 1\n", child::INSIDE_ID).into_bytes(),
         ruleset,
         filters,
         fds: Vec::new(),
     })
+}
+
+/// Opens `dir` as the child `pid` sees it (its in-memory private directory, in its own mount
+/// namespace).
+fn open_scratch(pid: u32, dir: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = Path::new(&format!("/proc/{pid}/root")).join(dir.strip_prefix("/").unwrap_or(dir));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(&path)?;
+    Ok(f.into())
 }
 
 /// A pidfd for `pid` (Linux 5.3 on), readable once the process has exited; None where the
@@ -279,6 +324,15 @@ fn pidfd(pid: u32) -> Option<std::os::fd::OwnedFd> {
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     // SAFETY: a non-negative result is a descriptor this process now owns.
     (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Size of a sandbox's /dev/shm (LLVM's OpenMP runtime keeps a small file there).
+pub const SHM_BYTES: u64 = 64 << 20;
+
+/// `mount` options of an in-memory file system of `bytes`, only for its owner.
+fn tmpfs_options(bytes: u64) -> std::ffi::CString {
+    std::ffi::CString::new(format!("size={},mode=0700", bytes.max(1 << 20)))
+        .expect("no NUL in a number")
 }
 
 /// A path as the C string `mount` takes.
@@ -548,11 +602,16 @@ pub struct Sandboxed {
     lines: Receiver<Option<String>>,
     /// Holds the private directory; removed with everything in it on drop.
     _base: tempfile::TempDir,
+    /// The private directory, as this process (and the trusted one it starts) reaches it.
     work: PathBuf,
+    /// Where the child sees it.
+    work_in_child: PathBuf,
+    /// With `Limits::scratch_bytes`: the child's in-memory private directory, held open (it
+    /// lives in the child's mount namespace, so `work` names it through this descriptor, and
+    /// it stays readable after the child is gone).
+    _scratch: Option<std::os::fd::OwnedFd>,
     /// The shared directory and the path the child sees it at.
     shared: Option<(tempfile::TempDir, PathBuf)>,
-    /// What the child sees as /dev/shm.
-    _shm: Option<tempfile::TempDir>,
     log_reader: std::fs::File,
     exit: Option<Exit>,
     channel: Option<TimingChannel>,
@@ -572,7 +631,7 @@ impl Sandboxed {
         let base = tempfile::Builder::new()
             .prefix(&format!("{SANDBOX_PREFIX}{}-", std::process::id()))
             .tempdir()?;
-        let work = base.path().join("work");
+        let mut work = base.path().join("work");
         std::fs::create_dir(&work)?;
         let mut limits = limits.clone();
         let userns = limits.isolate && isolation().user_namespace;
@@ -595,17 +654,11 @@ impl Sandboxed {
         } else {
             None
         };
-        // A private /dev/shm: POSIX shared memory works (LLVM's OpenMP runtime registers
-        // itself there and aborts otherwise) without a channel to other sandboxes.
-        let shm = if userns && Path::new(SHM).is_dir() {
-            let dir = memory_tempdir("ksmith-sbx-shm-")?;
-            limits.view.write.push(dir.path().to_path_buf());
-            binds.push((dir.path().to_path_buf(), PathBuf::from(SHM)));
-            Some(dir)
-        } else {
-            None
-        };
+        // A private /dev/shm (an in-memory file system of its own, see `plan_for`): POSIX
+        // shared memory works (LLVM's OpenMP runtime registers itself there and aborts
+        // otherwise) without a channel to other sandboxes.
         let limits = &limits;
+        let plan_scratch = userns && limits.scratch_bytes.is_some();
         let log = work.join("output.log");
         // Readable too: the judge keeps a second descriptor of it to read the log.
         let log_file = std::fs::OpenOptions::new()
@@ -649,6 +702,9 @@ impl Sandboxed {
                         userns: false,
                         own_proc: false,
                         binds: Vec::new(),
+                        tmpfs: Vec::new(),
+                        chdir: None,
+                        scratch_rule: None,
                         uid_map: Vec::new(),
                         gid_map: Vec::new(),
                         ruleset: None,
@@ -721,6 +777,28 @@ impl Sandboxed {
         if let Some(ch) = channel.as_mut() {
             ch.exited = pidfd(child.id());
         }
+        let work_in_child = work.clone();
+        let scratch = match plan_scratch {
+            // The child is past exec (spawn returned), so its file systems are mounted.
+            true => {
+                let fd = open_scratch(child.id(), &work).map_err(|e| {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    SandboxError::Spawn {
+                        program: program.display().to_string(),
+                        source: e,
+                    }
+                })?;
+                use std::os::fd::AsRawFd;
+                work = PathBuf::from(format!(
+                    "/proc/{}/fd/{}",
+                    std::process::id(),
+                    fd.as_raw_fd()
+                ));
+                Some(fd)
+            }
+            false => None,
+        };
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, rx) = mpsc::channel();
@@ -750,8 +828,9 @@ impl Sandboxed {
             lines: rx,
             _base: base,
             work,
+            work_in_child,
+            _scratch: scratch,
             shared,
-            _shm: shm,
             log_reader,
             exit: None,
             channel,
@@ -783,9 +862,14 @@ impl Sandboxed {
         }
     }
 
-    /// The child's private working directory.
+    /// The child's private working directory, as this process reaches it.
     pub fn dir(&self) -> &Path {
         &self.work
+    }
+
+    /// Where the child sees its private directory (paths sent to it must use this).
+    pub fn dir_in_child(&self) -> &Path {
+        &self.work_in_child
     }
 
     /// The directory of files the judge creates and the child may only read and write in
@@ -1091,6 +1175,54 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos() as u64
+    }
+
+    #[test]
+    fn files_the_child_writes_fill_its_own_memory_and_no_more() {
+        if !isolation().complete() || !isolation().user_namespace {
+            eprintln!("skipping: {}", isolation().note);
+            return;
+        }
+        // 8 MiB of private directory: a 32 MiB write stops there, /dev/shm stops at its own
+        // size, and nothing lands on the disk underneath.
+        let mut s = sh(
+            "read x; echo kept > small; \
+             head -c 33554432 /dev/zero > big 2>/dev/null || printf 'full '; wc -c < big | tr -d '\\n'; \
+             head -c 100000000 /dev/zero > /dev/shm/big 2>/dev/null || printf ' shmfull'; echo",
+            &Limits {
+                scratch_bytes: Some(8 << 20),
+                view: FsView {
+                    endless_devices: true,
+                    ..FsView::default()
+                },
+                ..Limits::default()
+            },
+        );
+        s.send("go").unwrap();
+        let l = match s.recv(Duration::from_secs(10)) {
+            Recv::Line(l) => l,
+            other => panic!("{other:?}: {}", s.log(2000)),
+        };
+        let written: u64 = l
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{l}"));
+        assert!(l.starts_with("full ") && l.ends_with(" shmfull"), "{l}");
+        assert!(written <= 8 << 20 && written >= 4 << 20, "{l}");
+        // The judge reads the directory where the child wrote it, also once it has exited;
+        // the directory on disk under it stayed empty but for the log.
+        s.finish(Duration::from_secs(5));
+        assert_eq!(
+            std::fs::read_to_string(s.dir().join("small")).unwrap(),
+            "kept\n"
+        );
+        assert_ne!(s.dir(), s.dir_in_child());
+        let under: Vec<_> = std::fs::read_dir(s.dir_in_child())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(under, vec![std::ffi::OsString::from("output.log")]);
     }
 
     #[test]
