@@ -7,8 +7,9 @@
 //! namespaces and mounts (escaping the filesystem view), ptrace and cross-process memory access
 //! (reaching the judge), bpf, keyrings, io_uring (which bypasses seccomp), perf (unless
 //! profiling), creating sockets (the network, and host services on Unix socket files), leaving the process group (so the
-//! judge can always stop and kill every process the candidate starts) and sending SIGCONT (so
-//! only the judge resumes a stopped sandbox).
+//! judge can always stop and kill every process the candidate starts), sending SIGCONT (so
+//! only the judge resumes a stopped sandbox) and System V shared memory (memory outside every
+//! limit).
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -81,6 +82,9 @@ fn refused(profiling: bool) -> Vec<i64> {
         // leaving the process group the judge stops and kills
         libc::SYS_setsid,
         libc::SYS_setpgid,
+        // memory no limit counts: System V segments outlive their mappings (address space)
+        // and are no files (the file systems' sizes)
+        libc::SYS_shmget,
     ];
     if !profiling {
         v.push(libc::SYS_perf_event_open);

@@ -1272,7 +1272,9 @@ mod tests {
         let l = one_line(
             "printf \"$(id -u) \"; unshare -U true 2>/dev/null || printf no-unshare; \
              setsid true 2>/dev/null || printf ' no-setsid'; \
-             kill -CONT $$ 2>/dev/null || printf ' no-sigcont'; echo",
+             kill -CONT $$ 2>/dev/null || printf ' no-sigcont'; \
+             python3 -c 'import ctypes; exit(ctypes.CDLL(None).shmget(0, 1 << 20, 0o1600) < 0)' \
+             || printf ' no-shmget'; echo",
             &Limits::default(),
         );
         if isolation().user_namespace {
@@ -1280,7 +1282,7 @@ mod tests {
         } else {
             assert!(!l.starts_with("0 "), "{l}");
         }
-        assert!(l.ends_with("no-unshare no-setsid no-sigcont"), "{l}");
+        assert!(l.ends_with("no-unshare no-setsid no-sigcont no-shmget"), "{l}");
     }
 
     fn sleepers() -> Vec<i32> {
