@@ -857,6 +857,8 @@ impl Judge {
         self.enter(r, Stage::Load);
         let mut limits = self.runner_limits(task);
         limits.address_space = limits.address_space.max(min_address_space);
+        // GPU runtimes may keep memory files; a CPU runner has no use for them.
+        limits.memory_files = self.on_gpu;
         // The runner reads its own build product (read-only, nothing else of the caches).
         for key in ["library", "module"] {
             if let Some(dir) = load[key].as_str().map(Path::new).and_then(Path::parent) {

@@ -242,12 +242,14 @@ impl Outcome {
     }
 }
 
-/// One sandboxed run of `program args`, reading the driver's report lines until `wall`.
+/// One sandboxed run of `program args`, reading the driver's report lines until `wall`; then
+/// `collect` is copied from the run's private (in-memory) directory into `into`.
 fn run_sandboxed(
     program: &Path,
     args: &[String],
     limits: &Limits,
     wall: Duration,
+    collect: Option<(&str, &Path)>,
 ) -> Result<Outcome, ProfileError> {
     let mut proc = Sandboxed::spawn(program, args, limits)?;
     let mut out = Outcome::default();
@@ -274,7 +276,29 @@ fn run_sandboxed(
         proc.finish(Duration::from_secs(10))
     });
     out.log = proc.log(2048);
+    if let Some((name, into)) = collect {
+        copy_out(&proc.dir().join(name), &into.join(name));
+    }
     Ok(out)
+}
+
+/// Copies a file the sandbox wrote (a regular file, never through a link or a FIFO: the
+/// directory is the candidate's) to `to`; nothing if there is none.
+fn copy_out(from: &Path, to: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(mut src) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(from)
+    else {
+        return;
+    };
+    if !src.metadata().is_ok_and(|m| m.is_file()) {
+        return;
+    }
+    if let Ok(mut dst) = std::fs::File::create(to) {
+        let _ = std::io::copy(&mut src, &mut dst);
+    }
 }
 
 fn tail(text: &str, lines: usize) -> String {
@@ -483,9 +507,9 @@ fn profile_with(
                 "-N".into(),
                 "-q".into(),
                 "-o".into(),
-                perf_data.display().to_string(),
+                "perf.data".into(),
             ];
-            let o = runs.under_perf(perf, record, "ctl.fifo", &mut p.notes)?;
+            let o = runs.under_perf(perf, record, "perf.data", "ctl.fifo", &mut p.notes)?;
             if !o.any && !o.killed {
                 p.notes.push(format!(
                     "perf unavailable: perf record failed ({:?}): {}; timing only",
@@ -580,6 +604,9 @@ fn profile_with(
     Ok(p)
 }
 
+/// Bytes a profiled run may write (perf's samples of a few seconds take a few MiB).
+const PROFILE_SCRATCH: u64 = 1 << 30;
+
 /// How the driver runs: paths, time limits and rlimits shared by every run.
 struct Runs {
     run: PathBuf,
@@ -608,7 +635,7 @@ impl Runs {
                 ("MKL_NUM_THREADS".into(), "1".into()),
             ],
             isolate,
-            // The driver reads its library and the judge's inputs, and writes only here.
+            // The driver reads its library, the judge's inputs and its run directory.
             view: FsView {
                 read: self
                     .inputs
@@ -617,9 +644,11 @@ impl Runs {
                     .chain(self.library.parent().map(Path::to_path_buf))
                     .chain(self.driver.parent().map(Path::to_path_buf))
                     .collect(),
-                write: vec![self.run.clone()],
                 ..FsView::default()
             },
+            // Everything it writes (perf's output) goes to an in-memory private directory of
+            // this size: a candidate writing files fills that, not the disk.
+            scratch_bytes: Some(PROFILE_SCRATCH),
             ..Limits::default()
         }
     }
@@ -643,15 +672,19 @@ impl Runs {
             &self.driver_args(None),
             &self.limits(true),
             self.wall,
+            None,
         )
     }
 
     /// `perf ARGS [-D -1 --control fifo:CTL] -- driver ...`, in our own namespaces with a
     /// private /proc (perf refuses a PID namespace without one) or, failing those, bare.
+    /// perf writes `output` in its private directory (ARGS name it relatively); it is copied
+    /// into the run directory afterwards.
     fn under_perf(
         &self,
         perf: &Path,
         mut perf_args: Vec<String>,
+        output: &str,
         fifo: &str,
         notes: &mut Vec<String>,
     ) -> Result<Outcome, ProfileError> {
@@ -685,11 +718,23 @@ impl Runs {
         }
         let mut limits = self.limits(true);
         // perf needs the whole tree (its own /proc mount, debug info, kallsyms) and its
-        // system call; writes stay limited to the run directory. No verdict comes from here.
+        // system call; writes stay in its own in-memory directory (and the control FIFO). No
+        // verdict comes from here.
         limits.own_proc = iso.proc_namespace;
         limits.profiling = true;
         limits.view.read_everything = true;
-        run_sandboxed(perf, &perf_args, &limits, self.wall)
+        if ctl_ok {
+            // The driver writes "enable" into it, and writes nothing else outside its own
+            // in-memory directory.
+            limits.view.in_place.push(ctl);
+        }
+        run_sandboxed(
+            perf,
+            &perf_args,
+            &limits,
+            self.wall,
+            Some((output, &self.run)),
+        )
     }
 
     /// A second run under `perf stat -e cycles,instructions`.
@@ -704,11 +749,11 @@ impl Runs {
             "-x".into(),
             ",".into(),
             "-o".into(),
-            stat.display().to_string(),
+            "stat.csv".into(),
             "-e".into(),
             "cycles,instructions".into(),
         ];
-        let o = self.under_perf(perf, args, "ctl-stat.fifo", notes)?;
+        let o = self.under_perf(perf, args, "stat.csv", "ctl-stat.fifo", notes)?;
         let text = std::fs::read_to_string(&stat).unwrap_or_default();
         let c = perf::parse_stat(&text);
         if c.is_none() {

@@ -29,7 +29,7 @@ const NAMESPACE_FLAGS: [u64; 7] = [
 ];
 
 /// System calls refused outright (EPERM), by class.
-fn refused(profiling: bool) -> Vec<i64> {
+fn refused(limits: &crate::Limits) -> Vec<i64> {
     let mut v = vec![
         // namespaces and mounts
         libc::SYS_unshare,
@@ -86,8 +86,14 @@ fn refused(profiling: bool) -> Vec<i64> {
         // and are no files (the file systems' sizes)
         libc::SYS_shmget,
     ];
-    if !profiling {
+    if !limits.profiling {
         v.push(libc::SYS_perf_event_open);
+    }
+    if !limits.memory_files {
+        // Anonymous memory files: each is file-size limited, but open-file limits times
+        // that is far more than the machine has, and they are no part of any file system.
+        v.push(libc::SYS_memfd_create);
+        v.push(libc::SYS_memfd_secret);
     }
     v
 }
@@ -105,9 +111,11 @@ fn cond_int(arg: u8, op: SeccompCmpOp, value: u64) -> SeccompCondition {
 
 /// The compiled filters, applied in order in the child (the last one installed runs first;
 /// the strictest action wins).
-pub(crate) fn programs(profiling: bool) -> Result<Vec<BpfProgram>, seccompiler::BackendError> {
+pub(crate) fn programs(
+    limits: &crate::Limits,
+) -> Result<Vec<BpfProgram>, seccompiler::BackendError> {
     let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH)?;
-    let mut deny: BTreeMap<i64, Vec<SeccompRule>> = refused(profiling)
+    let mut deny: BTreeMap<i64, Vec<SeccompRule>> = refused(limits)
         .into_iter()
         .map(|nr| (nr, Vec::new()))
         .collect();
@@ -182,10 +190,21 @@ pub(crate) fn programs(profiling: bool) -> Result<Vec<BpfProgram>, seccompiler::
 mod tests {
     #[test]
     fn filters_compile_for_this_machine() {
-        let p = super::programs(false).unwrap();
+        let plain = crate::Limits::default();
+        let p = super::programs(&plain).unwrap();
         assert_eq!(p.len(), 3);
         assert!(p.iter().all(|f| !f.is_empty()));
-        assert!(super::refused(false).contains(&libc::SYS_perf_event_open));
-        assert!(!super::refused(true).contains(&libc::SYS_perf_event_open));
+        let profiling = crate::Limits {
+            profiling: true,
+            ..crate::Limits::default()
+        };
+        let gpu = crate::Limits {
+            memory_files: true,
+            ..crate::Limits::default()
+        };
+        assert!(super::refused(&plain).contains(&libc::SYS_perf_event_open));
+        assert!(!super::refused(&profiling).contains(&libc::SYS_perf_event_open));
+        assert!(super::refused(&plain).contains(&libc::SYS_memfd_create));
+        assert!(!super::refused(&gpu).contains(&libc::SYS_memfd_create));
     }
 }

@@ -63,6 +63,9 @@ pub struct Limits {
     pub view: FsView,
     /// With `isolate`: allow `perf_event_open` (the profiler's sampling run).
     pub profiling: bool,
+    /// With `isolate`: allow `memfd_create` (GPU runtimes may use it). Memory files count
+    /// toward no file system, only each toward the file-size limit.
+    pub memory_files: bool,
     /// Give the child a timing channel: it reads "go" bytes on fd 3 and writes on fd 4.
     pub timing_channel: bool,
     /// Create a `shared` directory next to the private one, whose files the child may only
@@ -93,6 +96,7 @@ impl Default for Limits {
             own_proc: false,
             view: FsView::default(),
             profiling: false,
+            memory_files: false,
             timing_channel: false,
             shared_dir: false,
             cwd: None,
@@ -277,7 +281,7 @@ fn plan_for(
         _ => None,
     };
     let filters = if seccomp {
-        filter::programs(limits.profiling).map_err(|e| format!("seccomp filter: {e}"))?
+        filter::programs(limits).map_err(|e| format!("seccomp filter: {e}"))?
     } else {
         Vec::new()
     };
@@ -1274,7 +1278,8 @@ mod tests {
              setsid true 2>/dev/null || printf ' no-setsid'; \
              kill -CONT $$ 2>/dev/null || printf ' no-sigcont'; \
              python3 -c 'import ctypes; exit(ctypes.CDLL(None).shmget(0, 1 << 20, 0o1600) < 0)' \
-             || printf ' no-shmget'; echo",
+             || printf ' no-shmget'; \
+             python3 -c 'import os; os.memfd_create(\"m\")' 2>/dev/null || printf ' no-memfd'; echo",
             &Limits::default(),
         );
         if isolation().user_namespace {
@@ -1282,7 +1287,10 @@ mod tests {
         } else {
             assert!(!l.starts_with("0 "), "{l}");
         }
-        assert!(l.ends_with("no-unshare no-setsid no-sigcont no-shmget"), "{l}");
+        assert!(
+            l.ends_with("no-unshare no-setsid no-sigcont no-shmget no-memfd"),
+            "{l}"
+        );
     }
 
     fn sleepers() -> Vec<i32> {
