@@ -1011,9 +1011,6 @@ impl Judge {
     }
 
     fn runner_limits(&self, task: &Task) -> Limits {
-        /// What the runner may write beyond one run's tensors: Python's, OpenMP's and a GPU
-        /// compiler's caches.
-        const SCRATCH_SLACK: u64 = 512 << 20;
         let max_bytes = (0..task.workloads.len())
             .map(|w| {
                 let axes = &task.workloads[w].axes;
@@ -1108,7 +1105,10 @@ impl Judge {
                     return Ok(Some(Verdict::new(
                         Status::RuntimeError,
                         "scratch_full",
-                        "the sandbox's private directory (in memory, sized for one run's tensors plus 512 MiB) was full: the candidate wrote files there",
+                        format!(
+                            "the sandbox's private directory (in memory, one run's tensors and {} MiB) was full: the candidate wrote files there",
+                            SCRATCH_SLACK >> 20
+                        ),
                     )));
                 }
                 Err(e) => {
@@ -1352,6 +1352,10 @@ fn axis_values(task: &Task, w: usize) -> Vec<i64> {
         .map(|a| task.workloads[w].axes[&a.name])
         .collect()
 }
+
+/// What the runner may write in its private directory beyond one correctness run's tensors:
+/// Python's, OpenMP's and a GPU compiler's caches.
+const SCRATCH_SLACK: u64 = 512 << 20;
 
 /// Maps a failed runner request to a status and reason.
 fn classify(e: CallError, runner: &Peer) -> Verdict {

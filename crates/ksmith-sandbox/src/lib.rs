@@ -255,10 +255,10 @@ fn plan_for(
     let mut chdir = None;
     if userns {
         if Path::new(SHM).is_dir() {
-            tmpfs.push((c_path(Path::new(SHM))?, tmpfs_options(SHM_BYTES)));
+            tmpfs.push((c_path(Path::new(SHM))?, tmpfs_options(SHM_BYTES, SHM_FILES)));
         }
         if let Some(bytes) = limits.scratch_bytes {
-            tmpfs.push((c_path(private_dir)?, tmpfs_options(bytes)));
+            tmpfs.push((c_path(private_dir)?, tmpfs_options(bytes, SCRATCH_FILES)));
             chdir = Some(c_path(limits.cwd.as_deref().unwrap_or(private_dir))?);
         }
     }
@@ -333,10 +333,20 @@ fn pidfd(pid: u32) -> Option<std::os::fd::OwnedFd> {
 /// Size of a sandbox's /dev/shm (LLVM's OpenMP runtime keeps a small file there).
 pub const SHM_BYTES: u64 = 64 << 20;
 
-/// `mount` options of an in-memory file system of `bytes`, only for its owner.
-fn tmpfs_options(bytes: u64) -> std::ffi::CString {
-    std::ffi::CString::new(format!("size={},mode=0700", bytes.max(1 << 20)))
-        .expect("no NUL in a number")
+/// Most files in a sandbox's /dev/shm, and in its in-memory private directory: `size=` counts
+/// data pages, not inodes (about 1 KiB of kernel memory each), and the default inode count is
+/// half the machine's pages (a red-team kernel made a million empty files: 1 GiB).
+const SHM_FILES: u32 = 4096;
+const SCRATCH_FILES: u32 = 65536;
+
+/// `mount` options of an in-memory file system of `bytes` and `files` inodes, only for its
+/// owner.
+fn tmpfs_options(bytes: u64, files: u32) -> std::ffi::CString {
+    std::ffi::CString::new(format!(
+        "size={},nr_inodes={files},mode=0700",
+        bytes.max(1 << 20)
+    ))
+    .expect("no NUL in a number")
 }
 
 /// A path as the C string `mount` takes.
@@ -782,26 +792,26 @@ impl Sandboxed {
             ch.exited = pidfd(child.id());
         }
         let work_in_child = work.clone();
-        let scratch = match plan_scratch {
-            // The child is past exec (spawn returned), so its file systems are mounted.
-            true => {
-                let fd = open_scratch(child.id(), &work).map_err(|e| {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    SandboxError::Spawn {
-                        program: program.display().to_string(),
-                        source: e,
-                    }
-                })?;
-                use std::os::fd::AsRawFd;
-                work = PathBuf::from(format!(
-                    "/proc/{}/fd/{}",
-                    std::process::id(),
-                    fd.as_raw_fd()
-                ));
-                Some(fd)
-            }
-            false => None,
+        // spawn returns once the program is past exec (its error pipe closes then), so the
+        // child's file systems are mounted.
+        let scratch = if plan_scratch {
+            let fd = open_scratch(child.id(), &work).map_err(|e| {
+                let _ = child.kill();
+                let _ = child.wait();
+                SandboxError::Spawn {
+                    program: program.display().to_string(),
+                    source: e,
+                }
+            })?;
+            use std::os::fd::AsRawFd;
+            work = PathBuf::from(format!(
+                "/proc/{}/fd/{}",
+                std::process::id(),
+                fd.as_raw_fd()
+            ));
+            Some(fd)
+        } else {
+            None
         };
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -1192,7 +1202,9 @@ mod tests {
         let mut s = sh(
             "read x; echo kept > small; \
              head -c 33554432 /dev/zero > big 2>/dev/null || printf 'full '; wc -c < big | tr -d '\\n'; \
-             head -c 100000000 /dev/zero > /dev/shm/big 2>/dev/null || printf ' shmfull'; echo",
+             head -c 100000000 /dev/zero > /dev/shm/big 2>/dev/null || printf ' shmfull'; \
+             cd /dev/shm && rm big && i=0; while [ $i -lt 5000 ] && true 2>/dev/null > f$i; do i=$((i+1)); done; \
+             printf ' files %s' $i; echo",
             &Limits {
                 scratch_bytes: Some(8 << 20),
                 view: FsView {
@@ -1212,7 +1224,9 @@ mod tests {
             .nth(1)
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{l}"));
-        assert!(l.starts_with("full ") && l.ends_with(" shmfull"), "{l}");
+        assert!(l.starts_with("full ") && l.contains(" shmfull"), "{l}");
+        // At most SHM_FILES inodes, the directory itself among them.
+        assert!(l.ends_with(&format!(" files {}", SHM_FILES - 1)), "{l}");
         assert!((4 << 20..=8 << 20).contains(&written), "{l}");
         // The judge reads the directory where the child wrote it, also once it has exited;
         // the directory on disk under it stayed empty but for the log.
