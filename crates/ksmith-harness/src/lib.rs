@@ -236,6 +236,11 @@ impl Peer {
         self.proc.dir()
     }
 
+    /// Whether the kernel killed a process of this sandbox for going over its memory limit.
+    pub fn memory_exceeded(&self) -> bool {
+        self.proc.memory_exceeded()
+    }
+
     /// The process's private directory, where it sees it (paths sent to it use this).
     pub fn dir_in_child(&self) -> &std::path::Path {
         self.proc.dir_in_child()

@@ -857,8 +857,12 @@ impl Judge {
         self.enter(r, Stage::Load);
         let mut limits = self.runner_limits(task);
         limits.address_space = limits.address_space.max(min_address_space);
-        // GPU runtimes may keep memory files; a CPU runner has no use for them.
+        // GPU runtimes may keep memory files; a CPU runner has no use for them. Nor has a GPU
+        // runtime's host memory been measured under a memory cgroup yet.
         limits.memory_files = self.on_gpu;
+        if self.on_gpu {
+            limits.memory_bytes = None;
+        }
         // The runner reads its own build product (read-only, nothing else of the caches).
         for key in ["library", "module"] {
             if let Some(dir) = load[key].as_str().map(Path::new).and_then(Path::parent) {
@@ -1026,15 +1030,19 @@ impl Judge {
             })
             .max()
             .unwrap_or(0);
+        // Two slots of buffers, file staging copies, Python, OpenMP stacks.
+        let address_space = (8 * max_bytes + (4 << 30)).min(1 << 40);
         Limits {
             cpu_seconds: 1800,
-            // Two slots of buffers, file staging copies, Python, OpenMP stacks.
-            address_space: (8 * max_bytes + (4 << 30)).min(1 << 40),
+            address_space,
             // One file is at most one run's outputs; the files the judge makes for timing can
             // grow no further than this either (and a grown one is caught after the call).
             file_size: (max_bytes + (1 << 20)).max(64 << 20),
             // One correctness run's inputs and outputs at a time, and room for the runtime.
             scratch_bytes: Some(max_bytes + SCRATCH_SLACK),
+            // All its processes together: as much as one may map (a GPU runner's runtime is
+            // not measured under it yet, so it gets none: see `load_and_check`).
+            memory_bytes: Some(address_space),
             open_files: 256,
             processes: 512,
             env: Vec::new(),
@@ -1374,6 +1382,12 @@ fn classify(e: CallError, runner: &Peer) -> Verdict {
                 "no result within {:.1} s; the process group was killed",
                 t.as_secs_f64()
             ),
+        ),
+        // The kernel's word (the sandbox's memory cgroup), before the candidate's own marker.
+        _ if runner.memory_exceeded() => Verdict::new(
+            Status::RuntimeError,
+            "memory_limit",
+            "the candidate's processes together went over their memory limit and the kernel killed one",
         ),
         _ if alloc_note.is_some() => Verdict::new(
             Status::RuntimeError,

@@ -33,6 +33,7 @@ pub enum SandboxError {
     Io(#[from] std::io::Error),
 }
 
+mod cgroup;
 mod child;
 mod filter;
 mod fsview;
@@ -73,6 +74,10 @@ pub struct Limits {
     pub shared_dir: bool,
     /// Working directory instead of the private one (it must be in `view.write`).
     pub cwd: Option<PathBuf>,
+    /// With `isolate`: what every process of the child may hold together (memory, files in
+    /// its in-memory directories, kernel memory charged to it), as a memory cgroup where this
+    /// machine gives one ([`Isolation::memory_cgroup`]); over it, the kernel kills one of them.
+    pub memory_bytes: Option<u64>,
     /// With `isolate` and a user namespace: the private directory is an in-memory file system
     /// of at most this many bytes (what the child writes there, and what the parent stages
     /// for it), so files cannot fill the disk; `None`: a directory on disk. /dev/shm is always
@@ -100,6 +105,7 @@ impl Default for Limits {
             timing_channel: false,
             shared_dir: false,
             cwd: None,
+            memory_bytes: None,
             scratch_bytes: None,
             nice: 0,
         }
@@ -121,6 +127,9 @@ pub struct Isolation {
     pub root: bool,
     /// Whether the PID namespace can also get its own /proc (perf needs one).
     pub proc_namespace: bool,
+    /// Whether a sandbox gets a memory cgroup (root with cgroup v1's memory controller, or a
+    /// delegated cgroup v2 subtree): one limit for all its processes together.
+    pub memory_cgroup: bool,
     /// One line per layer: what it is and whether it is active.
     pub note: String,
 }
@@ -154,6 +163,11 @@ impl Isolation {
                 "seccomp",
                 self.seccomp,
                 "refuses namespaces, mounts, ptrace, other processes' memory, bpf, keyrings, io_uring, perf, sockets, leaving the process group, SIGCONT",
+            ),
+            (
+                "memory cgroup",
+                self.memory_cgroup,
+                "one memory limit for all of a candidate's processes together, files in its in-memory directories included (without it, each process has only its own address-space limit)",
             ),
             (
                 "rlimits",
@@ -220,6 +234,7 @@ pub fn isolation() -> &'static Isolation {
             seccomp: seccomp.is_ok(),
             root,
             proc_namespace: ns && probe_spawn(true, false, false, true).is_ok(),
+            memory_cgroup: cgroup::available(),
             note: String::new(),
         };
         let mut parts = Vec::new();
@@ -624,6 +639,9 @@ pub struct Sandboxed {
     /// lives in the child's mount namespace, so `work` names it through this descriptor, and
     /// it stays readable after the child is gone).
     _scratch: Option<std::os::fd::OwnedFd>,
+    /// With `Limits::memory_bytes`, where the machine allows: the child's memory cgroup
+    /// (dropped after the child, as fields drop after `Drop::drop` killed it).
+    memory: Option<cgroup::MemoryCgroup>,
     /// The shared directory and the path the child sees it at.
     shared: Option<(tempfile::TempDir, PathBuf)>,
     log_reader: std::fs::File,
@@ -673,6 +691,12 @@ impl Sandboxed {
         // otherwise) without a channel to other sandboxes.
         let limits = &limits;
         let plan_scratch = userns && limits.scratch_bytes.is_some();
+        let memory = if limits.isolate {
+            limits.memory_bytes.and_then(cgroup::MemoryCgroup::new)
+        } else {
+            None
+        };
+        let memory_procs = memory.as_ref().map(cgroup::MemoryCgroup::procs_fd);
         let log = work.join("output.log");
         // Readable too: the judge keeps a second descriptor of it to read the log.
         let log_file = std::fs::OpenOptions::new()
@@ -777,6 +801,11 @@ impl Sandboxed {
                 if l.nice != 0 && libc::setpriority(libc::PRIO_PROCESS, 0, l.nice) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                // Into its memory cgroup before anything else starts: every process it makes
+                // is born there.
+                if let Some(fd) = memory_procs {
+                    cgroup::join(fd)?;
+                }
                 match plan.as_mut() {
                     Some(p) => p.enter(),
                     None => Ok(()),
@@ -844,6 +873,7 @@ impl Sandboxed {
             work,
             work_in_child,
             _scratch: scratch,
+            memory,
             shared,
             log_reader,
             exit: None,
@@ -884,6 +914,14 @@ impl Sandboxed {
     /// Where the child sees its private directory (paths sent to it must use this).
     pub fn dir_in_child(&self) -> &Path {
         &self.work_in_child
+    }
+
+    /// Whether the kernel killed one of the child's processes for going over
+    /// `Limits::memory_bytes` (false where no memory cgroup was made).
+    pub fn memory_exceeded(&self) -> bool {
+        self.memory
+            .as_ref()
+            .is_some_and(cgroup::MemoryCgroup::oom_killed)
     }
 
     /// The directory of files the judge creates and the child may only read and write in
@@ -1241,6 +1279,27 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(under, vec![std::ffi::OsString::from("output.log")]);
+    }
+
+    #[test]
+    fn a_memory_cgroup_bounds_every_process_together() {
+        if !isolation().complete() || !isolation().memory_cgroup {
+            eprintln!("skipping: no memory cgroup here ({})", isolation().note);
+            return;
+        }
+        // Two processes of 80 MiB each, each well under its own address-space limit, against
+        // 96 MiB for the sandbox: the kernel kills one; a single one alone fits.
+        let hog = "python3 -c 'import time; x = b\"x\" * (80 << 20); time.sleep(2)'";
+        let limits = Limits {
+            memory_bytes: Some(96 << 20),
+            ..Limits::default()
+        };
+        let mut two = sh(&format!("{hog} & {hog}; wait"), &limits);
+        two.finish(Duration::from_secs(20));
+        assert!(two.memory_exceeded(), "{}", two.log(2000));
+        let mut one = sh(hog, &limits);
+        assert_eq!(one.finish(Duration::from_secs(20)), Exit::Code(0));
+        assert!(!one.memory_exceeded());
     }
 
     #[test]
