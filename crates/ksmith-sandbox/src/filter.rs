@@ -8,8 +8,8 @@
 //! (reaching the judge), bpf, keyrings, io_uring (which bypasses seccomp), perf (unless
 //! profiling), creating sockets (the network, and host services on Unix socket files), leaving the process group (so the
 //! judge can always stop and kill every process the candidate starts), sending SIGCONT (so
-//! only the judge resumes a stopped sandbox) and System V shared memory (memory outside every
-//! limit).
+//! only the judge resumes a stopped sandbox), System V shared memory and (unless asked for)
+//! memory files: memory outside every limit.
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,

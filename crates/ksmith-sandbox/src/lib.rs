@@ -162,7 +162,7 @@ impl Isolation {
             (
                 "seccomp",
                 self.seccomp,
-                "refuses namespaces, mounts, ptrace, other processes' memory, bpf, keyrings, io_uring, perf, sockets, leaving the process group, SIGCONT",
+                "refuses namespaces, mounts, ptrace, other processes' memory, bpf, keyrings, io_uring, perf, sockets, leaving the process group, SIGCONT, System V shared memory, memory files (CPU)",
             ),
             (
                 "memory cgroup",
