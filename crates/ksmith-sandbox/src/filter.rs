@@ -8,8 +8,8 @@
 //! (reaching the judge), bpf, keyrings, io_uring (which bypasses seccomp), perf (unless
 //! profiling), creating sockets (the network, and host services on Unix socket files), leaving the process group (so the
 //! judge can always stop and kill every process the candidate starts), sending SIGCONT (so
-//! only the judge resumes a stopped sandbox), System V shared memory and (unless asked for)
-//! memory files: memory outside every limit.
+//! only the judge resumes a stopped sandbox), System V shared memory, (unless asked for)
+//! memory files and larger socket buffers: memory outside every limit.
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -156,6 +156,26 @@ pub(crate) fn programs(
             SeccompCmpOp::Eq,
             libc::MADV_REMOVE as u64,
         )])?],
+    );
+    // Socket buffers beyond the system's defaults: kernel memory that no address-space limit
+    // (and no cgroup v1 memory limit) counts; a red-team kernel held 1.5 GiB in 98 socketpairs
+    // of 8 MiB each.
+    deny.insert(
+        libc::SYS_setsockopt,
+        [
+            libc::SO_SNDBUF,
+            libc::SO_RCVBUF,
+            libc::SO_SNDBUFFORCE,
+            libc::SO_RCVBUFFORCE,
+        ]
+        .iter()
+        .map(|&opt| {
+            SeccompRule::new(vec![
+                cond_int(1, SeccompCmpOp::Eq, libc::SOL_SOCKET as u64),
+                cond_int(2, SeccompCmpOp::Eq, opt as u64),
+            ])
+        })
+        .collect::<Result<_, _>>()?,
     );
     let deny = SeccompFilter::new(
         deny,

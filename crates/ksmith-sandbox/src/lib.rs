@@ -162,7 +162,7 @@ impl Isolation {
             (
                 "seccomp",
                 self.seccomp,
-                "refuses namespaces, mounts, ptrace, other processes' memory, bpf, keyrings, io_uring, perf, sockets, leaving the process group, SIGCONT, System V shared memory, memory files (CPU)",
+                "refuses namespaces, mounts, ptrace, other processes' memory, bpf, keyrings, io_uring, perf, sockets, leaving the process group, SIGCONT, System V shared memory, memory files (CPU), larger socket buffers",
             ),
             (
                 "memory cgroup",
@@ -1352,7 +1352,9 @@ mod tests {
              kill -CONT $$ 2>/dev/null || printf ' no-sigcont'; \
              python3 -c 'import ctypes; exit(ctypes.CDLL(None).shmget(0, 1 << 20, 0o1600) < 0)' \
              || printf ' no-shmget'; \
-             python3 -c 'import os; os.memfd_create(\"m\")' 2>/dev/null || printf ' no-memfd'; echo",
+             python3 -c 'import os; os.memfd_create(\"m\")' 2>/dev/null || printf ' no-memfd'; \
+             python3 -c 'import socket as s; a, b = s.socketpair(); a.setsockopt(s.SOL_SOCKET, s.SO_SNDBUF, 1 << 22)' \
+             2>/dev/null || printf ' no-sndbuf'; echo",
             &Limits::default(),
         );
         if isolation().user_namespace {
@@ -1361,7 +1363,7 @@ mod tests {
             assert!(!l.starts_with("0 "), "{l}");
         }
         assert!(
-            l.ends_with("no-unshare no-setsid no-sigcont no-shmget no-memfd"),
+            l.ends_with("no-unshare no-setsid no-sigcont no-shmget no-memfd no-sndbuf"),
             "{l}"
         );
     }
