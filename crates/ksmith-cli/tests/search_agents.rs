@@ -323,6 +323,8 @@ fn a_scripted_search_runs_end_to_end_and_its_report_draws_the_real_nodes() {
             || page.contains("the winner is the start itself")
             || page.contains("(unchanged)"),
         "the winner's code and diff are shown: {}",
-        page.split("<section id=\"winner\">").nth(1).unwrap_or("(no winner section)")
+        page.split("<section id=\"winner\">")
+            .nth(1)
+            .unwrap_or("(no winner section)")
     );
 }

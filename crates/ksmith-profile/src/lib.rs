@@ -622,11 +622,12 @@ struct Runs {
 
 impl Runs {
     fn limits(&self, isolate: bool) -> Limits {
+        let memory = (4 * self.bytes).saturating_add(4 << 30).min(1 << 40);
         Limits {
             cpu_seconds: (self.wall.as_secs_f64() * self.threads as f64).ceil() as u64 + 10,
-            address_space: (4 * self.bytes).saturating_add(4 << 30).min(1 << 40),
+            address_space: memory,
             // Its processes together, where a memory cgroup can be made.
-            memory_bytes: Some((4 * self.bytes).saturating_add(4 << 30).min(1 << 40)),
+            memory_bytes: Some(memory),
             file_size: 1 << 30,
             open_files: 4096,
             processes: 4096,

@@ -57,6 +57,16 @@ pub(crate) fn available() -> bool {
     parent().is_some()
 }
 
+/// Where the first mount in `mountinfo` of `fstype` whose super options satisfy `opts` is.
+fn mount_point(mountinfo: &str, fstype: &str, opts: impl Fn(&str) -> bool) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|m| {
+        let (pre, post) = m.split_once(" - ")?;
+        let mut post = post.split(' ');
+        let (ty, _, super_opts) = (post.next()?, post.next()?, post.next().unwrap_or(""));
+        (ty == fstype && opts(super_opts)).then(|| pre.split(' ').nth(4).map(PathBuf::from))?
+    })
+}
+
 /// Our own cgroup's directory with the memory controller, from /proc/self/cgroup and the
 /// mounts in /proc/self/mountinfo.
 fn find_parent() -> Option<Parent> {
@@ -67,13 +77,7 @@ fn find_parent() -> Option<Parent> {
         let mut f = line.splitn(3, ':');
         let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
         if ctrl.split(',').any(|c| c == "memory") {
-            let mount = mounts.lines().find_map(|m| {
-                let (pre, post) = m.split_once(" - ")?;
-                let mut post = post.split(' ');
-                let (fstype, _, opts) = (post.next()?, post.next()?, post.next()?);
-                (fstype == "cgroup" && opts.split(',').any(|o| o == "memory"))
-                    .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
-            })?;
+            let mount = mount_point(&mounts, "cgroup", |o| o.split(',').any(|o| o == "memory"))?;
             return Some(Parent {
                 dir: mount.join(path.trim_start_matches('/')),
                 version: Version::V1,
@@ -83,10 +87,7 @@ fn find_parent() -> Option<Parent> {
     // cgroup v2: "0::/path"; usable only where memory is enabled for our children already
     // (enabling it needs an empty cgroup, which ours is not).
     let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let mount = mounts.lines().find_map(|m| {
-        let (pre, post) = m.split_once(" - ")?;
-        (post.split(' ').next()? == "cgroup2").then(|| pre.split(' ').nth(4).map(PathBuf::from))?
-    })?;
+    let mount = mount_point(&mounts, "cgroup2", |_| true)?;
     let dir = mount.join(path.trim_start_matches('/'));
     let control = std::fs::read_to_string(dir.join("cgroup.subtree_control")).ok()?;
     control
@@ -120,10 +121,11 @@ fn sweep(dir: &Path) {
 }
 
 impl MemoryCgroup {
-    /// A new cgroup limited to `bytes` (swap included where the kernel accounts it), or
-    /// `None` where this machine gives us none.
-    pub(crate) fn new(bytes: u64) -> Option<MemoryCgroup> {
-        MemoryCgroup::make(parent()?, bytes).ok()
+    /// A new cgroup limited to `bytes` (swap included where the kernel accounts it); `None`
+    /// where this machine gives us none, an error where it does and making one failed (the
+    /// sandbox is then not started: `isolation()` promised the layer).
+    pub(crate) fn new(bytes: u64) -> std::io::Result<Option<MemoryCgroup>> {
+        parent().map(|p| MemoryCgroup::make(p, bytes)).transpose()
     }
 
     fn make(p: &Parent, bytes: u64) -> std::io::Result<MemoryCgroup> {

@@ -691,10 +691,9 @@ impl Sandboxed {
         // otherwise) without a channel to other sandboxes.
         let limits = &limits;
         let plan_scratch = userns && limits.scratch_bytes.is_some();
-        let memory = if limits.isolate {
-            limits.memory_bytes.and_then(cgroup::MemoryCgroup::new)
-        } else {
-            None
+        let memory = match limits.memory_bytes.filter(|_| limits.isolate) {
+            Some(bytes) => cgroup::MemoryCgroup::new(bytes)?,
+            None => None,
         };
         let memory_procs = memory.as_ref().map(cgroup::MemoryCgroup::procs_fd);
         let log = work.join("output.log");
@@ -1288,10 +1287,11 @@ mod tests {
             return;
         }
         // Two processes of 80 MiB each, each well under its own address-space limit, against
-        // 96 MiB for the sandbox: the kernel kills one; a single one alone fits.
+        // 128 MiB for the sandbox: the kernel kills one; a single one alone fits (with room
+        // for the interpreter).
         let hog = "python3 -c 'import time; x = b\"x\" * (80 << 20); time.sleep(2)'";
         let limits = Limits {
-            memory_bytes: Some(96 << 20),
+            memory_bytes: Some(128 << 20),
             ..Limits::default()
         };
         let mut two = sh(&format!("{hog} & {hog}; wait"), &limits);

@@ -197,8 +197,8 @@ fn dynamic_symbols(library: &Path, defined: bool) -> Option<BTreeSet<String>> {
     let file = object::File::parse(&*data).ok()?;
     Some(
         file.dynamic_symbols()
-            .filter(|s| s.is_undefined() != defined && !s.name().unwrap_or("").is_empty())
-            .filter_map(|s| s.name().ok().map(str::to_string))
+            .filter(|s| s.is_undefined() != defined)
+            .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(str::to_string))
             .collect(),
     )
 }
