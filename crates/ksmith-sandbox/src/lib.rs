@@ -1006,7 +1006,17 @@ impl Sandboxed {
 
     /// The first and last `max / 2` bytes of the child's log (stdout and stderr).
     pub fn log(&self, max: usize) -> String {
-        read_truncated_file(&self.log_reader, max)
+        self.log_since(0, max)
+    }
+
+    /// Bytes the child has written to its log so far (a mark for [`Sandboxed::log_since`]).
+    pub fn log_len(&self) -> u64 {
+        self.log_reader.metadata().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Like [`Sandboxed::log`], of what the child wrote after byte `from` only.
+    pub fn log_since(&self, from: u64, max: usize) -> String {
+        read_truncated_file_from(&self.log_reader, from, max)
     }
 }
 
@@ -1036,11 +1046,16 @@ pub fn read_truncated(path: &Path, max: usize) -> String {
 
 /// [`read_truncated`] on an open file (read by position; at most `max` bytes).
 pub fn read_truncated_file(f: &std::fs::File, max: usize) -> String {
+    read_truncated_file_from(f, 0, max)
+}
+
+/// [`read_truncated_file`] of the bytes after offset `from`.
+fn read_truncated_file_from(f: &std::fs::File, from: u64, max: usize) -> String {
     use std::os::unix::fs::FileExt;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0) as usize;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0).saturating_sub(from) as usize;
     let read_at = |off: usize, n: usize| {
         let mut buf = vec![0; n];
-        let got = f.read_at(&mut buf, off as u64).unwrap_or(0);
+        let got = f.read_at(&mut buf, from + off as u64).unwrap_or(0);
         buf.truncate(got);
         buf
     };

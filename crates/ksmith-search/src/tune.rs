@@ -214,6 +214,22 @@ pub fn search(
     settings: &TuneSettings,
     events: &dyn EventSink,
 ) -> Result<TuneOutcome, TuneError> {
+    // The configurations share one sandboxed runner while they are searched (the leaders are
+    // re-timed in fresh ones); none is left behind, whatever the outcome.
+    judge.share_runners(true);
+    let outcome = search_shared(judge, store, task, solution, settings, events);
+    judge.share_runners(false);
+    outcome
+}
+
+fn search_shared(
+    judge: &mut Judge,
+    store: &mut Store,
+    task: &Task,
+    solution: &Solution,
+    settings: &TuneSettings,
+    events: &dyn EventSink,
+) -> Result<TuneOutcome, TuneError> {
     let started = Instant::now();
     let deadline = settings.time_budget.map(|d| started + d);
     let (space, mut strategy) = prepare(task, solution, settings)?;
@@ -291,6 +307,7 @@ pub fn search(
             elapsed_s: started.elapsed().as_secs_f64(),
         });
     }
+    ev.judge().share_runners(false);
     // The search may end before the budget (space exhausted, time budget).
     events.emit(Event::TuneSearchEnded {
         evaluated: rows.len(),
