@@ -31,7 +31,8 @@ Differences between the two measurements (read the numbers with them in mind):
   atol/rtol, outputs poisoned with NaN) and averages 7 back-to-back warm-cache calls
   (`--kt-iterations`), timed by a C wrapper around the entry point. So a ksmith evaluation
   costs 2-5x more wall time, is harder to fool, and may rank configurations differently.
-- ksmith evaluates the untuned solution first (not counted as an evaluation; its time is).
+- ksmith evaluates the untuned solution first: it counts as the evaluation of its own
+  configuration (the `#define` defaults), which the search never proposes again.
   Each ksmith run starts a process and its Python harness (~3 s); its store is seeded with the
   roofline and references (`--ks-cold-store` to not), never with evaluations or builds.
 - Kernel Tuner's first configuration is benchmarked twice (its warm-up); its max_fevals counts
@@ -135,6 +136,21 @@ class Task:
             for t in tunables
             for c in t.get("constraints", [])
         ]
+        self.default = self._source_defaults()
+
+    def _source_defaults(self) -> dict | None:
+        """The untuned solution's configuration: each tunable's `#define NAME value` in the
+        sources (None unless every tunable has one), as `ksmith tune` reads it."""
+        text = "\n".join(
+            (self.sol_dir / f).read_text(errors="replace") for f in self.sol.get("sources", [])
+        )
+        found = {}
+        for n in self.names:
+            m = re.search(rf"^\s*#\s*define\s+{re.escape(n)}\s+(-?\d+)\b", text, re.M)
+            if m is None:
+                return None
+            found[n] = int(m.group(1))
+        return found
 
     def key(self, config: dict) -> tuple:
         return tuple(int(config[n]) for n in self.names)
@@ -289,9 +305,11 @@ def run_ksmith(
                 now = time.perf_counter() - t0
                 for eid, name, status in _store_rows(store / "ksmith.db", last_id):
                     last_id = eid
-                    config = _config_of(name)
+                    # The untuned solution (judged first) is the evaluation of its own
+                    # configuration, as in `tune --json`'s rows.
+                    config = _config_of(name) or task.default
                     if config is None:
-                        continue  # the untuned solution (evaluated first, outside the search)
+                        continue
                     seen.append({"config": config, "status": status, "elapsed_s": now})
                     if stop_keys is not None and task.key(config) in stop_keys:
                         stopped = True
