@@ -69,12 +69,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 import warnings
 from pathlib import Path
 
 import numpy as np
 import tomli_w
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 KT_STRATEGIES = "random_sample,greedy_ils,genetic_algorithm,simulated_annealing,pso,diff_evo,mls,bayes_opt"
@@ -678,7 +678,7 @@ def run_kt(
             )
         except kt_util.StopCriterionReached:
             pass  # raised outside a strategy's own handler when the very first evaluation stops it
-        except Exception as e:  # noqa: BLE001  (a missing strategy or a failed check: record it)
+        except Exception as e:
             error = f"{type(e).__name__}: {e}"
     elapsed = time.perf_counter() - recorder.t0
     rows = recorder.rows
