@@ -104,6 +104,9 @@ impl JudgeConfig {
     }
 }
 
+/// CPU seconds a runner may use (its RLIMIT_CPU), over everything it judges.
+const RUNNER_CPU_SECONDS: u64 = 1800;
+
 /// Failures that are not the candidate's fault (harness, task, machine).
 #[derive(Debug, thiserror::Error)]
 pub enum JudgeError {
@@ -884,8 +887,10 @@ impl Judge {
             && !self.on_gpu
             && load["backend"] == "c")
             .then(|| shared_runner::family(task, solution));
+        // What the runner may have spent of its CPU limit: each thread busy the whole time.
+        let cpu_bound = RUNNER_CPU_SECONDS as f64 / 2.0 / self.config.threads.max(1) as f64;
         let kept = match (self.kept.take(), &family) {
-            (Some(k), Some(f)) if k.takes(f) => Some(k),
+            (Some(k), Some(f)) if k.takes(f) && k.busy_s < cpu_bound => Some(k),
             (Some(k), _) => {
                 k.runner.shutdown();
                 None
@@ -893,12 +898,14 @@ impl Judge {
             (None, _) => None,
         };
         let started = Instant::now();
+        let mut busy_s = 0.0;
         let (mut runner, mut channel, mut libraries, log_from) = match kept {
             Some(mut k) => {
                 r.shared_runner = Some(k.libraries.count());
                 let lib = self.stage_library(&mut k.libraries, &load)?;
                 load["library"] = json!(lib);
                 let from = k.runner.log_len();
+                busy_s = k.busy_s;
                 (k.runner, Some(k.channel), Some(k.libraries), from)
             }
             None => {
@@ -970,6 +977,7 @@ impl Judge {
                     family,
                     channel,
                     libraries,
+                    busy_s: busy_s + started.elapsed().as_secs_f64(),
                 });
             }
             _ => runner.shutdown(),
@@ -1124,7 +1132,7 @@ impl Judge {
         // Two slots of buffers, file staging copies, Python, OpenMP stacks.
         let address_space = (8 * max_bytes + (4 << 30)).min(1 << 40);
         Limits {
-            cpu_seconds: 1800,
+            cpu_seconds: RUNNER_CPU_SECONDS,
             address_space,
             // One file is at most one run's outputs; the files the judge makes for timing can
             // grow no further than this either (and a grown one is caught after the call).

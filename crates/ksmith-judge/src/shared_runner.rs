@@ -75,6 +75,9 @@ pub(crate) struct Kept {
     pub(crate) family: String,
     pub(crate) channel: ChannelCost,
     pub(crate) libraries: Libraries,
+    /// Wall seconds of the evaluations it ran: with every thread busy, a bound on the CPU time
+    /// it used of its limit (a fresh runner follows before a variant could run out of it).
+    pub(crate) busy_s: f64,
 }
 
 impl Kept {
