@@ -387,7 +387,12 @@ fn tuned_configurations_share_a_runner_until_one_fails() {
         seen,
         [
             ("modes", "PASSED", None, None),
-            ("modes[MODE=2]", "RUNTIME_ERROR", Some(1), Some("signal_SIGSEGV")),
+            (
+                "modes[MODE=2]",
+                "RUNTIME_ERROR",
+                Some(1),
+                Some("signal_SIGSEGV")
+            ),
             ("modes[MODE=3]", "PASSED", None, None),
             ("modes[MODE=4]", "PASSED", Some(1), None),
         ]

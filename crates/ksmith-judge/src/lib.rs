@@ -343,7 +343,6 @@ impl Judge {
         }
     }
 
-
     /// Sets (or clears) the scheduler of the device this judge builds, checks and times on:
     /// builds and checks then share it with other judges, timing holds it alone.
     pub fn set_scheduler(&mut self, scheduler: Option<Arc<DeviceScheduler>>) {
@@ -882,11 +881,9 @@ impl Judge {
         self.hold(Work::Load)?;
         self.enter(r, Stage::Load);
         // The tuner's variants of one C solution share a runner (see `shared_runner`).
-        let family = (self.share_runners
-            && !self.parking
-            && !self.on_gpu
-            && load["backend"] == "c")
-            .then(|| shared_runner::family(task, solution));
+        let family =
+            (self.share_runners && !self.parking && !self.on_gpu && load["backend"] == "c")
+                .then(|| shared_runner::family(task, solution));
         // What the runner may have spent of its CPU limit: each thread busy the whole time.
         let cpu_bound = RUNNER_CPU_SECONDS as f64 / 2.0 / self.config.threads.max(1) as f64;
         let kept = match (self.kept.take(), &family) {

@@ -107,7 +107,10 @@ mod tests {
         let a = sol("#ifndef B\n#define B 4\n#endif\nvoid vector_add(void) {}\n");
         let b = a.variant("s[B=8]", &["-DB=8".to_string()]);
         assert_eq!(family(&task, &a), family(&task, &b));
-        assert_ne!(family(&task, &a), family(&task, &sol("void vector_add(void) { }\n")));
+        assert_ne!(
+            family(&task, &a),
+            family(&task, &sol("void vector_add(void) { }\n"))
+        );
         let mut other_entry = a.clone();
         other_entry.entry_point = "other".into();
         assert_ne!(family(&task, &a), family(&task, &other_entry));

@@ -1052,7 +1052,11 @@ pub fn read_truncated_file(f: &std::fs::File, max: usize) -> String {
 /// [`read_truncated_file`] of the bytes after offset `from`.
 fn read_truncated_file_from(f: &std::fs::File, from: u64, max: usize) -> String {
     use std::os::unix::fs::FileExt;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0).saturating_sub(from) as usize;
+    let len = f
+        .metadata()
+        .map(|m| m.len())
+        .unwrap_or(0)
+        .saturating_sub(from) as usize;
     let read_at = |off: usize, n: usize| {
         let mut buf = vec![0; n];
         let got = f.read_at(&mut buf, from + off as u64).unwrap_or(0);
