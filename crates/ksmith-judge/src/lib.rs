@@ -186,6 +186,11 @@ pub struct Judge {
     share_runners: bool,
     /// The runner so kept.
     kept: Option<shared_runner::Kept>,
+    /// A warm-up request sent to the trusted process and not answered yet (request, id):
+    /// answered before anything else is asked of it.
+    warming: Option<(Value, u64)>,
+    /// Tasks (content hashes) the trusted process now running was asked to warm up for.
+    warmed: BTreeSet<String>,
     /// The workload the candidate's current call or check is on (a failure is attributed to
     /// it); None before the first.
     at: Option<usize>,
@@ -306,6 +311,8 @@ impl Judge {
             light_checks: false,
             share_runners: false,
             kept: None,
+            warming: None,
+            warmed: BTreeSet::new(),
             at: None,
             stage_hook: None,
             scheduler: None,
@@ -431,6 +438,8 @@ impl Judge {
 
     fn trusted(&mut self) -> Result<&mut Peer, JudgeError> {
         if self.trusted.is_none() {
+            self.warming = None;
+            self.warmed.clear();
             // Per CPU: XLA compiles for the host's vector extensions, and a cache directory
             // may travel with a project to another machine.
             let cpu = blake3::hash(ksmith_backend::hw::cpu_identity().as_bytes()).to_hex();
@@ -459,6 +468,25 @@ impl Judge {
             }
             self.environment.fingerprint = self.environment.compute_fingerprint();
             self.trusted = Some(peer);
+        }
+        if let Some((req, id)) = self.warming.take() {
+            let timeout = self.config.reference_timeout;
+            let peer = self.trusted.as_mut().expect("started above");
+            peer.thaw();
+            match peer.recv_reply(&req, id, timeout) {
+                // A task whose programs cannot be compiled fails its next real request, which
+                // says so in its own words.
+                Ok(_) | Err(CallError::Remote { .. }) => {}
+                Err(e) => {
+                    // Killed (past the reference timeout) or gone: a fresh one next time.
+                    self.trusted = None;
+                    self.loaded.clear();
+                    return Err(HarnessError::Setup(format!(
+                        "the trusted process failed while compiling the task's reference and baseline: {e}"
+                    ))
+                    .into());
+                }
+            }
         }
         let peer = self.trusted.as_mut().expect("just started");
         // Timing stops it for the candidate's turn; a round that ended early (a candidate
@@ -511,6 +539,30 @@ impl Judge {
             self.trusted_call(task, json!({"cmd": "load_task", "task": spec}))?;
             self.loaded.insert(task.content_hash.clone());
         }
+        Ok(())
+    }
+
+    /// Asks the trusted process, once per task and process, to compile the baseline and the
+    /// float64 reference of every workload (trusted.py `warm`) while the candidate is built
+    /// and its runner started; its reply is read before the next request. Not sent when
+    /// nothing will be timed.
+    fn start_warm(&mut self, task: &Task) -> Result<(), JudgeError> {
+        if !self.config.timing || self.on_gpu || self.warmed.contains(&task.content_hash) {
+            return Ok(());
+        }
+        self.ensure_loaded(task)?;
+        let req = json!({
+            "cmd": "warm", "task": task.content_hash,
+            "workloads": (0..task.workloads.len()).collect::<Vec<_>>(),
+            "seed": self.config.seeds[0], "device": "cpu",
+            "evict": self.config.flush != Flush::Never, "cache_dir": self.ref_cache(),
+        });
+        let peer = self.trusted()?;
+        // A process that cannot take the request is found gone by the next one.
+        if let Ok(id) = peer.send_request(&req) {
+            self.warming = Some((req, id));
+        }
+        self.warmed.insert(task.content_hash.clone());
         Ok(())
     }
 
@@ -839,6 +891,9 @@ impl Judge {
         if let Some(v) = policy_verdict(r) {
             return Ok(Some(v));
         }
+        // The trusted side compiles what timing will need while the build and the runner's
+        // start take their time.
+        self.start_warm(task)?;
         // 2. Build, then the policy on the library's imports.
         self.enter(r, Stage::Build);
         let built = match c::build(
@@ -1161,11 +1216,19 @@ impl Judge {
             Some(c) => c,
             None if self.config.timing => {
                 // The channel's cost is timed: alone on the device, or a busy machine's figure
-                // would be subtracted from every timed call.
+                // would be subtracted from every timed call. A warm-up in the trusted process
+                // waits, stopped, meanwhile (and while another judge times).
+                if let Some(t) = &self.trusted {
+                    t.freeze();
+                }
                 self.hold(Work::Calibrate).map_err(Failure::Judge)?;
-                let c = self.calibrate_channel(runner)?;
-                self.hold(Work::Check).map_err(Failure::Judge)?;
-                c
+                let c = self.calibrate_channel(runner);
+                let held = self.hold(Work::Check).map_err(Failure::Judge);
+                if let Some(t) = &self.trusted {
+                    t.thaw();
+                }
+                held?;
+                c?
             }
             None => measure::ChannelCost::default(),
         };
@@ -1291,7 +1354,9 @@ impl Judge {
             self.park = Some((channel, elapsed_ns));
             return Ok(None);
         }
-        // 6. Timing, 7. roofline: alone on the device until the evaluation ends.
+        // 6. Timing, 7. roofline: alone on the device until the evaluation ends (a warm-up
+        // still running in the trusted process is answered first).
+        self.trusted().map_err(Failure::Judge)?;
         self.hold(Work::Timing).map_err(Failure::Judge)?;
         self.enter(r, Stage::Timing);
         let (perf, eliminated) = match self.time_all(task, runner, &elapsed_ns, channel, r)? {
