@@ -404,3 +404,44 @@ fn tuned_configurations_share_a_runner_until_one_fails() {
         assert_eq!(log.matches(" here").count(), 1, "{i}: {log}");
     }
 }
+
+#[test]
+fn a_tune_warms_the_trusted_side_once_and_calibrates_one_shared_runner() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
+    let out = ksmith_env(
+        &store,
+        &[
+            "tune",
+            task.to_str().unwrap(),
+            &fast_vector_add(),
+            "--strategy",
+            "exhaustive",
+            "--min-time-ms",
+            "10",
+            "--confirm",
+            "0",
+            "--out",
+            tmp.path().join("tuned").to_str().unwrap(),
+            "--json",
+        ],
+        &[("KSMITH_TRACE_CALLS", "1")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let rows = json(&out)["rows"].as_array().unwrap().len();
+    assert_eq!(rows, 3, "the untuned solution and two configurations");
+    let calls: Vec<String> = stderr(&out)
+        .lines()
+        .filter_map(|l| l.strip_prefix("[harness] "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    let count = |c: &str| calls.iter().filter(|x| *x == c).count();
+    // One warm-up per task and process, answered before the first timed baseline round.
+    assert_eq!(count("warm"), 1, "{calls:?}");
+    let first = |c: &str| calls.iter().position(|x| x == c).unwrap();
+    assert!(first("warm") < first("baseline"), "{calls:?}");
+    // Three evaluations, one runner: its channel calibrated once, three libraries loaded.
+    assert_eq!(count("calibrate"), 1, "{calls:?}");
+    assert_eq!(count("load"), 3, "{calls:?}");
+}
