@@ -33,7 +33,8 @@ Differences between the two measurements (read the numbers with them in mind):
   costs 2-5x more wall time, is harder to fool, and may rank configurations differently.
 - ksmith evaluates the untuned solution first: it counts as the evaluation of its own
   configuration (the `#define` defaults), which the search never proposes again.
-  Each ksmith run starts a process and its Python harness (~3 s); its store is seeded with the
+  Each ksmith run starts a process and its Python harness (its first result, the untuned
+  solution's, came 1.7-2.2 s after the start on the dev VM); its store is seeded with the
   roofline and references (`--ks-cold-store` to not), never with evaluations or builds.
 - Kernel Tuner's first configuration is benchmarked twice (its warm-up); its max_fevals counts
   revisits of cached configurations, so some strategies end with fewer unique evaluations.
@@ -678,7 +679,7 @@ def run_kt(
             )
         except kt_util.StopCriterionReached:
             pass  # raised outside a strategy's own handler when the very first evaluation stops it
-        except Exception as e:
+        except Exception as e:  # a missing strategy or a failed check: record it
             error = f"{type(e).__name__}: {e}"
     elapsed = time.perf_counter() - recorder.t0
     rows = recorder.rows
