@@ -137,21 +137,9 @@ class Task:
             for t in tunables
             for c in t.get("constraints", [])
         ]
-        self.default = self._source_defaults()
-
-    def _source_defaults(self) -> dict | None:
-        """The untuned solution's configuration: each tunable's `#define NAME value` in the
-        sources (None unless every tunable has one), as `ksmith tune` reads it."""
-        text = "\n".join(
-            (self.sol_dir / f).read_text(errors="replace") for f in self.sol.get("sources", [])
-        )
-        found = {}
-        for n in self.names:
-            m = re.search(rf"^\s*#\s*define\s+{re.escape(n)}\s+(-?\d+)\b", text, re.M)
-            if m is None:
-                return None
-            found[n] = int(m.group(1))
-        return found
+        # The untuned solution's configuration (its `#define` defaults) as `ksmith tune` reads
+        # them: taken from the ground-truth run's rows (see `main`); None until then.
+        self.default: dict | None = None
 
     def key(self, config: dict) -> tuple:
         return tuple(int(config[n]) for n in self.names)
@@ -355,6 +343,7 @@ def run_ksmith(
                 "eliminated",
                 "reused",
                 "elapsed_s",
+                "untuned",
             )
         }
         for r in doc["rows"]
@@ -947,6 +936,7 @@ def bench_task(args, name: str, work: Path, results: dict) -> None:
     }
     gt = ground_truth(args, task1, tdir, work, space)
     entry["ground_truth"] = gt
+    task1.default = next((r["config"] for r in gt["rows"] if r.get("untuned")), None)
     if gt.get("space_size") not in (None, len(space)):
         log(
             f"[{task.name}] warning: ksmith counts {gt['space_size']} configurations, this script {len(space)}"

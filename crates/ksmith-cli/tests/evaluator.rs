@@ -301,6 +301,31 @@ fn bench_resumes_after_kill_9_and_its_plain_keys_are_evals() {
     assert_eq!(v["id"].as_i64(), a_id, "{v} {after:?}");
 }
 
+/// `tune --strategy exhaustive --json` of `sol`, short timing, no re-timing of the leaders.
+fn tune_every_configuration(
+    store: &Path,
+    task: &Path,
+    sol: &Path,
+    out: &Path,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let args = [
+        "tune",
+        task.to_str().unwrap(),
+        sol.to_str().unwrap(),
+        "--strategy",
+        "exhaustive",
+        "--min-time-ms",
+        "10",
+        "--confirm",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ];
+    ksmith_env(store, &args, env)
+}
+
 /// A tunable kernel whose configurations behave differently: MODE 2 crashes, every other one
 /// is correct and says on stderr which it is.
 const MODES_KERNEL: &str = r#"#include <stdint.h>
@@ -336,23 +361,7 @@ fn tuned_configurations_share_a_runner_until_one_fails() {
          [[tunables]]\nname = \"MODE\"\nvalues = [1, 2, 3, 4]\n",
     )
     .unwrap();
-    let out = ksmith(
-        &store,
-        &[
-            "tune",
-            task.to_str().unwrap(),
-            sol.to_str().unwrap(),
-            "--strategy",
-            "exhaustive",
-            "--min-time-ms",
-            "10",
-            "--confirm",
-            "0",
-            "--out",
-            tmp.path().join("tuned").to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = tune_every_configuration(&store, &task, &sol, &tmp.path().join("tuned"), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     // In judging order: the untuned solution (MODE 1), then MODE 2, 3, 4.
     let c = db(&store).unwrap();
@@ -410,22 +419,11 @@ fn a_tune_warms_the_trusted_side_once_and_calibrates_one_shared_runner() {
     let tmp = tempfile::tempdir().unwrap();
     let store = fresh_store(tmp.path());
     let task = small_task("vector_add", tmp.path(), SMALL_VECTOR_ADD);
-    let out = ksmith_env(
+    let out = tune_every_configuration(
         &store,
-        &[
-            "tune",
-            task.to_str().unwrap(),
-            &fast_vector_add(),
-            "--strategy",
-            "exhaustive",
-            "--min-time-ms",
-            "10",
-            "--confirm",
-            "0",
-            "--out",
-            tmp.path().join("tuned").to_str().unwrap(),
-            "--json",
-        ],
+        &task,
+        Path::new(&fast_vector_add()),
+        &tmp.path().join("tuned"),
         &[("KSMITH_TRACE_CALLS", "1")],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

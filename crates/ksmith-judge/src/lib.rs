@@ -543,11 +543,11 @@ impl Judge {
     }
 
     /// Asks the trusted process, once per task and process, to compile the baseline and the
-    /// float64 reference of every workload (trusted.py `warm`) while the candidate is built
-    /// and its runner started; its reply is read before the next request. Not sent when
-    /// nothing will be timed.
+    /// float64 reference of every workload (trusted.py `warm`) while a C candidate is built
+    /// and its runner started (its baseline is timed on the CPU); its reply is read before the
+    /// next request. Not sent when nothing will be timed.
     fn start_warm(&mut self, task: &Task) -> Result<(), JudgeError> {
-        if !self.config.timing || self.on_gpu || self.warmed.contains(&task.content_hash) {
+        if !self.config.timing || self.warmed.contains(&task.content_hash) {
             return Ok(());
         }
         self.ensure_loaded(task)?;
@@ -939,10 +939,9 @@ impl Judge {
         let family =
             (self.share_runners && !self.parking && !self.on_gpu && load["backend"] == "c")
                 .then(|| shared_runner::family(task, solution));
-        // What the runner may have spent of its CPU limit: each thread busy the whole time.
-        let cpu_bound = RUNNER_CPU_SECONDS as f64 / 2.0 / self.config.threads.max(1) as f64;
+        let threads = self.config.threads;
         let kept = match (self.kept.take(), &family) {
-            (Some(k), Some(f)) if k.takes(f) && k.busy_s < cpu_bound => Some(k),
+            (Some(k), Some(f)) if k.takes(f, RUNNER_CPU_SECONDS, threads) => Some(k),
             (Some(k), _) => {
                 k.runner.shutdown();
                 None
@@ -950,15 +949,13 @@ impl Judge {
             (None, _) => None,
         };
         let started = Instant::now();
-        let mut busy_s = 0.0;
-        let (mut runner, mut channel, mut libraries, log_from) = match kept {
+        let (mut runner, mut channel, mut libraries, log_from, busy_s) = match kept {
             Some(mut k) => {
                 r.shared_runner = Some(k.libraries.count());
                 let lib = self.stage_library(&mut k.libraries, &load)?;
                 load["library"] = json!(lib);
                 let from = k.runner.log_len();
-                busy_s = k.busy_s;
-                (k.runner, Some(k.channel), Some(k.libraries), from)
+                (k.runner, Some(k.channel), Some(k.libraries), from, k.busy_s)
             }
             None => {
                 let mut limits = self.runner_limits(task);
@@ -990,7 +987,7 @@ impl Judge {
                     }
                 }
                 let runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
-                (runner, None, libraries, 0)
+                (runner, None, libraries, 0, 0.0)
             }
         };
         self.split.runner_s += started.elapsed().as_secs_f64();

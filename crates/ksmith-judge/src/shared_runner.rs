@@ -81,9 +81,13 @@ pub(crate) struct Kept {
 }
 
 impl Kept {
-    /// Whether the next candidate of `family` may be loaded into this runner.
-    pub(crate) fn takes(&self, family: &str) -> bool {
-        self.family == family && self.libraries.count() < MAX_LOADS
+    /// Whether the next candidate of `family` may be loaded into this runner, whose CPU limit
+    /// is `cpu_seconds` and which runs `threads` threads: not past half its limit, counting
+    /// every thread busy the whole time.
+    pub(crate) fn takes(&self, family: &str, cpu_seconds: u64, threads: usize) -> bool {
+        self.family == family
+            && self.libraries.count() < MAX_LOADS
+            && self.busy_s * (threads.max(1) as f64) < cpu_seconds as f64 / 2.0
     }
 }
 
