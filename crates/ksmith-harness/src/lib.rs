@@ -251,16 +251,6 @@ impl Peer {
         self.proc.log(LOG_LIMIT)
     }
 
-    /// Bytes of log so far: a mark for [`Peer::log_since`].
-    pub fn log_len(&self) -> u64 {
-        self.proc.log_len()
-    }
-
-    /// The log written after mark `from`, truncated (one evaluation's share of a kept runner).
-    pub fn log_since(&self, from: u64) -> String {
-        self.proc.log_since(from, LOG_LIMIT)
-    }
-
     /// Asks the process to exit, then kills whatever is left.
     pub fn shutdown(mut self) {
         let _ = self.proc.send(&json!({"cmd": "shutdown"}).to_string());

@@ -9,7 +9,6 @@ mod parallel;
 pub mod remote;
 mod result;
 pub mod scheduler;
-mod shared_runner;
 mod slots;
 mod timing;
 mod together;
@@ -104,9 +103,6 @@ impl JudgeConfig {
     }
 }
 
-/// CPU seconds a runner may use (its RLIMIT_CPU), over everything it judges.
-const RUNNER_CPU_SECONDS: u64 = 1800;
-
 /// Failures that are not the candidate's fault (harness, task, machine).
 #[derive(Debug, thiserror::Error)]
 pub enum JudgeError {
@@ -181,11 +177,6 @@ pub struct Judge {
     parked: Option<together::Parked>,
     /// One check seed per workload instead of all ([`Judge::compare_checked`]).
     light_checks: bool,
-    /// Whether a clean evaluation's runner is kept for the next variant of the same solution
-    /// ([`Judge::share_runners`]).
-    share_runners: bool,
-    /// The runner so kept.
-    kept: Option<shared_runner::Kept>,
     /// A warm-up request sent to the trusted process and not answered yet (request, id):
     /// answered before anything else is asked of it.
     warming: Option<(Value, u64)>,
@@ -309,8 +300,6 @@ impl Judge {
             park: None,
             parked: None,
             light_checks: false,
-            share_runners: false,
-            kept: None,
             warming: None,
             warmed: BTreeSet::new(),
             at: None,
@@ -335,19 +324,6 @@ impl Judge {
     /// Whether candidates are judged elsewhere.
     pub fn is_remote(&self) -> bool {
         self.remote.is_some()
-    }
-
-    /// Judges the variants of one solution (same sources, other `-D` flags: the tuner's
-    /// configurations) one after another in one sandboxed runner, loading each into the runner
-    /// the last clean one left (C on the CPU; docs/judge.md says why isolation allows it).
-    /// Off: every candidate gets a fresh runner, and a kept one is shut down.
-    pub fn share_runners(&mut self, on: bool) {
-        self.share_runners = on;
-        if !on {
-            if let Some(k) = self.kept.take() {
-                k.runner.shutdown();
-            }
-        }
     }
 
     /// Sets (or clears) the scheduler of the device this judge builds, checks and times on:
@@ -801,7 +777,6 @@ impl Judge {
             timing_unavailable: None,
             device_kernels: None,
             failed_workload: None,
-            shared_runner: None,
         }
     }
 
@@ -935,61 +910,22 @@ impl Judge {
     ) -> Result<Option<Verdict>, JudgeError> {
         self.hold(Work::Load)?;
         self.enter(r, Stage::Load);
-        // The tuner's variants of one C solution share a runner (see `shared_runner`).
-        let family =
-            (self.share_runners && !self.parking && !self.on_gpu && load["backend"] == "c")
-                .then(|| shared_runner::family(task, solution));
-        let threads = self.config.threads;
-        let kept = match (self.kept.take(), &family) {
-            (Some(k), Some(f)) if k.takes(f, RUNNER_CPU_SECONDS, threads) => Some(k),
-            (Some(k), _) => {
-                k.runner.shutdown();
-                None
+        let mut limits = self.runner_limits(task);
+        limits.address_space = limits.address_space.max(min_address_space);
+        // GPU runtimes may keep memory files; a CPU runner has no use for them. Nor has a GPU
+        // runtime's host memory been measured under a memory cgroup yet.
+        limits.memory_files = self.on_gpu;
+        if self.on_gpu {
+            limits.memory_bytes = None;
+        }
+        // The runner reads its own build product (read-only, nothing else of the caches).
+        for key in ["library", "module"] {
+            if let Some(dir) = load[key].as_str().map(Path::new).and_then(Path::parent) {
+                limits.view.read.push(dir.to_path_buf());
             }
-            (None, _) => None,
-        };
+        }
         let started = Instant::now();
-        let (mut runner, mut channel, mut libraries, log_from, busy_s) = match kept {
-            Some(mut k) => {
-                r.shared_runner = Some(k.libraries.count());
-                let lib = self.stage_library(&mut k.libraries, &load)?;
-                load["library"] = json!(lib);
-                let from = k.runner.log_len();
-                (k.runner, Some(k.channel), Some(k.libraries), from, k.busy_s)
-            }
-            None => {
-                let mut limits = self.runner_limits(task);
-                limits.address_space = limits.address_space.max(min_address_space);
-                // GPU runtimes may keep memory files; a CPU runner has no use for them. Nor
-                // has a GPU runtime's host memory been measured under a memory cgroup yet.
-                limits.memory_files = self.on_gpu;
-                if self.on_gpu {
-                    limits.memory_bytes = None;
-                }
-                let mut libraries = None;
-                if family.is_some() {
-                    // The runner reads a directory of its own that each variant's library is
-                    // copied into, not the build cache.
-                    let dir = self.config.cache_dir.join("runner-libs");
-                    let mut libs = shared_runner::Libraries::new(&dir)
-                        .map_err(|source| c::BackendError::Io { path: dir, source })?;
-                    load["library"] = json!(self.stage_library(&mut libs, &load)?);
-                    limits.view.read.push(libs.path().to_path_buf());
-                    libraries = Some(libs);
-                } else {
-                    // The runner reads its own build product (read-only, nothing else of the
-                    // caches).
-                    for key in ["library", "module"] {
-                        if let Some(dir) = load[key].as_str().map(Path::new).and_then(Path::parent)
-                        {
-                            limits.view.read.push(dir.to_path_buf());
-                        }
-                    }
-                }
-                let runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
-                (runner, None, libraries, 0, 0.0)
-            }
-        };
+        let mut runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
         self.split.runner_s += started.elapsed().as_secs_f64();
         load["cmd"] = json!("load");
         load["entry"] = json!(solution.entry_point);
@@ -998,16 +934,16 @@ impl Judge {
         load["naxes"] = json!(task.axes.len());
         load["device_gpu"] = json!(self.on_gpu);
         self.at = None;
-        let outcome = self.run_checks(task, &mut runner, load, &mut channel, r);
-        r.log = runner.log_since(log_from);
+        let outcome = self.run_checks(task, &mut runner, load, r);
+        r.log = runner.log();
         let park = self.park.take();
         let verdict = match outcome {
             Ok(v) => v.map(|v| v.at(self.at)),
             Err(Failure::Candidate(e)) => Some(classify(e, &runner).at(self.at)),
             Err(Failure::Judge(e)) => return Err(e),
         };
-        match (park, &verdict, family, libraries.take(), channel) {
-            (Some((channel, est_ns)), None, _, _, _) => {
+        match (park, &verdict) {
+            (Some((channel, est_ns)), None) => {
                 runner.freeze();
                 self.parked = Some(together::Parked {
                     runner,
@@ -1016,38 +952,9 @@ impl Judge {
                     on_gpu: self.on_gpu,
                 });
             }
-            // Clean: kept for the next variant (any failure may have left it in any state).
-            (None, None, Some(family), Some(libraries), Some(channel))
-                if runner.ended().is_none() =>
-            {
-                runner.freeze();
-                self.kept = Some(shared_runner::Kept {
-                    runner,
-                    family,
-                    channel,
-                    libraries,
-                    busy_s: busy_s + started.elapsed().as_secs_f64(),
-                });
-            }
             _ => runner.shutdown(),
         }
         Ok(verdict)
-    }
-
-    /// Copies the C library named in `load` into a shared runner's directory.
-    fn stage_library(
-        &self,
-        libs: &mut shared_runner::Libraries,
-        load: &Value,
-    ) -> Result<String, JudgeError> {
-        let lib = load["library"].as_str().unwrap_or_default();
-        let copy = libs
-            .add(Path::new(lib))
-            .map_err(|source| c::BackendError::Io {
-                path: libs.path().to_path_buf(),
-                source,
-            })?;
-        Ok(copy.display().to_string())
     }
 
     /// Triton and Pallas: AST policy and syntax check in the trusted process, then the module
@@ -1181,7 +1088,7 @@ impl Judge {
         // Two slots of buffers, file staging copies, Python, OpenMP stacks.
         let address_space = (8 * max_bytes + (4 << 30)).min(1 << 40);
         Limits {
-            cpu_seconds: RUNNER_CPU_SECONDS,
+            cpu_seconds: 1800,
             address_space,
             // One file is at most one run's outputs; the files the judge makes for timing can
             // grow no further than this either (and a grown one is caught after the call).
@@ -1203,33 +1110,28 @@ impl Judge {
         task: &Task,
         runner: &mut Peer,
         load: Value,
-        calibrated: &mut Option<measure::ChannelCost>,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
         let timeout = self.config.call_timeout;
         let started = Instant::now();
-        let channel = match *calibrated {
-            // A shared runner's channel was calibrated before its first candidate was loaded.
-            Some(c) => c,
-            None if self.config.timing => {
-                // The channel's cost is timed: alone on the device, or a busy machine's figure
-                // would be subtracted from every timed call. A warm-up in the trusted process
-                // waits, stopped, meanwhile (and while another judge times).
-                if let Some(t) = &self.trusted {
-                    t.freeze();
-                }
-                self.hold(Work::Calibrate).map_err(Failure::Judge)?;
-                let c = self.calibrate_channel(runner);
-                let held = self.hold(Work::Check).map_err(Failure::Judge);
-                if let Some(t) = &self.trusted {
-                    t.thaw();
-                }
-                held?;
-                c?
+        let channel = if self.config.timing {
+            // The channel's cost is timed: alone on the device, or a busy machine's figure
+            // would be subtracted from every timed call. A warm-up in the trusted process
+            // waits, stopped, meanwhile (and while another judge times).
+            if let Some(t) = &self.trusted {
+                t.freeze();
             }
-            None => measure::ChannelCost::default(),
+            self.hold(Work::Calibrate).map_err(Failure::Judge)?;
+            let c = self.calibrate_channel(runner);
+            let held = self.hold(Work::Check).map_err(Failure::Judge);
+            if let Some(t) = &self.trusted {
+                t.thaw();
+            }
+            held?;
+            c?
+        } else {
+            measure::ChannelCost::default()
         };
-        *calibrated = Some(channel);
         let loaded = runner.call(&load, timeout).map_err(Failure::Candidate)?;
         self.split.runner_s += started.elapsed().as_secs_f64();
         let interpreted = loaded["interpreted"].as_bool().unwrap_or(false);

@@ -350,10 +350,6 @@ pub struct EvalResult {
     /// the failure concerns no single workload (policy, build, load).
     #[serde(default)]
     pub failed_workload: Option<usize>,
-    /// When the candidate was loaded into a runner kept from earlier variants of the same
-    /// solution (tuning): how many it had judged before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared_runner: Option<usize>,
 }
 
 /// Breakdown of an evaluation's wall time; `harness_s` is what the judge itself costs.

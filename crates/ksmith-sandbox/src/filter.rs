@@ -89,6 +89,32 @@ fn refused(limits: &crate::Limits) -> Vec<i64> {
     if !limits.profiling {
         v.push(libc::SYS_perf_event_open);
     }
+    if !limits.metadata_writes {
+        // File modes, owners, times and extended attributes: Landlock has no right for them,
+        // and the sandbox's one user is the owner of every file its user owns outside (root's,
+        // when ksmith runs as root): a red-team kernel made a file outside its view mode 0777
+        // with a 1970 mtime (and could have set the setuid bit on any binary it can name).
+        v.extend([
+            libc::SYS_chmod,
+            libc::SYS_fchmod,
+            libc::SYS_fchmodat,
+            libc::SYS_fchmodat2,
+            libc::SYS_chown,
+            libc::SYS_fchown,
+            libc::SYS_lchown,
+            libc::SYS_fchownat,
+            libc::SYS_utime,
+            libc::SYS_utimes,
+            libc::SYS_utimensat,
+            libc::SYS_futimesat,
+            libc::SYS_setxattr,
+            libc::SYS_lsetxattr,
+            libc::SYS_fsetxattr,
+            libc::SYS_removexattr,
+            libc::SYS_lremovexattr,
+            libc::SYS_fremovexattr,
+        ]);
+    }
     if !limits.memory_files {
         // Anonymous memory files: each is file-size limited, but open-file limits times
         // that is far more than the machine has, and they are no part of any file system.

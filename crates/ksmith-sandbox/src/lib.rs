@@ -67,6 +67,10 @@ pub struct Limits {
     /// With `isolate`: allow `memfd_create` (GPU runtimes may use it). Memory files count
     /// toward no file system, only each toward the file-size limit.
     pub memory_files: bool,
+    /// Allow changing files' modes, owners, times and extended attributes (the compiler: a
+    /// linker marks its output executable). Without it seccomp refuses them, within the
+    /// view or outside it.
+    pub metadata_writes: bool,
     /// Give the child a timing channel: it reads "go" bytes on fd 3 and writes on fd 4.
     pub timing_channel: bool,
     /// Create a `shared` directory next to the private one, whose files the child may only
@@ -102,6 +106,7 @@ impl Default for Limits {
             view: FsView::default(),
             profiling: false,
             memory_files: false,
+            metadata_writes: false,
             timing_channel: false,
             shared_dir: false,
             cwd: None,
@@ -1006,17 +1011,7 @@ impl Sandboxed {
 
     /// The first and last `max / 2` bytes of the child's log (stdout and stderr).
     pub fn log(&self, max: usize) -> String {
-        self.log_since(0, max)
-    }
-
-    /// Bytes the child has written to its log so far (a mark for [`Sandboxed::log_since`]).
-    pub fn log_len(&self) -> u64 {
-        self.log_reader.metadata().map(|m| m.len()).unwrap_or(0)
-    }
-
-    /// Like [`Sandboxed::log`], of what the child wrote after byte `from` only.
-    pub fn log_since(&self, from: u64, max: usize) -> String {
-        read_truncated_file_from(&self.log_reader, from, max)
+        read_truncated_file(&self.log_reader, max)
     }
 }
 
@@ -1046,20 +1041,11 @@ pub fn read_truncated(path: &Path, max: usize) -> String {
 
 /// [`read_truncated`] on an open file (read by position; at most `max` bytes).
 pub fn read_truncated_file(f: &std::fs::File, max: usize) -> String {
-    read_truncated_file_from(f, 0, max)
-}
-
-/// [`read_truncated_file`] of the bytes after offset `from`.
-fn read_truncated_file_from(f: &std::fs::File, from: u64, max: usize) -> String {
     use std::os::unix::fs::FileExt;
-    let len = f
-        .metadata()
-        .map(|m| m.len())
-        .unwrap_or(0)
-        .saturating_sub(from) as usize;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0) as usize;
     let read_at = |off: usize, n: usize| {
         let mut buf = vec![0; n];
-        let got = f.read_at(&mut buf, from + off as u64).unwrap_or(0);
+        let got = f.read_at(&mut buf, off as u64).unwrap_or(0);
         buf.truncate(got);
         buf
     };
@@ -1385,6 +1371,46 @@ mod tests {
             l.ends_with("no-unshare no-setsid no-sigcont no-shmget no-memfd no-sndbuf"),
             "{l}"
         );
+    }
+
+    #[test]
+    fn files_outside_the_view_keep_their_mode_times_and_attributes() {
+        if !isolation().complete() {
+            eprintln!("skipping: {}", isolation().note);
+            return;
+        }
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        // Owned by this process's user, which the sandbox's one user maps to: an owner may
+        // change these without any capability, and Landlock has no right for them.
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "secret").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let before = std::fs::metadata(&victim).unwrap();
+        let script = |p: &Path| {
+            format!(
+                "chmod 4777 {p} 2>/dev/null || printf no-chmod; \
+                 touch -d @0 {p} 2>/dev/null || printf ' no-touch'; \
+                 python3 -c 'import os; os.setxattr(\"{p}\", \"user.k\", b\"v\")' 2>/dev/null \
+                 || printf ' no-xattr'; echo",
+                p = p.display()
+            )
+        };
+        let l = one_line(&script(&victim), &Limits::default());
+        assert_eq!(l, "no-chmod no-touch no-xattr", "{l}");
+        let after = std::fs::metadata(&victim).unwrap();
+        assert_eq!(after.mode() & 0o7777, 0o600);
+        assert_eq!(after.mtime(), before.mtime());
+        // The compiler's sandbox may (its linker marks its output executable): the rule above
+        // is what stops the others.
+        let l = one_line(
+            &format!("chmod 700 {} && echo changed", victim.display()),
+            &Limits {
+                metadata_writes: true,
+                ..Limits::default()
+            },
+        );
+        assert_eq!(l, "changed");
     }
 
     fn sleepers() -> Vec<i32> {

@@ -202,22 +202,6 @@ pub fn check(task: &Task, solution: &Solution, settings: &TuneSettings) -> Resul
     prepare(task, solution, settings).map(|_| ())
 }
 
-/// A judge whose tuner configurations share runners until this is dropped.
-struct SharedRunners<'a>(&'a mut Judge);
-
-impl SharedRunners<'_> {
-    fn on(judge: &mut Judge) -> SharedRunners<'_> {
-        judge.share_runners(true);
-        SharedRunners(judge)
-    }
-}
-
-impl Drop for SharedRunners<'_> {
-    fn drop(&mut self) {
-        self.0.share_runners(false);
-    }
-}
-
 /// Evaluates the untuned solution, then up to `settings.budget` configurations proposed by the
 /// strategy, racing each against the best so far; then re-times the leaders and the untuned
 /// solution side by side. Evaluations already in the store are reused, so an interrupted
@@ -230,10 +214,6 @@ pub fn search(
     settings: &TuneSettings,
     events: &dyn EventSink,
 ) -> Result<TuneOutcome, TuneError> {
-    // The configurations share one sandboxed runner while they are searched (the leaders are
-    // re-timed in fresh ones); none is left behind, whatever the outcome.
-    let sharing = SharedRunners::on(judge);
-    let judge = &mut *sharing.0;
     let started = Instant::now();
     let deadline = settings.time_budget.map(|d| started + d);
     let (space, mut strategy) = prepare(task, solution, settings)?;
@@ -311,7 +291,6 @@ pub fn search(
             elapsed_s: started.elapsed().as_secs_f64(),
         });
     }
-    ev.judge().share_runners(false);
     // The search may end before the budget (space exhausted, time budget).
     events.emit(Event::TuneSearchEnded {
         evaluated: rows.len(),

@@ -197,6 +197,8 @@ fn compile_sandboxed(command: &[String], work: &Path) -> std::io::Result<(bool, 
             ..FsView::default()
         },
         cwd: Some(work.to_path_buf()),
+        // The linker marks its output executable (chmod by path).
+        metadata_writes: true,
         ..Limits::default()
     };
     let mut proc = Sandboxed::spawn(Path::new(&command[0]), &command[1..], &limits)
