@@ -423,19 +423,52 @@ fn no_candidate_process_survives_an_evaluation() {
     );
     assert_eq!(json(&out)["status"], "TIMEOUT");
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let leftovers: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/cwd"))
-                .map(|c| c.starts_with(tmp.path()))
-                .unwrap_or(false)
-        })
-        .collect();
+    let leftovers = processes_under(tmp.path());
     assert!(
         leftovers.is_empty(),
         "processes left running: {leftovers:?}"
     );
+}
+
+/// Processes whose working directory is under `dir`: a sandbox's processes start in its own.
+fn processes_under(dir: &std::path::Path) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .map(|c| c.starts_with(dir))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn a_build_that_fails_leaves_no_runner_behind() {
+    // The runner starts while its candidate is compiled: a compile error must stop it and
+    // remove its directory.
+    let store = shared_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ksmith_env(
+        &store,
+        &[
+            "eval",
+            "tasks/starter/vector_add",
+            "crates/ksmith-cli/tests/adversarial/syntax_error.c",
+            "--json",
+        ],
+        &[("TMPDIR", tmp.path().to_str().unwrap())],
+    );
+    assert_eq!(json(&out)["status"], "COMPILE_ERROR");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let left = processes_under(tmp.path());
+    assert!(left.is_empty(), "processes left running: {left:?}");
+    let dirs: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    assert!(dirs.is_empty(), "sandbox directories left: {dirs:?}");
 }
 
 // CUDA: the policy cases are judged on any machine; the others on a machine with nvcc and a GPU

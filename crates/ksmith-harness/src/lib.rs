@@ -70,6 +70,12 @@ pub struct Peer {
 
 impl Peer {
     fn start(env: &PythonEnv, module: &str, limits: Limits) -> Result<Peer, HarnessError> {
+        Peer::spawn(env, module, limits)?.greeted(env)
+    }
+
+    /// Starts the process and sends its opening `hello`; [`Starting::greeted`] reads the
+    /// reply, so whatever the caller does meanwhile overlaps the interpreter's start.
+    fn spawn(env: &PythonEnv, module: &str, limits: Limits) -> Result<Starting, HarnessError> {
         let args = vec![
             "-s".to_string(),
             "-B".into(),
@@ -84,17 +90,13 @@ impl Peer {
             next_id: random_u64(),
             frozen_between_calls: false,
         };
-        let hello = peer
-            .call(&json!({"cmd": "hello"}), Duration::from_secs(120))
-            .map_err(|e| gone(e.into()))?;
-        let proto = hello.get("protocol").and_then(Value::as_u64);
-        if proto != Some(PROTOCOL) {
-            return Err(HarnessError::Setup(format!(
-                "harness protocol mismatch: ksmith speaks {PROTOCOL}, {module} answered {proto:?}"
-            )));
-        }
-        peer.hello = hello;
-        Ok(peer)
+        let hello = json!({"cmd": "hello"});
+        let id = peer.send_request(&hello).map_err(|e| gone(e.into()))?;
+        Ok(Starting {
+            peer,
+            module: module.to_string(),
+            hello: (hello, id),
+        })
     }
 
     /// Sends a request and waits for its reply. On timeout or death the process is killed.
@@ -325,11 +327,56 @@ pub fn start_trusted(
 }
 
 /// Starts an untrusted runner with the given limits; `threads` fixes the kernel's OpenMP threads.
-pub fn start_runner(
+pub fn start_runner(env: &PythonEnv, limits: Limits, threads: usize) -> Result<Peer, HarnessError> {
+    spawn_runner(env, limits, threads)?.greeted(env)
+}
+
+/// A peer whose process is started and greeted, its reply not read yet.
+pub struct Starting {
+    peer: Peer,
+    module: String,
+    hello: (Value, u64),
+}
+
+impl Starting {
+    /// Waits for the reply to `hello` and checks the protocol; an untrusted runner is
+    /// stopped afterwards until its first request.
+    pub fn greeted(mut self, env: &PythonEnv) -> Result<Peer, HarnessError> {
+        let gone = |e: HarnessError| env.gone().map_or(e, HarnessError::Setup);
+        let (req, id) = &self.hello;
+        let hello = self
+            .peer
+            .recv_reply(req, *id, Duration::from_secs(120))
+            .map_err(|e| gone(e.into()))?;
+        let proto = hello.get("protocol").and_then(Value::as_u64);
+        if proto != Some(PROTOCOL) {
+            return Err(HarnessError::Setup(format!(
+                "harness protocol mismatch: ksmith speaks {PROTOCOL}, {} answered {proto:?}",
+                self.module
+            )));
+        }
+        self.peer.hello = hello;
+        Ok(self.peer)
+    }
+
+    /// The process's private directory, as the judge reaches it (see [`Peer::dir`]).
+    pub fn dir(&self) -> &std::path::Path {
+        self.peer.dir()
+    }
+
+    /// Where the process sees [`Starting::dir`].
+    pub fn dir_in_child(&self) -> &std::path::Path {
+        self.peer.dir_in_child()
+    }
+}
+
+/// Starts the sandboxed runner without waiting for it to answer (see [`start_runner`]): the
+/// caller builds the candidate meanwhile.
+pub fn spawn_runner(
     env: &PythonEnv,
     mut limits: Limits,
     threads: usize,
-) -> Result<Peer, HarnessError> {
+) -> Result<Starting, HarnessError> {
     let t = threads.to_string();
     let mut extra = vec![
         ("OMP_NUM_THREADS", t.as_str()),
@@ -346,10 +393,10 @@ pub fn start_runner(
     limits.view.endless_devices = true;
     limits.timing_channel = true;
     limits.shared_dir = true;
-    let mut peer = Peer::start(env, "runner", limits)?;
-    peer.frozen_between_calls = true;
-    peer.proc.freeze();
-    Ok(peer)
+    let mut starting = Peer::spawn(env, "runner", limits)?;
+    // Frozen from its reply to `hello` on: nothing it starts runs unasked.
+    starting.peer.frozen_between_calls = true;
+    Ok(starting)
 }
 
 /// Name of the marker file the allocation guard writes in the runner's directory.

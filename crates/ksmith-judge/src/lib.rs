@@ -869,6 +869,11 @@ impl Judge {
         // The trusted side compiles what timing will need while the build and the runner's
         // start take their time.
         self.start_warm(task)?;
+        // The runner's interpreter starts while the compiler works (neither is timed); it is
+        // this candidate's alone, and gets the library in its own directory once built.
+        let started = Instant::now();
+        let early = self.spawn_runner(task, 0, Vec::new())?;
+        self.split.runner_s += started.elapsed().as_secs_f64();
         // 2. Build, then the policy on the library's imports.
         self.enter(r, Stage::Build);
         let built = match c::build(
@@ -894,22 +899,18 @@ impl Judge {
         }
         // 3. Load in the sandbox.
         let load = json!({"backend": "c", "library": built.library.display().to_string()});
-        self.load_and_check(task, solution, r, 0, load)
+        self.load_and_check(task, solution, r, 0, load, Some(early))
     }
 
-    /// Stage 3 on: loads the candidate in a fresh sandboxed runner (`load` holds the
-    /// backend's fields), then runs the checks and timing; `min_address_space` raises the
-    /// runner's limit for backends that map large ranges.
-    fn load_and_check(
+    /// Starts a sandboxed runner for `task` (see [`ksmith_harness::spawn_runner`]) that may
+    /// read `product` (directories of the candidate's build product) besides the system;
+    /// `min_address_space` raises its limit for backends that map large ranges.
+    fn spawn_runner(
         &mut self,
         task: &Task,
-        solution: &Solution,
-        r: &mut EvalResult,
         min_address_space: u64,
-        mut load: Value,
-    ) -> Result<Option<Verdict>, JudgeError> {
-        self.hold(Work::Load)?;
-        self.enter(r, Stage::Load);
+        product: Vec<PathBuf>,
+    ) -> Result<ksmith_harness::Starting, JudgeError> {
         let mut limits = self.runner_limits(task);
         limits.address_space = limits.address_space.max(min_address_space);
         // GPU runtimes may keep memory files; a CPU runner has no use for them. Nor has a GPU
@@ -918,14 +919,52 @@ impl Judge {
         if self.on_gpu {
             limits.memory_bytes = None;
         }
-        // The runner reads its own build product (read-only, nothing else of the caches).
-        for key in ["library", "module"] {
-            if let Some(dir) = load[key].as_str().map(Path::new).and_then(Path::parent) {
-                limits.view.read.push(dir.to_path_buf());
-            }
-        }
+        limits.view.read.extend(product);
+        Ok(ksmith_harness::spawn_runner(
+            &self.env,
+            limits,
+            self.config.threads,
+        )?)
+    }
+
+    /// Stage 3 on: loads the candidate in a fresh sandboxed runner (`load` holds the
+    /// backend's fields), then runs the checks and timing; `min_address_space` raises the
+    /// runner's limit for backends that map large ranges. A runner started before the build
+    /// (`early`) gets the library copied into its own directory; one started here reads the
+    /// build product where it is (read-only, nothing else of the caches).
+    fn load_and_check(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        r: &mut EvalResult,
+        min_address_space: u64,
+        mut load: Value,
+        early: Option<ksmith_harness::Starting>,
+    ) -> Result<Option<Verdict>, JudgeError> {
+        self.hold(Work::Load)?;
+        self.enter(r, Stage::Load);
         let started = Instant::now();
-        let mut runner = ksmith_harness::start_runner(&self.env, limits, self.config.threads)?;
+        let copy_library = early.is_some();
+        let starting = match early {
+            Some(s) => s,
+            None => {
+                let product = ["library", "module"]
+                    .iter()
+                    .filter_map(|k| load[k].as_str().map(Path::new).and_then(Path::parent))
+                    .map(Path::to_path_buf)
+                    .collect();
+                self.spawn_runner(task, min_address_space, product)?
+            }
+        };
+        let mut runner = starting.greeted(&self.env)?;
+        if let Some(built) = load["library"].as_str().filter(|_| copy_library) {
+            let seen =
+                give_library(&runner, Path::new(built)).map_err(|source| c::BackendError::Io {
+                    path: runner.dir().to_path_buf(),
+                    source,
+                })?;
+            load["library"] = json!(seen);
+        }
         self.split.runner_s += started.elapsed().as_secs_f64();
         load["cmd"] = json!("load");
         load["entry"] = json!(solution.entry_point);
@@ -1035,7 +1074,7 @@ impl Judge {
         });
         // The interpreters (JAX/XLA, Triton) map far more address space than a C kernel.
         let load = json!({"backend": backend, "module": module.display().to_string()});
-        self.load_and_check(task, solution, r, 32 << 30, load)
+        self.load_and_check(task, solution, r, 32 << 30, load, None)
     }
 
     /// CUDA: source policy, nvcc build (register/smem/spill facts kept), then the host launcher
@@ -1066,7 +1105,7 @@ impl Judge {
         r.build = Some(build_info(&built, ptxas));
         // CUDA maps huge virtual ranges.
         let load = json!({"backend": "cuda", "library": built.library.display().to_string()});
-        self.load_and_check(task, solution, r, 256 << 30, load)
+        self.load_and_check(task, solution, r, 256 << 30, load, None)
     }
 
     fn runner_limits(&self, task: &Task) -> Limits {
@@ -1420,6 +1459,21 @@ impl From<JudgeError> for Failure {
     fn from(e: JudgeError) -> Self {
         Failure::Judge(e)
     }
+}
+
+/// Copies a built library into the runner's own directory (under a fresh, unpredictable name:
+/// the directory is the candidate's) and returns the path the runner sees it at.
+fn give_library(runner: &Peer, built: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = format!("kernel-{:016x}.so", random_u64());
+    let mut src = std::fs::File::open(built)?;
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o500)
+        .open(runner.dir().join(&file))?;
+    std::io::copy(&mut src, &mut dst)?;
+    Ok(runner.dir_in_child().join(&file).display().to_string())
 }
 
 fn axis_values(task: &Task, w: usize) -> Vec<i64> {
