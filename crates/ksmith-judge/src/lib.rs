@@ -17,7 +17,7 @@ pub use result::*;
 pub use timing::Race;
 pub use together::{Comparison, Relative};
 
-use scheduler::{DeviceScheduler, Lease, SchedulerError, Work};
+use scheduler::{Access, DeviceScheduler, Lease, SchedulerError, Work};
 
 use ksmith_backend::c::{self, Compiler};
 use ksmith_backend::cuda::GpuRoofline;
@@ -195,6 +195,17 @@ pub struct Judge {
     device_wait: Duration,
     /// Devices elsewhere that judge instead of this machine (`--cluster`).
     remote: Option<Arc<dyn remote::Remote>>,
+    /// Runners' teardowns (killed, reaped, their directories and memory freed) off the
+    /// evaluation's path: joined before the device is held alone and when the judge goes.
+    teardowns: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Judge {
+    fn drop(&mut self) {
+        // The teardowns wait for a shared lease: ours goes first.
+        self.lease = None;
+        self.join_teardown();
+    }
 }
 
 /// Called with the solution's name and the stage its evaluation enters.
@@ -308,6 +319,7 @@ impl Judge {
             lease: None,
             device_wait: Duration::ZERO,
             remote: None,
+            teardowns: Vec::new(),
         }
     }
 
@@ -336,19 +348,51 @@ impl Judge {
     /// Holds a lease for `work` (keeping the one held when its access is the same), counting
     /// the wait; without a scheduler, nothing.
     pub(crate) fn hold(&mut self, work: Work) -> Result<(), JudgeError> {
-        let Some(s) = &self.scheduler else {
+        let exclusive = work.access() == Access::Exclusive;
+        let Some(s) = self.scheduler.clone() else {
+            if exclusive {
+                self.join_teardown();
+            }
             return Ok(());
         };
         if self.lease.as_ref().map(Lease::access) == Some(work.access()) {
             return Ok(());
         }
         // Released before asking: a shared lease held while waiting for an exclusive one
-        // would never be granted.
+        // would never be granted (nor the teardown's, which waits for ours to go).
         self.lease = None;
+        if exclusive {
+            self.join_teardown();
+        }
         let started = Instant::now();
         self.lease = Some(s.acquire(work)?);
         self.device_wait += started.elapsed();
         Ok(())
+    }
+
+    /// Ends a runner on another thread (under a shared lease of the device, so that no
+    /// timing elsewhere pays for its memory being freed): a runner is killed, never asked to
+    /// exit, and its interpreter's exit took 15-60 ms of every evaluation.
+    fn end_runner(&mut self, mut runner: Peer) {
+        let scheduler = self.scheduler.clone();
+        let ended = std::thread::Builder::new()
+            .name("ksmith-teardown".into())
+            .spawn(move || {
+                let lease = scheduler.map(|s| s.acquire(Work::Load));
+                runner.kill();
+                drop(runner);
+                drop(lease);
+            });
+        // Without a thread, here and now (the closure, and the runner, dropped on failure).
+        self.teardowns.extend(ended.ok());
+    }
+
+    /// Waits for the runners' teardowns. Never while holding the device alone: a teardown
+    /// waits for a shared lease.
+    fn join_teardown(&mut self) {
+        for t in self.teardowns.drain(..) {
+            let _ = t.join();
+        }
     }
 
     /// Releases the device (the evaluation or the timing is over).
@@ -991,7 +1035,7 @@ impl Judge {
                     on_gpu: self.on_gpu,
                 });
             }
-            _ => runner.shutdown(),
+            _ => self.end_runner(runner),
         }
         Ok(verdict)
     }
