@@ -373,7 +373,7 @@ impl Judge {
     /// Ends a runner on another thread (under a shared lease of the device, so that no
     /// timing elsewhere pays for its memory being freed): a runner is killed, never asked to
     /// exit, and its interpreter's exit took 15-60 ms of every evaluation.
-    fn end_runner(&mut self, mut runner: Peer) {
+    pub(crate) fn end_runner(&mut self, mut runner: Peer) {
         let scheduler = self.scheduler.clone();
         let ended = std::thread::Builder::new()
             .name("ksmith-teardown".into())

@@ -93,7 +93,7 @@ impl Judge {
         self.parking = false;
         if let Err(e) = outcome {
             for (_, p, _) in parked {
-                p.runner.shutdown();
+                self.end_runner(p.runner);
             }
             return Err(e);
         }
@@ -107,7 +107,7 @@ impl Judge {
             {
                 let i = *i;
                 for (_, p, _) in parked {
-                    p.runner.shutdown();
+                    self.end_runner(p.runner);
                 }
                 return Err(JudgeError::Task {
                     task: task.name.clone(),
@@ -286,7 +286,7 @@ impl Judge {
             }
         }
         for (_, p, _) in parked.drain(..) {
-            p.runner.shutdown();
+            self.end_runner(p.runner);
         }
         Ok(versus)
     }
@@ -294,7 +294,7 @@ impl Judge {
     /// Stops every kept runner after a failure that is not a candidate's.
     fn abandon(&mut self, parked: &mut Vec<(usize, Parked, Task)>, e: JudgeError) -> JudgeError {
         for (_, p, _) in parked.drain(..) {
-            p.runner.shutdown();
+            self.end_runner(p.runner);
         }
         if let Some(t) = &self.trusted {
             t.thaw();
