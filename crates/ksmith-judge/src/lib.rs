@@ -914,9 +914,16 @@ impl Judge {
         // start take their time.
         self.start_warm(task)?;
         // The runner's interpreter starts while the compiler works (neither is timed); it is
-        // this candidate's alone, and gets the library in its own directory once built.
+        // this candidate's alone, and gets the library in its own directory once built. That
+        // directory is an in-memory file system of its own only with a user namespace;
+        // without one it is on the host's (perhaps `noexec`) temporary file system, so the
+        // runner starts after the build and reads the library where it was built.
         let started = Instant::now();
-        let early = self.spawn_runner(task, 0, Vec::new())?;
+        let early = if ksmith_sandbox::isolation().user_namespace {
+            Some(self.spawn_runner(task, 0, Vec::new())?)
+        } else {
+            None
+        };
         self.split.runner_s += started.elapsed().as_secs_f64();
         // 2. Build, then the policy on the library's imports.
         self.enter(r, Stage::Build);
@@ -943,7 +950,7 @@ impl Judge {
         }
         // 3. Load in the sandbox.
         let load = json!({"backend": "c", "library": built.library.display().to_string()});
-        self.load_and_check(task, solution, r, 0, load, Some(early))
+        self.load_and_check(task, solution, r, 0, load, early)
     }
 
     /// Starts a sandboxed runner for `task` (see [`ksmith_harness::spawn_runner`]) that may
