@@ -9,7 +9,9 @@
 # share, the speedup with its interval where the binary reports one, and (for binaries that
 # report it) where the harness time went. Every case is evaluated once first (references, builds
 # and compiled programs cached: what every candidate after a task's first finds); the raw rows
-# are kept in benches/results/throughput-rows.jsonl (ROWS_OUT).
+# are kept in benches/results/throughput-rows.jsonl (ROWS_OUT). FRESH_BUILDS=1 removes each
+# store's build cache before every measured evaluation, so each compiles its candidate as a
+# new one (a search's or tuner's) does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=${1:?old ksmith binary}
@@ -31,6 +33,7 @@ tag_of() { if [ "$1" = "$OLD" ]; then echo old; else echo new; fi; }
 run() { # binary case -> one row
     local bin=$1 c=$2 tag start wall
     tag=$(tag_of "$bin")
+    if [ -n "${FRESH_BUILDS:-}" ]; then rm -rf "$WORK/$tag/cache/build"; fi
     start=$(date +%s.%N)
     "$bin" --store "$WORK/$tag" eval "${c%%:*}" "${c#*:}" --json --again 2> /dev/null > "$WORK/out.json" || true
     wall=$(echo "$(date +%s.%N) - $start" | bc)
