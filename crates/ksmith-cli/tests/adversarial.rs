@@ -403,36 +403,23 @@ fn flood_is_captured_truncated_and_never_parsed() {
     assert_eq!(v["status"], "INCORRECT_NUMERICAL");
 }
 
-#[test]
-fn no_candidate_process_survives_an_evaluation() {
+/// `ksmith eval ARGS --json` with a private TMPDIR (every sandbox directory of the evaluation
+/// lives under it): the result and that directory.
+fn eval_in_private_tmp(args: &[&str]) -> (serde_json::Value, tempfile::TempDir) {
     let store = shared_store();
-    // A private TMPDIR: every sandbox directory of this evaluation lives under it.
     let tmp = tempfile::tempdir().unwrap();
-    let out = ksmith_env(
-        &store,
-        &[
-            "eval",
-            "tasks/starter/vector_add",
-            "crates/ksmith-cli/tests/adversarial/infinite_loop.c",
-            "--json",
-            "--no-timing",
-            "--timeout",
-            "2",
-        ],
-        &[("TMPDIR", tmp.path().to_str().unwrap())],
-    );
-    assert_eq!(json(&out)["status"], "TIMEOUT");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let leftovers = processes_under(tmp.path());
-    assert!(
-        leftovers.is_empty(),
-        "processes left running: {leftovers:?}"
-    );
+    let mut all = vec!["eval"];
+    all.extend(args);
+    all.push("--json");
+    let out = ksmith_env(&store, &all, &[("TMPDIR", tmp.path().to_str().unwrap())]);
+    (json(&out), tmp)
 }
 
-/// Processes whose working directory is under `dir`: a sandbox's processes start in its own.
-fn processes_under(dir: &std::path::Path) -> Vec<u32> {
-    std::fs::read_dir("/proc")
+/// No process of a sandbox under `dir` still runs (a sandbox's processes start in its own
+/// directory), a moment after the evaluation ended.
+fn assert_no_process_under(dir: &std::path::Path) {
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let left: Vec<u32> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
@@ -440,29 +427,33 @@ fn processes_under(dir: &std::path::Path) -> Vec<u32> {
                 .map(|c| c.starts_with(dir))
                 .unwrap_or(false)
         })
-        .collect()
+        .collect();
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+#[test]
+fn no_candidate_process_survives_an_evaluation() {
+    let (v, tmp) = eval_in_private_tmp(&[
+        "tasks/starter/vector_add",
+        "crates/ksmith-cli/tests/adversarial/infinite_loop.c",
+        "--no-timing",
+        "--timeout",
+        "2",
+    ]);
+    assert_eq!(v["status"], "TIMEOUT");
+    assert_no_process_under(tmp.path());
 }
 
 #[test]
 fn a_build_that_fails_leaves_no_runner_behind() {
     // The runner starts while its candidate is compiled: a compile error must stop it and
     // remove its directory.
-    let store = shared_store();
-    let tmp = tempfile::tempdir().unwrap();
-    let out = ksmith_env(
-        &store,
-        &[
-            "eval",
-            "tasks/starter/vector_add",
-            "crates/ksmith-cli/tests/adversarial/syntax_error.c",
-            "--json",
-        ],
-        &[("TMPDIR", tmp.path().to_str().unwrap())],
-    );
-    assert_eq!(json(&out)["status"], "COMPILE_ERROR");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let left = processes_under(tmp.path());
-    assert!(left.is_empty(), "processes left running: {left:?}");
+    let (v, tmp) = eval_in_private_tmp(&[
+        "tasks/starter/vector_add",
+        "crates/ksmith-cli/tests/adversarial/syntax_error.c",
+    ]);
+    assert_eq!(v["status"], "COMPILE_ERROR");
+    assert_no_process_under(tmp.path());
     let dirs: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .filter_map(|e| e.ok())

@@ -594,29 +594,6 @@ impl Judge {
             .to_string()
     }
 
-    /// Copies prepared inputs into the runner's private directory (the cache, with the
-    /// references next to the inputs, stays out of its view); returns the copy's path here
-    /// and where the runner sees it.
-    fn stage_inputs(
-        &self,
-        runner: &Peer,
-        cached: &str,
-        name: &str,
-    ) -> std::io::Result<(PathBuf, String)> {
-        // An unpredictable name, created fresh: the directory is the candidate's, and a link it
-        // planted under a name it could guess must not redirect this write.
-        let file = format!("{name}-{:016x}.inputs.safetensors", random_u64());
-        let dest = runner.dir().join(&file);
-        let mut src = std::fs::File::open(cached)?;
-        let mut dst = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&dest)?;
-        std::io::copy(&mut src, &mut dst)?;
-        let seen = runner.dir_in_child().join(&file).display().to_string();
-        Ok((dest, seen))
-    }
-
     /// A seed no candidate has seen: random per judge, then counting.
     fn next_fresh_seed(&mut self) -> u64 {
         self.fresh_seed = self.fresh_seed.wrapping_add(1);
@@ -1009,8 +986,8 @@ impl Judge {
         };
         let mut runner = starting.greeted(&self.env)?;
         if let Some(built) = load["library"].as_str().filter(|_| copy_library) {
-            let seen =
-                give_library(&runner, Path::new(built)).map_err(|source| c::BackendError::Io {
+            let (_, seen) = copy_to_runner(&runner, Path::new(built), "kernel", "so", 0o500)
+                .map_err(|source| c::BackendError::Io {
                     path: runner.dir().to_path_buf(),
                     source,
                 })?;
@@ -1256,10 +1233,15 @@ impl Judge {
             self.at = Some(w);
             let started = Instant::now();
             let cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
-            let (staged, inputs) = match self.stage_inputs(
+            // A copy in the runner's directory: the cache, with the references next to the
+            // inputs, stays out of its view.
+            let name = format!("w{w}_s{seed}");
+            let (staged, inputs) = match copy_to_runner(
                 runner,
-                &cached,
-                &format!("w{w}_s{seed}"),
+                Path::new(&cached),
+                &name,
+                "inputs.safetensors",
+                0o666,
             ) {
                 Ok(s) => s,
                 // Its in-memory directory holds one run's tensors and some room: the
@@ -1512,19 +1494,29 @@ impl From<JudgeError> for Failure {
     }
 }
 
-/// Copies a built library into the runner's own directory (under a fresh, unpredictable name:
-/// the directory is the candidate's) and returns the path the runner sees it at.
-fn give_library(runner: &Peer, built: &Path) -> std::io::Result<String> {
+/// Copies `src` into the runner's private directory as `{name}-{random}.{ext}` with `mode`;
+/// returns the copy's path here and where the runner sees it. An unpredictable name, created
+/// fresh: the directory is the candidate's, and a link it planted under a name it could guess
+/// must not redirect this write.
+fn copy_to_runner(
+    runner: &Peer,
+    src: &Path,
+    name: &str,
+    ext: &str,
+    mode: u32,
+) -> std::io::Result<(PathBuf, String)> {
     use std::os::unix::fs::OpenOptionsExt;
-    let file = format!("kernel-{:016x}.so", random_u64());
-    let mut src = std::fs::File::open(built)?;
-    let mut dst = std::fs::OpenOptions::new()
+    let file = format!("{name}-{:016x}.{ext}", random_u64());
+    let dest = runner.dir().join(&file);
+    let mut from = std::fs::File::open(src)?;
+    let mut to = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o500)
-        .open(runner.dir().join(&file))?;
-    std::io::copy(&mut src, &mut dst)?;
-    Ok(runner.dir_in_child().join(&file).display().to_string())
+        .mode(mode)
+        .open(&dest)?;
+    std::io::copy(&mut from, &mut to)?;
+    let seen = runner.dir_in_child().join(&file).display().to_string();
+    Ok((dest, seen))
 }
 
 fn axis_values(task: &Task, w: usize) -> Vec<i64> {
