@@ -231,6 +231,7 @@ adversarial!(
     include_devzero,
     crash_while_timed,
     fill_scratch,
+    syscall_after_stop,
 );
 
 /// The runner's log is read through the judge's own descriptor: a link the candidate puts in

@@ -66,7 +66,14 @@ pub struct Peer {
     /// Stop every process of the peer between requests (untrusted runners): nothing it
     /// started can run while the baseline is timed or its outputs are checked.
     frozen_between_calls: bool,
+    /// Confirmed stopped by [`Peer::stop`] and not resumed since.
+    stopped: std::cell::Cell<bool>,
 }
+
+/// How long a stopped runner's threads may take to really stop (one inside a system call
+/// runs on until it returns): honest ones take microseconds, or a few scheduler ticks on a
+/// busy machine.
+const STOP_WAIT: Duration = Duration::from_secs(10);
 
 impl Peer {
     fn start(env: &PythonEnv, module: &str, limits: Limits) -> Result<Peer, HarnessError> {
@@ -89,6 +96,7 @@ impl Peer {
             hello: Value::Null,
             next_id: random_u64(),
             frozen_between_calls: false,
+            stopped: Default::default(),
         };
         let hello = json!({"cmd": "hello"});
         let id = peer.send_request(&hello).map_err(|e| gone(e.into()))?;
@@ -111,7 +119,7 @@ impl Peer {
         self.next_id = self.next_id.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut req = req.clone();
         req["id"] = json!(id);
-        self.proc.thaw();
+        self.thaw();
         if self.proc.send(&req.to_string()).is_err() {
             return Err(self.died());
         }
@@ -127,10 +135,12 @@ impl Peer {
         timeout: Duration,
     ) -> Result<Value, CallError> {
         let start = std::time::Instant::now();
-        self.proc.thaw();
-        let reply = self.recv_inner(id, timeout);
+        self.thaw();
+        let mut reply = self.recv_inner(id, timeout);
         if self.frozen_between_calls {
-            self.proc.freeze();
+            if let Err(e) = self.stop() {
+                reply = Err(e);
+            }
         }
         if std::env::var_os("KSMITH_TRACE_CALLS").is_some() {
             eprintln!(
@@ -213,13 +223,38 @@ impl Peer {
         self.proc.read_private(name, max)
     }
 
-    /// Stops every process of the peer (SIGSTOP to its process group).
+    /// Stops every process of the peer (SIGSTOP to its process group) without waiting for
+    /// them: for trusted peers, whose threads are only kept off the cores.
     pub fn freeze(&self) {
         self.proc.freeze();
     }
 
+    /// Stops every process of an untrusted peer and waits until each of its threads has
+    /// stopped, so that nothing of the candidate runs while the judge times the baseline or
+    /// reads its outputs. Returns when a thread was last seen still running, if one was (the
+    /// judge charges that tail to the call). A thread still running after [`STOP_WAIT`]
+    /// (inside some endless system call) gets the peer killed and is a protocol violation.
+    pub fn stop(&mut self) -> Result<Option<std::time::SystemTime>, CallError> {
+        if self.stopped.get() {
+            return Ok(None);
+        }
+        match self.proc.freeze_confirmed(STOP_WAIT) {
+            Ok(seen) => {
+                self.stopped.set(true);
+                Ok(seen)
+            }
+            Err(r) => Err(CallError::Protocol(format!(
+                "thread {} of the candidate was still running (state {}) {} s after the judge stopped it: a candidate must not work while the judge does",
+                r.tid,
+                r.state,
+                STOP_WAIT.as_secs()
+            ))),
+        }
+    }
+
     /// Lets the peer's processes run again.
     pub fn thaw(&self) {
+        self.stopped.set(false);
         self.proc.thaw();
     }
 
@@ -419,6 +454,7 @@ mod tests {
             hello: Value::Null,
             next_id: first_id,
             frozen_between_calls: false,
+            stopped: Default::default(),
         }
     }
 

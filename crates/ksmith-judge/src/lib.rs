@@ -1004,14 +1004,18 @@ impl Judge {
         let outcome = self.run_checks(task, &mut runner, load, r);
         r.log = runner.log();
         let park = self.park.take();
-        let verdict = match outcome {
+        let mut verdict = match outcome {
             Ok(v) => v.map(|v| v.at(self.at)),
             Err(Failure::Candidate(e)) => Some(classify(e, &runner).at(self.at)),
             Err(Failure::Judge(e)) => return Err(e),
         };
+        if park.is_some() && verdict.is_none() {
+            if let Err(e) = runner.stop() {
+                verdict = Some(classify(e, &runner).at(self.at));
+            }
+        }
         match (park, &verdict) {
             (Some((channel, est_ns)), None) => {
-                runner.freeze();
                 self.parked = Some(together::Parked {
                     runner,
                     channel,

@@ -217,6 +217,10 @@ struct Clocked {
     /// From "r" to "d" (GPU: the launch and the device-wide synchronization; the device
     /// copies before "r" are ours).
     device_ns: u64,
+    /// From "f" to when a thread of the runner was last seen running after the stop signal
+    /// (0: all at rest at the first look). Work inside system calls goes on after "f" until
+    /// they return, so beyond a small allowance this is charged to the call.
+    stop_ns: u64,
 }
 
 /// One call: the judge sends "p"+slot; the runner answers "r", calls, answers "d" and then
@@ -236,11 +240,12 @@ fn clocked_call(runner: &mut Peer, slot: u8, timeout: Duration) -> Result<Clocke
     let r = expect(runner, b'r', timeout)?;
     let d = expect(runner, b'd', timeout)?;
     let f = expect(runner, b'f', timeout)?;
-    runner.freeze();
+    let ran_until = runner.stop()?;
     Ok(Clocked {
         prepare_ns: span(p, r),
         call_ns: span(r, f),
         device_ns: span(r, d),
+        stop_ns: ran_until.map_or(0, |t| span(f, t)),
     })
 }
 
@@ -250,6 +255,12 @@ const PREPARE_SLACK_NS: u64 = 50_000;
 /// not open a window in which a kernel could compute off the clock. On the 2-vCPU VMs here the
 /// allowance measures 0.11 ms (the runner's 0.05 ms OpenMP warm-up included).
 const PREPARE_ALLOW_MAX_NS: u64 = 250_000;
+
+/// Added to the honest stop (the median "f" to last-seen-running of an empty call) before
+/// charging a call for running on after "f".
+const STOP_SLACK_NS: u64 = 100_000;
+/// The most a stop may be allowed, for the same reason as [`PREPARE_ALLOW_MAX_NS`].
+const STOP_ALLOW_MAX_NS: u64 = 250_000;
 
 /// What the timing protocol costs on its own, measured before the candidate is loaded.
 #[derive(Debug, Clone, Copy, Default)]
@@ -262,6 +273,11 @@ pub(crate) struct ChannelCost {
     /// kernel can still hide is what waking its CPUs costs here (about 2 ms on a VM whose idle
     /// CPUs the host deschedules, well under 0.3 ms elsewhere).
     pub prepare_allow_ns: u64,
+    /// How long after "f" the runner's threads may still be seen running before the rest is
+    /// charged to the call: the honest stop (a thread runs until it is scheduled and sees the
+    /// signal) and no more, so a kernel cannot finish its work inside system calls after
+    /// saying it finished.
+    pub stop_allow_ns: u64,
 }
 
 impl Judge {
@@ -274,11 +290,13 @@ impl Judge {
         let id = runner.send_request(&req).map_err(Failure::Candidate)?;
         let mut t = Vec::new();
         let mut prep = Vec::new();
+        let mut stops = Vec::new();
         for _ in 0..CALLS {
             match clocked_call(runner, 0, timeout) {
                 Ok(c) => {
                     t.push(if self.on_gpu { c.device_ns } else { c.call_ns });
                     prep.push(c.prepare_ns);
+                    stops.push(c.stop_ns);
                 }
                 Err(e) => {
                     runner.kill();
@@ -296,6 +314,10 @@ impl Judge {
             prepare_allow_ns: {
                 prep.sort_unstable();
                 (prep[prep.len() / 4] + PREPARE_SLACK_NS).min(PREPARE_ALLOW_MAX_NS)
+            },
+            stop_allow_ns: {
+                stops.sort_unstable();
+                (stops[stops.len() / 2] + STOP_SLACK_NS).min(STOP_ALLOW_MAX_NS)
             },
         })
     }
@@ -611,7 +633,7 @@ impl Judge {
         for k in 0..warmup + n {
             let started = Instant::now();
             // The runner is stopped: its buffers are the judge's to fill.
-            runner.freeze();
+            runner.stop().map_err(Failure::Candidate)?;
             // The warm-up slot is last in the runner's list.
             let slot = if k < warmup { sets } else { k - warmup };
             let buf = if k < warmup {
@@ -648,7 +670,9 @@ impl Judge {
                     let ns = if self.on_gpu {
                         c.device_ns
                     } else {
-                        c.call_ns + c.prepare_ns.saturating_sub(channel.prepare_allow_ns)
+                        c.call_ns
+                            + c.prepare_ns.saturating_sub(channel.prepare_allow_ns)
+                            + c.stop_ns.saturating_sub(channel.stop_allow_ns)
                     };
                     let ns = ns.saturating_sub(channel.call_ns).max(1);
                     self.split.calls_s += (wall - ns as f64 / 1e9).max(0.0);

@@ -166,6 +166,15 @@ impl MemoryCgroup {
         self.procs.as_raw_fd()
     }
 
+    /// How the threads of this cgroup's processes are found.
+    pub(crate) fn members(&self) -> crate::stop::Members<'_> {
+        let file = match self.version {
+            Version::V1 => "tasks",
+            Version::V2 => "cgroup.threads",
+        };
+        crate::stop::Members::Cgroup(&self.dir, file)
+    }
+
     /// Whether the kernel killed a process of this cgroup for going over its limit.
     pub(crate) fn oom_killed(&self) -> bool {
         let (file, key) = match self.version {
