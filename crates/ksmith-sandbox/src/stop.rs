@@ -160,15 +160,11 @@ impl Watch {
             if waited >= within {
                 return Ok(Waited::Running(r));
             }
-            // Honest threads stop as soon as they are scheduled: look again at once (yielding
-            // the core to them) for a while, so the moment they stopped is known closely; a
-            // thread deep in a system call may take longer, and then sleeping costs nothing.
-            if waited < Duration::from_millis(1) {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(2));
-            }
+            // Sleeping, not spinning: a runnable thread stops only once it gets a core, and on
+            // a 2-core machine a judge spinning with `yield` delayed honest stops (median 0.19
+            // ms after "f" instead of 0.16-0.18 ms).
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
         }
     }
 }
