@@ -218,8 +218,8 @@ struct Clocked {
     /// copies before "r" are ours).
     device_ns: u64,
     /// From "f" to when a thread of the runner was last seen running after the stop signal
-    /// (0: all at rest at the first look). Work inside system calls goes on after "f" until
-    /// they return, so beyond a small allowance this is charged to the call.
+    /// (0: all at rest at the first look). Shown with `KSMITH_TRACE_CALLS`, not charged: a
+    /// thread seen runnable may only be waiting for a core (see docs/judge.md).
     stop_ns: u64,
 }
 
@@ -256,17 +256,6 @@ const PREPARE_SLACK_NS: u64 = 50_000;
 /// allowance measures 0.11 ms (the runner's 0.05 ms OpenMP warm-up included).
 const PREPARE_ALLOW_MAX_NS: u64 = 250_000;
 
-/// Added to the honest stop (the median "f" to last-seen-running of an empty call) before
-/// charging a call for running on after "f". A thread seen runnable may only be waiting for a
-/// core: after a real kernel's call (an OpenMP team) honest runners were seen running
-/// 0.15-0.19 ms after "f" at the median and 0.26-0.88 ms at the 90th percentile on the 2-vCPU
-/// VMs here, against 0.05 ms after an empty call; with a 0.1 ms slack the charge was 7-13% of
-/// vector_add's summed call time.
-const STOP_SLACK_NS: u64 = 300_000;
-/// The most a stop may be allowed: what a kernel could still leave running inside a system
-/// call after "f" (copying, populating pages) without paying for it.
-const STOP_ALLOW_MAX_NS: u64 = 500_000;
-
 /// What the timing protocol costs on its own, measured before the candidate is loaded.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ChannelCost {
@@ -278,11 +267,6 @@ pub(crate) struct ChannelCost {
     /// kernel can still hide is what waking its CPUs costs here (about 2 ms on a VM whose idle
     /// CPUs the host deschedules, well under 0.3 ms elsewhere).
     pub prepare_allow_ns: u64,
-    /// How long after "f" the runner's threads may still be seen running before the rest is
-    /// charged to the call: the honest stop (a thread runs until it is scheduled and sees the
-    /// signal) and no more, so a kernel cannot finish its work inside system calls after
-    /// saying it finished.
-    pub stop_allow_ns: u64,
 }
 
 impl Judge {
@@ -295,13 +279,11 @@ impl Judge {
         let id = runner.send_request(&req).map_err(Failure::Candidate)?;
         let mut t = Vec::new();
         let mut prep = Vec::new();
-        let mut stops = Vec::new();
         for _ in 0..CALLS {
             match clocked_call(runner, 0, timeout) {
                 Ok(c) => {
                     t.push(if self.on_gpu { c.device_ns } else { c.call_ns });
                     prep.push(c.prepare_ns);
-                    stops.push(c.stop_ns);
                 }
                 Err(e) => {
                     runner.kill();
@@ -319,10 +301,6 @@ impl Judge {
             prepare_allow_ns: {
                 prep.sort_unstable();
                 (prep[prep.len() / 4] + PREPARE_SLACK_NS).min(PREPARE_ALLOW_MAX_NS)
-            },
-            stop_allow_ns: {
-                stops.sort_unstable();
-                (stops[stops.len() / 2] + STOP_SLACK_NS).min(STOP_ALLOW_MAX_NS)
             },
         })
     }
@@ -633,6 +611,7 @@ impl Judge {
         let id = runner.send_request(&creq).map_err(Failure::Candidate)?;
         let mut calls = Vec::with_capacity(n);
         let mut digests = Vec::with_capacity(n);
+        let mut tails = Vec::with_capacity(n);
         // Which pages of large outputs the round's hashes cover: secret, new every round.
         let sample_key = ksmith_harness::random_u64();
         for k in 0..warmup + n {
@@ -675,13 +654,12 @@ impl Judge {
                     let ns = if self.on_gpu {
                         c.device_ns
                     } else {
-                        c.call_ns
-                            + c.prepare_ns.saturating_sub(channel.prepare_allow_ns)
-                            + c.stop_ns.saturating_sub(channel.stop_allow_ns)
+                        c.call_ns + c.prepare_ns.saturating_sub(channel.prepare_allow_ns)
                     };
                     let ns = ns.saturating_sub(channel.call_ns).max(1);
                     self.split.calls_s += (wall - ns as f64 / 1e9).max(0.0);
                     calls.push(ns);
+                    tails.push(c.stop_ns);
                 }
                 Ok(_) => self.split.calls_s += wall,
                 Err(e) => {
@@ -720,7 +698,7 @@ impl Judge {
         }
         if std::env::var_os("KSMITH_TRACE_CALLS").is_some() {
             eprintln!(
-                "[clock] workload {w}: channel {channel:?}; judge's clock {calls:?}; runner's own figures {}",
+                "[clock] workload {w}: channel {channel:?}; judge's clock {calls:?}; seen running after \"f\" {tails:?}; runner's own figures {}",
                 reply["inproc_ns"]
             );
         }

@@ -3,7 +3,7 @@
 // call (populating a 1 GiB mapping). SIGSTOP acts only when a thread returns to user mode, so
 // the helper kept a core and the memory bus busy after "f", while the XLA baseline was timed
 // (a 0.44x kernel read 1.07-1.39x under load). The judge now waits until every thread of the
-// sandbox has really stopped, and charges a call for what still ran after its "f".
+// sandbox has really stopped before it times the baseline or reads outputs.
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
