@@ -4,12 +4,15 @@
 //! judge does next, such as timing the baseline. So the judge waits until the kernel reports
 //! every thread of the sandbox as stopped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
+
+/// The most processes on the machine whose `stat` files a watch keeps open.
+const MAX_KEPT_PROCS: usize = 512;
 
 /// How a sandbox's threads are found.
 pub(crate) enum Members<'a> {
@@ -52,6 +55,8 @@ fn at_rest(state: char) -> bool {
 #[derive(Default)]
 pub(crate) struct Watch {
     stats: HashMap<i32, File>,
+    /// Without a cgroup: every process's `stat` file, for its process group.
+    procs: HashMap<i32, File>,
     buf: Vec<u8>,
 }
 
@@ -71,18 +76,24 @@ impl Watch {
 
     /// The state of thread `tid`; `None` once it is gone.
     fn state_of(&mut self, tid: i32) -> Option<char> {
-        // A kept file whose thread ended reads nothing (its id may be new to another thread).
+        Self::stat(&mut self.stats, tid).map(|(s, _)| s)
+    }
+
+    /// State and process group of `id` from its `stat` file, kept open in `files`. A kept
+    /// file whose task ended reads nothing (its id may have gone to a new task): then the
+    /// file is opened anew once.
+    fn stat(files: &mut HashMap<i32, File>, id: i32) -> Option<(char, i32)> {
         for fresh in [false, true] {
-            if fresh || !self.stats.contains_key(&tid) {
-                let f = File::open(format!("/proc/{tid}/stat")).ok()?;
-                self.stats.insert(tid, f);
+            if fresh || !files.contains_key(&id) {
+                let f = File::open(format!("/proc/{id}/stat")).ok()?;
+                files.insert(id, f);
             }
-            let f = self.stats.get(&tid)?;
+            let f = files.get(&id)?;
             let mut line = [0u8; 512];
             if let Ok(n @ 1..) = f.read_at(&mut line, 0) {
-                return parse_stat(&String::from_utf8_lossy(&line[..n])).map(|(s, _)| s);
+                return parse_stat(&String::from_utf8_lossy(&line[..n]));
             }
-            self.stats.remove(&tid);
+            files.remove(&id);
         }
         None
     }
@@ -100,16 +111,22 @@ impl Watch {
                     .collect())
             }
             Members::Group(pgid) => {
+                let pids: HashSet<i32> = std::fs::read_dir("/proc")?
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect();
+                // Every process's file is kept open too (the whole machine's: which ones are
+                // in the group is what is being asked), unless the machine runs so many that
+                // the judge's descriptors would run short; those of ended processes are closed.
+                self.procs.retain(|p, _| pids.contains(p));
+                let keep = pids.len() <= MAX_KEPT_PROCS;
                 let mut tids = Vec::new();
-                for e in std::fs::read_dir("/proc")?.flatten() {
-                    let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok())
-                    else {
-                        continue;
-                    };
-                    let in_group = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                        .ok()
-                        .and_then(|s| parse_stat(&s))
-                        .is_some_and(|(_, g)| g == *pgid);
+                for pid in pids {
+                    let in_group =
+                        Self::stat(&mut self.procs, pid).is_some_and(|(_, g)| g == *pgid);
+                    if !keep {
+                        self.procs.remove(&pid);
+                    }
                     if !in_group {
                         continue;
                     }
