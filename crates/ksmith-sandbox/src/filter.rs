@@ -82,6 +82,10 @@ fn refused(limits: &crate::Limits) -> Vec<i64> {
         // leaving the process group the judge stops and kills
         libc::SYS_setsid,
         libc::SYS_setpgid,
+        // asynchronous I/O, which goes on while the sandbox is stopped (a red-team kernel left
+        // direct reads in flight into its outputs after "f"; io_uring is refused above)
+        libc::SYS_io_setup,
+        libc::SYS_io_submit,
         // memory no limit counts: System V segments outlive their mappings (address space)
         // and are no files (the file systems' sizes)
         libc::SYS_shmget,

@@ -1469,14 +1469,19 @@ mod tests {
             return;
         }
         let l = one_line(
-            "printf \"$(id -u) \"; unshare -U true 2>/dev/null || printf no-unshare; \
-             setsid true 2>/dev/null || printf ' no-setsid'; \
-             kill -CONT $$ 2>/dev/null || printf ' no-sigcont'; \
-             python3 -c 'import ctypes; exit(ctypes.CDLL(None).shmget(0, 1 << 20, 0o1600) < 0)' \
-             || printf ' no-shmget'; \
-             python3 -c 'import os; os.memfd_create(\"m\")' 2>/dev/null || printf ' no-memfd'; \
-             python3 -c 'import socket as s; a, b = s.socketpair(); a.setsockopt(s.SOL_SOCKET, s.SO_SNDBUF, 1 << 22)' \
-             2>/dev/null || printf ' no-sndbuf'; echo",
+            &format!(
+                "printf \"$(id -u) \"; unshare -U true 2>/dev/null || printf no-unshare; \
+                 setsid true 2>/dev/null || printf ' no-setsid'; \
+                 kill -CONT $$ 2>/dev/null || printf ' no-sigcont'; \
+                 python3 -c 'import ctypes; exit(ctypes.CDLL(None).shmget(0, 1 << 20, 0o1600) < 0)' \
+                 || printf ' no-shmget'; \
+                 python3 -c 'import os; os.memfd_create(\"m\")' 2>/dev/null || printf ' no-memfd'; \
+                 python3 -c 'import socket as s; a, b = s.socketpair(); a.setsockopt(s.SOL_SOCKET, s.SO_SNDBUF, 1 << 22)' \
+                 2>/dev/null || printf ' no-sndbuf'; \
+                 python3 -c 'import ctypes; c = ctypes.c_ulong(0); exit(ctypes.CDLL(None).syscall({}, 8, ctypes.byref(c)) < 0)' \
+                 || printf ' no-aio'; echo",
+                libc::SYS_io_setup
+            ),
             &Limits::default(),
         );
         if isolation().user_namespace {
@@ -1485,7 +1490,7 @@ mod tests {
             assert!(!l.starts_with("0 "), "{l}");
         }
         assert!(
-            l.ends_with("no-unshare no-setsid no-sigcont no-shmget no-memfd no-sndbuf"),
+            l.ends_with("no-unshare no-setsid no-sigcont no-shmget no-memfd no-sndbuf no-aio"),
             "{l}"
         );
     }
