@@ -232,7 +232,7 @@ impl Peer {
     /// Stops every process of an untrusted peer and waits until each of its threads has
     /// stopped, so that nothing of the candidate runs while the judge times the baseline or
     /// reads its outputs. Returns when a thread was last seen still running, if one was (the
-    /// judge charges that tail to the call). A thread still running after [`STOP_WAIT`]
+    /// judge's call trace shows it). A thread still running after [`STOP_WAIT`]
     /// (inside some endless system call) gets the peer killed and is a protocol violation.
     pub fn stop(&mut self) -> Result<Option<std::time::SystemTime>, CallError> {
         if self.stopped.get() {

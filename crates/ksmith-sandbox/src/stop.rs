@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -61,19 +61,6 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// The whole of a file read again from its start.
-    fn reread(f: &File, buf: &mut Vec<u8>) -> io::Result<()> {
-        buf.clear();
-        let mut chunk = [0u8; 4096];
-        loop {
-            let n = f.read_at(&mut chunk, buf.len() as u64)?;
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
     /// The state of thread `tid`; `None` once it is gone.
     fn state_of(&mut self, tid: i32) -> Option<char> {
         Self::stat(&mut self.stats, tid).map(|(s, _)| s)
@@ -103,8 +90,8 @@ impl Watch {
         match members {
             Members::Cgroup(dir, file) => {
                 // Opened anew each time: cgroup v1 keeps the list an open file first read.
-                let list = File::open(dir.join(file))?;
-                Self::reread(&list, &mut self.buf)?;
+                self.buf.clear();
+                File::open(dir.join(file))?.read_to_end(&mut self.buf)?;
                 Ok(String::from_utf8_lossy(&self.buf)
                     .lines()
                     .filter_map(|l| l.trim().parse().ok())
