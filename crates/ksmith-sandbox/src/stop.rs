@@ -57,7 +57,6 @@ pub(crate) struct Watch {
     stats: HashMap<i32, File>,
     /// Without a cgroup: every process's `stat` file, for its process group.
     procs: HashMap<i32, File>,
-    buf: Vec<u8>,
 }
 
 impl Watch {
@@ -90,12 +89,9 @@ impl Watch {
         match members {
             Members::Cgroup(dir, file) => {
                 // Opened anew each time: cgroup v1 keeps the list an open file first read.
-                self.buf.clear();
-                File::open(dir.join(file))?.read_to_end(&mut self.buf)?;
-                Ok(String::from_utf8_lossy(&self.buf)
-                    .lines()
-                    .filter_map(|l| l.trim().parse().ok())
-                    .collect())
+                let mut list = String::new();
+                File::open(dir.join(file))?.read_to_string(&mut list)?;
+                Ok(list.lines().filter_map(|l| l.trim().parse().ok()).collect())
             }
             Members::Group(pgid) => {
                 let pids: HashSet<i32> = std::fs::read_dir("/proc")?
@@ -137,7 +133,8 @@ impl Watch {
     fn first_running(&mut self, members: &Members) -> io::Result<Option<StillRunning>> {
         let tids = self.threads(members)?;
         // Files of threads that are gone are closed.
-        self.stats.retain(|t, _| tids.contains(t));
+        let live: HashSet<i32> = tids.iter().copied().collect();
+        self.stats.retain(|t, _| live.contains(t));
         Ok(tids.into_iter().find_map(|tid| {
             let state = self.state_of(tid)?;
             (!at_rest(state)).then_some(StillRunning { tid, state })
