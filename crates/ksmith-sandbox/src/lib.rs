@@ -1147,52 +1147,59 @@ mod tests {
             .sum()
     }
 
+    /// A Python program whose two threads populate large mappings in a loop: each system call
+    /// runs on for a while after SIGSTOP (it acts on the return to user mode), burning CPU and
+    /// memory bandwidth. The threads start only after a first confirmed stop, so threads the
+    /// judge did not see before must be found too.
+    const HOG: &str = "import mmap, sys, threading, time\n\
+                       def hog():\n    \
+                           while True:\n        \
+                               m = mmap.mmap(-1, 512 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)\n        \
+                               m.close()\n\
+                       print('ready', flush=True)\n\
+                       sys.stdin.readline()\n\
+                       for _ in range(2):\n    \
+                           threading.Thread(target=hog, daemon=True).start()\n\
+                       print('go', flush=True)\n\
+                       time.sleep(60)\n";
+
+    /// [`HOG`] started, its threads running.
+    fn started_hog(limits: &Limits) -> Sandboxed {
+        let mut s = Sandboxed::spawn(
+            Path::new("/usr/bin/python3"),
+            &["-c".into(), HOG.into()],
+            limits,
+        )
+        .unwrap();
+        for (say, expect) in [(None, "ready"), (Some("start"), "go")] {
+            if let Some(line) = say {
+                s.freeze_confirmed(Duration::from_secs(10)).unwrap();
+                s.thaw();
+                s.send(line).unwrap();
+            }
+            let heard = s.recv(Duration::from_secs(20));
+            assert!(
+                matches!(&heard, Recv::Line(l) if l == expect),
+                "{}",
+                s.log(2000)
+            );
+        }
+        s
+    }
+
     #[test]
     fn a_confirmed_freeze_leaves_no_thread_running_in_a_system_call() {
         if !isolation().complete() {
             eprintln!("skipping: {}", isolation().note);
             return;
         }
-        // Two threads populating large mappings: each system call runs on for a while after
-        // SIGSTOP (it acts on the return to user mode), burning CPU and memory bandwidth.
-        // The threads start only after a first confirmed stop: threads the judge did not see
-        // before must be found too.
-        let hog = "import mmap, sys, threading, time\n\
-                   def hog():\n    \
-                       while True:\n        \
-                           m = mmap.mmap(-1, 512 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)\n        \
-                           m.close()\n\
-                   print('ready', flush=True)\n\
-                   sys.stdin.readline()\n\
-                   for _ in range(2):\n    \
-                       threading.Thread(target=hog, daemon=True).start()\n\
-                   print('go', flush=True)\n\
-                   time.sleep(60)\n";
         // Threads found through the process group, and (where there is one) the cgroup.
         let in_cgroup = Limits {
             memory_bytes: Some(4 << 30),
             ..Limits::default()
         };
         for limits in [Limits::default(), in_cgroup] {
-            let mut s = Sandboxed::spawn(
-                Path::new("/usr/bin/python3"),
-                &["-c".into(), hog.into()],
-                &limits,
-            )
-            .unwrap();
-            for (say, expect) in [(None, "ready"), (Some("start"), "go")] {
-                if let Some(line) = say {
-                    s.freeze_confirmed(Duration::from_secs(10)).unwrap();
-                    s.thaw();
-                    s.send(line).unwrap();
-                }
-                let heard = s.recv(Duration::from_secs(20));
-                assert!(
-                    matches!(&heard, Recv::Line(l) if l == expect),
-                    "{}",
-                    s.log(2000)
-                );
-            }
+            let mut s = started_hog(&limits);
             for _ in 0..4 {
                 s.thaw();
                 std::thread::sleep(Duration::from_millis(40));
@@ -1206,6 +1213,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_stop_that_does_not_come_in_time_kills_the_sandbox() {
+        if !isolation().complete() {
+            eprintln!("skipping: {}", isolation().note);
+            return;
+        }
+        let mut s = started_hog(&Limits::default());
+        // With 1 ms to stop, a thread inside its 512 MiB system call is still running (or
+        // waiting for a core: not stopped either); the gap between two calls is short, so a
+        // few tries are plenty.
+        for _ in 0..20 {
+            s.thaw();
+            std::thread::sleep(Duration::from_millis(30));
+            if let Err(r) = s.freeze_confirmed(Duration::from_millis(1)) {
+                assert!(matches!(r.state, 'R' | 'D'), "{r:?}");
+                assert!(s.has_exited(), "the sandbox was not killed");
+                return;
+            }
+        }
+        panic!("every stop came within 1 ms");
     }
 
     #[test]
