@@ -559,7 +559,8 @@ fn winner(
         RunKind::Serial => nodes.iter().position(|n| n.id == 0),
         RunKind::Search => {
             let mut at = i;
-            let mut root = None;
+            // A root with code is the `--from` start: a winner that is that root is the start.
+            let mut root = (nodes[i].parent.is_none() && !nodes[i].sources.is_empty()).then_some(i);
             let mut hops = 0;
             while let Some(p) = nodes[at].parent {
                 let Some(pi) = nodes.iter().position(|n| n.id == p) else {
@@ -673,6 +674,56 @@ mod tests {
         );
         assert_eq!(snapshot_sources(r#"{"kernel.c":"ab"}"#), want);
         assert!(snapshot_sources("not json").is_empty());
+    }
+
+    fn node(id: u64, parent: Option<u64>, source: Option<&str>) -> ReportNode {
+        ReportNode {
+            id,
+            parent,
+            label: format!("n{id}"),
+            status: "PASSED".into(),
+            tone: Tone::Open,
+            hint: String::new(),
+            plan: String::new(),
+            speedup: None,
+            at_s: None,
+            calls: 0,
+            tokens: 0,
+            evaluations: 0,
+            eval_id: None,
+            sources: source
+                .map(|h| vec![("kernel.c".to_string(), h.to_string())])
+                .unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn a_search_winner_diffs_from_its_start_or_is_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let a = store.put_artifact(b"int a;\n").unwrap();
+        let b = store.put_artifact(b"int b;\n").unwrap();
+        let mut warnings = Vec::new();
+        // Started `--from` code: n0 holds it.
+        let from = [node(0, None, Some(&a)), node(1, Some(0), Some(&b))];
+        let w = winner(&store, RunKind::Search, &from, 0, &mut warnings);
+        assert_eq!(w.start_label, "n0 (the winner is the start itself)");
+        assert_eq!(w.files[0].start, w.files[0].text);
+        let w = winner(&store, RunKind::Search, &from, 1, &mut warnings);
+        assert_eq!(w.start_label, "n0");
+        assert_eq!(
+            (w.files[0].start.as_str(), w.files[0].text.as_str()),
+            ("int a;\n", "int b;\n")
+        );
+        // Started from the task alone: the root has no code, a generated winner is not a start.
+        let bare = [node(0, None, None), node(1, Some(0), Some(&b))];
+        let w = winner(&store, RunKind::Search, &bare, 1, &mut warnings);
+        assert_eq!(
+            w.start_label,
+            "nothing (the run started from the task alone)"
+        );
+        assert!(w.files[0].start.is_empty());
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]
