@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
-const FILES: [(&str, &str); 15] = [
+const FILES: [(&str, &str); 16] = [
     (
         "ksmith_harness/__init__.py",
         include_str!("../../../harness/ksmith_harness/__init__.py"),
@@ -53,6 +53,10 @@ const FILES: [(&str, &str); 15] = [
     (
         "ksmith_harness/evict.c",
         include_str!("../../../harness/ksmith_harness/evict.c"),
+    ),
+    (
+        "ksmith_harness/compare.c",
+        include_str!("../../../harness/ksmith_harness/compare.c"),
     ),
     (
         "requirements.txt",
@@ -148,6 +152,9 @@ impl PythonEnv {
         // The trusted server finds it next to its package; without it the baseline's cold
         // cache falls back to writing a last-level-cache-sized buffer.
         let _ = build_helper(&harness_dir, "evict", &[]);
+        // Output checks in one native pass (else numpy's); no fused multiply-add, so each
+        // tolerance is rounded as numpy rounds it.
+        let _ = build_helper(&harness_dir, "compare", &["-ffp-contract=off"]);
         let from_env = std::env::var_os("KSMITH_PYTHON").map(PathBuf::from);
         if let Some(py) = explicit.map(Path::to_path_buf).or(from_env) {
             check_modules(&py, &harness_dir)?;
