@@ -312,7 +312,7 @@ def _compare_fast(cand, ref, atol, rtol):
     if fn is None or ref.dtype != np.float64 or cand.size != ref.size or not ref.size:
         return None
     c = cand.reshape(-1)
-    if c.dtype in (np.float16,) or c.dtype.name == "bfloat16":
+    if c.dtype == np.float16 or c.dtype.name == "bfloat16":
         c = c.astype(np.float32)  # exact: both are subsets of float32
     if c.dtype not in (np.float32, np.float64):
         return None
