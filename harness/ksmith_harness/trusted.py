@@ -254,8 +254,28 @@ def _read_output(path, dtype, count):
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise HarnessError(f"output {os.path.basename(path)} is not a regular file")
-        return np.frombuffer(f.read((count + 1) * np.dtype(dtype).itemsize), dtype=dtype)
+            raise _Unfit("RUNTIME_ERROR", "output_missing", "is not a regular file")
+        data = f.read((count + 1) * np.dtype(dtype).itemsize)
+    if len(data) % np.dtype(dtype).itemsize:
+        raise _Unfit("INCORRECT_SHAPE", "output_size_mismatch", f"holds {len(data)} bytes, not whole {np.dtype(dtype).name} elements")
+    return np.frombuffer(data, dtype=dtype)
+
+
+class _Unfit(Exception):
+    """An output file the candidate left unusable as a tensor (its directory is the
+    candidate's, so anything may be there): a verdict on the candidate, (status, reason, detail)."""
+
+
+def _load_output(path, dt, shape):
+    """The candidate's output at `path` as an array of dtype `dt` and `shape`, or raises
+    `_Unfit` with the verdict when the file cannot be that."""
+    try:
+        cand = _read_output(path, tensors.np_dtype(dt), math.prod(shape))
+    except OSError as e:
+        raise _Unfit("RUNTIME_ERROR", "output_missing", e.strerror) from None
+    if cand.size != math.prod(shape):
+        raise _Unfit("INCORRECT_SHAPE", "output_size_mismatch", f"{cand.size} elements, expected {shape}")
+    return cand.reshape(shape)
 
 
 def _fin(x):
@@ -437,14 +457,11 @@ def check(req):
         shape = state.shape(out, w)
         path = req["outputs"][name]
         try:
-            cand = _read_output(path, tensors.np_dtype(dt), math.prod(shape))
-        except OSError as e:
-            fail("RUNTIME_ERROR", "output_missing", f"output {name}: {e.strerror}")
+            cand = _load_output(path, dt, shape)
+        except _Unfit as e:
+            status, reason, detail = e.args
+            fail(status, reason, f"output {name}: {detail}")
             continue
-        if cand.size != math.prod(shape):
-            fail("INCORRECT_SHAPE", "output_size_mismatch", f"output {name}: {cand.size} elements, expected {shape}")
-            continue
-        cand = cand.reshape(shape)
         ref = refs[f"ref.{name}"]
         fast = None
         if dt in _FLOATS:

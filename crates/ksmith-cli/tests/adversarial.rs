@@ -232,6 +232,7 @@ adversarial!(
     crash_while_timed,
     fill_scratch,
     syscall_after_stop,
+    output_file_ragged,
 );
 
 /// The runner's log is read through the judge's own descriptor: a link the candidate puts in

@@ -1,6 +1,6 @@
 """The native output check (compare.c) against the numpy one it stands in for: on every input
 where the native pass decides, its metrics are the numpy path's exactly; everywhere else it
-declines. Run by compare.rs with the harness directory on sys.path."""
+declines. Run by trusted_checks.rs with the harness directory on sys.path."""
 
 import sys
 
