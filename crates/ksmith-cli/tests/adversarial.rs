@@ -233,6 +233,7 @@ adversarial!(
     fill_scratch,
     syscall_after_stop,
     output_file_ragged,
+    forged_inputs_changed,
 );
 
 /// The runner's log is read through the judge's own descriptor: a link the candidate puts in

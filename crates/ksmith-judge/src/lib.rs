@@ -1294,12 +1294,21 @@ impl Judge {
             elapsed_ns[w] = reply["elapsed_ns"].as_u64().unwrap_or(0);
             r.time_split.kernel_s += elapsed_ns[w] as f64 / 1e9;
             let earlier: Vec<u64> = seeds.iter().copied().take_while(|&s| s != seed).collect();
+            // The reply is the candidate's process's: only a list of the task's input names
+            // goes on to the trusted side.
+            let Some(changed) = changed_inputs(task, &reply["inputs_changed"]) else {
+                runner.kill();
+                return Err(Failure::Candidate(CallError::Protocol(
+                    "the runner's reply names the changed inputs in a form the harness never writes"
+                        .into(),
+                )));
+            };
             let checked = self.check(
                 task,
                 w,
                 seed,
                 &output_paths(task, &host_prefix),
-                &reply["inputs_changed"],
+                &json!(changed),
                 &earlier,
                 &mut corr,
             );
@@ -1502,6 +1511,23 @@ impl From<JudgeError> for Failure {
 /// returns the copy's path here and where the runner sees it. An unpredictable name, created
 /// fresh: the directory is the candidate's, and a link it planted under a name it could guess
 /// must not redirect this write.
+/// The inputs a runner's reply says its correctness call changed (`inputs_changed`: a list of
+/// the task's input names, or nothing); None when the reply holds anything else.
+fn changed_inputs(task: &Task, v: &Value) -> Option<Vec<String>> {
+    match v {
+        Value::Null => Some(Vec::new()),
+        Value::Array(names) => names
+            .iter()
+            .map(|n| {
+                n.as_str()
+                    .filter(|n| task.inputs.iter().any(|i| i.name == *n))
+                    .map(str::to_string)
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
 fn copy_to_runner(
     runner: &Peer,
     src: &Path,
