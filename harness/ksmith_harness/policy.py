@@ -209,16 +209,33 @@ def check(sources, backend):
         except SyntaxError as e:
             syntax.append({"file": name, "line": e.lineno or 0, "column": e.offset or 0, "message": e.msg})
             continue
-        s = _Scanner(backend)
-        # Aliases first (imports may follow their use in function bodies).
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                for a in node.names:
-                    if isinstance(node, ast.Import):
-                        s.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-                    else:
-                        s.aliases[a.asname or a.name] = f"{node.module or ''}.{a.name}"
-        s.kernels = _pallas_kernels(tree) if backend == "pallas" else set()
-        s.visit(tree)
-        problems += [{"file": name, **p} for p in s.problems]
+        except (MemoryError, RecursionError, ValueError) as e:
+            # The parser's own limits (nesting past its stack, null bytes): the source's fault.
+            syntax.append({"file": name, "line": 0, "column": 0, "message": f"cannot be parsed: {_limit(e)}"})
+            continue
+        try:
+            problems += [{"file": name, **p} for p in _scan(tree, backend)]
+        except RecursionError:
+            syntax.append({"file": name, "line": 0, "column": 0, "message": "nested too deeply for the policy check"})
     return syntax, problems
+
+
+def _limit(e):
+    """What a parser limit says, or its type when it says nothing (a MemoryError)."""
+    return str(e) or type(e).__name__
+
+
+def _scan(tree, backend):
+    """The policy's findings on one parsed file."""
+    s = _Scanner(backend)
+    # Aliases first (imports may follow their use in function bodies).
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for a in node.names:
+                if isinstance(node, ast.Import):
+                    s.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                else:
+                    s.aliases[a.asname or a.name] = f"{node.module or ''}.{a.name}"
+    s.kernels = _pallas_kernels(tree) if backend == "pallas" else set()
+    s.visit(tree)
+    return s.problems

@@ -274,6 +274,7 @@ adversarial!(
     pallas_host_callback,
     pallas_syntax_error,
     pallas_module_escape,
+    triton_deep_nesting,
 );
 
 #[test]
