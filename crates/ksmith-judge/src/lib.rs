@@ -1507,10 +1507,6 @@ impl From<JudgeError> for Failure {
     }
 }
 
-/// Copies `src` into the runner's private directory as `{name}-{random}.{ext}` with `mode`;
-/// returns the copy's path here and where the runner sees it. An unpredictable name, created
-/// fresh: the directory is the candidate's, and a link it planted under a name it could guess
-/// must not redirect this write.
 /// The inputs a runner's reply says its correctness call changed (`inputs_changed`: a list of
 /// the task's input names, or nothing); None when the reply holds anything else.
 fn changed_inputs(task: &Task, v: &Value) -> Option<Vec<String>> {
@@ -1528,6 +1524,10 @@ fn changed_inputs(task: &Task, v: &Value) -> Option<Vec<String>> {
     }
 }
 
+/// Copies `src` into the runner's private directory as `{name}-{random}.{ext}` with `mode`;
+/// returns the copy's path here and where the runner sees it. An unpredictable name, created
+/// fresh: the directory is the candidate's, and a link it planted under a name it could guess
+/// must not redirect this write.
 fn copy_to_runner(
     runner: &Peer,
     src: &Path,
