@@ -82,6 +82,20 @@ fn eval_prints_one_json_result_with_timing_and_roofline() {
     assert!(env["threads"].as_u64().unwrap() >= 1);
     assert!(env["versions"]["jax"].is_string());
     assert!(!env["fingerprint"].as_str().unwrap().is_empty());
+    // The harness version names the embedded files' digest, and the cached references sit
+    // under it: what another harness made is never taken for this one's.
+    let digest = ksmith_harness::harness_digest();
+    let version = env["harness_version"].as_str().unwrap();
+    assert!(
+        version.ends_with(&format!("+{digest}")) && version.len() > digest.len() + 1,
+        "{env}"
+    );
+    let refs = shared_store().join("cache/reference").join(&digest);
+    assert!(
+        std::fs::read_dir(&refs).is_ok_and(|mut d| d.next().is_some()),
+        "no reference cached under {}",
+        refs.display()
+    );
     assert!(v["id"].as_i64().unwrap() > 0);
     // The trusted side's compiled programs (float64 reference, baseline) are kept for the next
     // process, per CPU.

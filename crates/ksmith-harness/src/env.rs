@@ -106,7 +106,9 @@ fn setup_err(msg: impl Into<String>) -> HarnessError {
     HarnessError::Setup(msg.into())
 }
 
-fn files_hash() -> String {
+/// Digest of the embedded harness package (16 hex digits): changes with any of its files, so
+/// results and references a different harness made are never taken for this one's.
+pub fn harness_digest() -> String {
     let mut all = String::new();
     for (n, t) in FILES {
         all.push_str(n);
@@ -329,7 +331,7 @@ impl PythonEnv {
 }
 
 fn write_harness(root: &Path) -> Result<PathBuf, HarnessError> {
-    let dir = root.join(format!("harness-{}", files_hash()));
+    let dir = root.join(format!("harness-{}", harness_digest()));
     // Every file is compared with the copy embedded in this binary before use: a harness
     // changed on disk (by anything) is rewritten, never trusted.
     let intact = || {

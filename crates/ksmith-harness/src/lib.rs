@@ -4,7 +4,7 @@
 
 mod env;
 
-pub use env::{cache_root, PythonEnv};
+pub use env::{cache_root, harness_digest, PythonEnv};
 
 use ksmith_sandbox::{Exit, Limits, Recv, Sandboxed};
 use serde_json::{json, Value};

@@ -478,8 +478,13 @@ impl Judge {
                     })
                     .collect();
             }
-            self.environment.harness_version =
-                hello["harness_version"].as_str().unwrap_or("").to_string();
+            // The declared version, and the digest of the files that made this result: a
+            // harness changed without a new version number still gets its own results.
+            self.environment.harness_version = format!(
+                "{}+{}",
+                hello["harness_version"].as_str().unwrap_or(""),
+                ksmith_harness::harness_digest()
+            );
             if let Some(v) = hello["versions"].as_object() {
                 self.environment.versions = v
                     .iter()
@@ -586,10 +591,13 @@ impl Judge {
         Ok(())
     }
 
+    /// Where the trusted side caches inputs and references: per harness digest, since the
+    /// harness's code draws and computes them.
     fn ref_cache(&self) -> String {
         self.config
             .cache_dir
             .join("reference")
+            .join(ksmith_harness::harness_digest())
             .display()
             .to_string()
     }
