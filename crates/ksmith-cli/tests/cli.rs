@@ -90,7 +90,7 @@ fn eval_prints_one_json_result_with_timing_and_roofline() {
         version.ends_with(&format!("+{digest}")) && version.len() > digest.len() + 1,
         "{env}"
     );
-    let refs = shared_store().join("cache/reference").join(&digest);
+    let refs = shared_store().join("cache/reference").join(digest);
     assert!(
         std::fs::read_dir(&refs).is_ok_and(|mut d| d.next().is_some()),
         "no reference cached under {}",

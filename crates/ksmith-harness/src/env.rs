@@ -108,14 +108,17 @@ fn setup_err(msg: impl Into<String>) -> HarnessError {
 
 /// Digest of the embedded harness package (16 hex digits): changes with any of its files, so
 /// results and references a different harness made are never taken for this one's.
-pub fn harness_digest() -> String {
-    let mut all = String::new();
-    for (n, t) in FILES {
-        all.push_str(n);
-        all.push('\0');
-        all.push_str(t);
-    }
-    blake3::hash(all.as_bytes()).to_hex()[..16].to_string()
+pub fn harness_digest() -> &'static str {
+    static DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIGEST.get_or_init(|| {
+        let mut all = String::new();
+        for (n, t) in FILES {
+            all.push_str(n);
+            all.push('\0');
+            all.push_str(t);
+        }
+        blake3::hash(all.as_bytes()).to_hex()[..16].to_string()
+    })
 }
 
 /// Holds an exclusive lock on a file while alive (several ksmith processes may set up at once).
