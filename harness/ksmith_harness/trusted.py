@@ -4,6 +4,7 @@ Runs only task code (the reference) and our own code; candidates never run here.
 """
 
 import ctypes
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -292,37 +293,36 @@ class _CompareStats(ctypes.Structure):
     _fields_ = [("max_abs", ctypes.c_double), ("max_rel", ctypes.c_double), ("worst", ctypes.c_int64)]
 
 
-_COMPARE = {}
+def _native_helper(name, symbol, argtypes, probe):
+    """`symbol` (returning int) from the helper `name`.so built next to the harness package,
+    or None when it is missing, does not load or fails `probe(fn)`: callers then take their
+    numpy path."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), f"{name}.so")
+    if not os.path.exists(path):
+        return None
+    try:
+        fn = getattr(ctypes.CDLL(path), symbol)
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = argtypes
+    fn.restype = ctypes.c_int
+    return fn if probe(fn) else None
 
 
+def _probe_compare(fn):
+    """The comparer's answers on values whose answer is known: a pass and a non-finite value."""
+    ref = np.array([1.0, 2.5, -3.0])
+    s = _CompareStats()
+    ok = fn(np.array([1.0, 2.0, -3.0], np.float32).ctypes.data, 4, ref.ctypes.data, 3, 0.5, 0.0, ctypes.byref(s))
+    bad = fn(np.array([1.0, 2.0, np.nan]).ctypes.data, 8, ref.ctypes.data, 3, 0.5, 0.0, ctypes.byref(_CompareStats()))
+    return (ok, s.max_abs, s.max_rel, s.worst, bad) == (1, 0.5, 0.2, 1, -1)
+
+
+@functools.cache
 def _comparer():
-    """The one-pass tolerance check built next to the harness package (compare.c), or None;
-    probed once on values whose answer is known."""
-    if "fn" not in _COMPARE:
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compare.so")
-        fn = None
-        if os.path.exists(path):
-            try:
-                fn = ctypes.CDLL(path).ksmith_compare
-                fn.argtypes = [
-                    ctypes.c_void_p,
-                    ctypes.c_int,
-                    ctypes.c_void_p,
-                    ctypes.c_size_t,
-                    ctypes.c_double,
-                    ctypes.c_double,
-                    ctypes.POINTER(_CompareStats),
-                ]
-                fn.restype = ctypes.c_int
-                ref = np.array([1.0, 2.5, -3.0])
-                s = _CompareStats()
-                ok = fn(np.array([1.0, 2.0, -3.0], np.float32).ctypes.data, 4, ref.ctypes.data, 3, 0.5, 0.0, ctypes.byref(s))
-                bad = fn(np.array([1.0, 2.0, np.nan]).ctypes.data, 8, ref.ctypes.data, 3, 0.5, 0.0, ctypes.byref(_CompareStats()))
-                fn = fn if (ok, s.max_abs, s.max_rel, s.worst, bad) == (1, 0.5, 0.2, 1, -1) else None
-            except (OSError, AttributeError):
-                fn = None
-        _COMPARE["fn"] = fn
-    return _COMPARE["fn"]
+    """The one-pass tolerance check (compare.c), or None."""
+    args = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_double, ctypes.c_double, ctypes.POINTER(_CompareStats)]
+    return _native_helper("compare", "ksmith_compare", args, _probe_compare)
 
 
 def _compare_fast(cand, ref, atol, rtol):
@@ -541,25 +541,15 @@ def _flusher(nbytes, device):
     return flush
 
 
-_EVICT = {}
+def _probe_evict(fn):
+    probe = np.zeros(16)
+    return fn(probe.ctypes.data, probe.nbytes) == 1
 
 
+@functools.cache
 def _evictor():
-    """The line-by-line evictor built next to the harness package (evict.c), or None."""
-    if "fn" not in _EVICT:
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evict.so")
-        fn = None
-        if os.path.exists(path):
-            try:
-                fn = ctypes.CDLL(path).ksmith_evict
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-                fn.restype = ctypes.c_int
-                probe = np.zeros(16)
-                fn = fn if fn(probe.ctypes.data, probe.nbytes) == 1 else None
-            except (OSError, AttributeError):
-                fn = None
-        _EVICT["fn"] = fn
-    return _EVICT["fn"]
+    """The line-by-line evictor (evict.c), or None."""
+    return _native_helper("evict", "ksmith_evict", [ctypes.c_void_p, ctypes.c_size_t], _probe_evict)
 
 
 def _evict_arrays(evict, arrays):
