@@ -2,7 +2,8 @@
 //! with the scripted provider, the real compiler, judge and SQLite: a hinted node is grown to a
 //! passed candidate, a node interrupted after its first LLM call replays that call when it is
 //! grown again, and the same code proposed again (in the run, or in a later run on the same
-//! machine) is a duplicate that is not judged again.
+//! machine) is a duplicate that is not judged again, while code that only normalizes equally
+//! (other comments; a `// ... \` comment that swallows a line in C) is judged on its own.
 
 mod common;
 
@@ -24,6 +25,19 @@ const WORKLOADS: &str = "[[workloads]]\naxes = { M = 128, N = 1000 }\n[workloads
 
 /// A correct softmax (one reciprocal per row), as the implementer writes it.
 const KERNEL: &str = "#include <math.h>\n#include <stdint.h>\n\n/* one reciprocal per row */\nvoid softmax(const float* x, float* y, int64_t M, int64_t N) {\n    for (int64_t i = 0; i < M; i++) {\n        const float* xr = x + i * N;\n        float* yr = y + i * N;\n        float m = xr[0];\n        for (int64_t j = 1; j < N; j++)\n            if (xr[j] > m) m = xr[j];\n        float s = 0.0f;\n        for (int64_t j = 0; j < N; j++) {\n            yr[j] = expf(xr[j] - m);\n            s += yr[j];\n        }\n        const float r = 1.0f / s;\n        for (int64_t j = 0; j < N; j++)\n            yr[j] *= r;\n    }\n}\n";
+
+/// A twin of [`KERNEL`] that normalizes to the same text but is another program: the compiler
+/// joins the backslash-newline before removing the comment, so the comment swallows the sum
+/// (the row sum stays 0 and every output is inf); a normalizer that drops the comment first
+/// keeps the sum.
+fn kernel_backslash_twin() -> String {
+    let twin = KERNEL.replace(
+        "            yr[j] = expf(xr[j] - m);\n            s += yr[j];",
+        "            yr[j] = expf(xr[j] - m); // exp \\\n            s += yr[j];",
+    );
+    assert_ne!(twin, KERNEL);
+    twin
+}
 
 /// The same program with other comments and layout (CRLF included).
 fn kernel_reformatted() -> String {
@@ -243,6 +257,12 @@ fn a_hinted_node_replays_its_journal_and_a_duplicate_is_not_judged_again() {
                 &["Unroll by four"],
                 &code(&kernel_reformatted()),
             ),
+            reply(
+                "planner",
+                &[Hint::Simplify.instruction()],
+                &plan("Back to the first"),
+            ),
+            reply("implementer", &["Back to the first"], &code(KERNEL)),
         ],
     );
     let x = expander(&store, run, &task, full);
@@ -278,32 +298,47 @@ fn a_hinted_node_replays_its_journal_and_a_duplicate_is_not_judged_again() {
     let evals = evaluations(&store);
     assert_eq!(evals, 1);
 
-    // 3. Node 1 proposes the same program (other comments, layout, CRLF): a duplicate of node 0,
-    // its evaluation reused, nothing judged.
+    // 3. Node 1 proposes the same program in other text (other comments, layout, CRLF): the
+    // same normalized code, but other bytes, so it is judged on its own.
     let parent = node_of(0, hint, &n0);
     let lines = Lines::default();
     let n1 = match x.expand(
-        &request(1, Some((parent, KERNEL.to_string())), Hint::Unroll),
+        &request(1, Some((parent.clone(), KERNEL.to_string())), Hint::Unroll),
         &lines,
     ) {
         Ok(e) => e,
         Err(e) => panic!("node 1: {e}"),
     };
-    assert_eq!(n1.duplicate_of, Some(NodeId(0)));
-    assert_eq!(n1.outcome.eval_id, n0.outcome.eval_id);
-    assert_eq!(n1.norm_hash, n0.norm_hash);
-    assert_ne!(
-        n1.code_hash, n0.code_hash,
-        "the text differs, the program does not"
-    );
-    assert_eq!(n1.spend.evaluations, 0);
-    assert_eq!(n1.spend.calls, 2);
+    assert_eq!(n1.duplicate_of, None);
+    assert_eq!(n1.norm_hash, n0.norm_hash, "grouped with node 0 in reports");
+    assert_ne!(n1.code_hash, n0.code_hash);
+    assert_ne!(n1.outcome.eval_id, n0.outcome.eval_id, "judged, not inherited");
+    assert_eq!(n1.outcome.status, Some(Status::Passed));
+    assert_eq!(n1.spend.evaluations, 1);
+    let evals = evaluations(&store);
+    assert_eq!(evals, 2);
+
+    // 4. Node 2 proposes node 0's code byte for byte: a duplicate, its evaluation reused.
+    let lines = Lines::default();
+    let n2 = match x.expand(
+        &request(2, Some((parent, KERNEL.to_string())), Hint::Simplify),
+        &lines,
+    ) {
+        Ok(e) => e,
+        Err(e) => panic!("node 2: {e}"),
+    };
+    assert_eq!(n2.duplicate_of, Some(NodeId(0)));
+    assert_eq!(n2.outcome.eval_id, n0.outcome.eval_id);
+    assert_eq!(n2.spend.evaluations, 0);
     assert_eq!(evaluations(&store), evals, "no evaluation row was added");
     let said = lines.0.lock().unwrap().join("\n");
     assert!(said.contains("same code as node n0"), "{said}");
     drop(x);
 
-    // 4. A later run on the same machine and task: the store's index finds it.
+    // 5. A later run on the same machine and task. Its first node is the backslash twin of
+    // node 0: the same normalized code, a different program. It gets its own verdict (it
+    // fails), never node 0's PASSED. Its second node is node 0's code: the store's index
+    // finds the earlier verdict, nothing is judged.
     let run2 = "run-engine-2";
     create_run(&store, run2, &task);
     let again = script(
@@ -315,21 +350,45 @@ fn a_hinted_node_replays_its_journal_and_a_duplicate_is_not_judged_again() {
                 &[Hint::Simplify.instruction()],
                 &plan("Reciprocal per row"),
             ),
+            reply("implementer", &[], &code(&kernel_backslash_twin())),
+            // The fixer answers with the twin again, under another comment: it fails too.
+            reply(
+                "fixer",
+                &[],
+                &code(&kernel_backslash_twin().replace("// exp", "// exponent")),
+            ),
+            reply("planner", &[Hint::Unroll.instruction()], &plan("Again")),
             reply("implementer", &[], &code(KERNEL)),
         ],
     );
     let x = expander(&store, run2, &task, again);
     let lines = Lines::default();
-    let m0 = match x.expand(&request(0, None, Hint::Simplify), &lines) {
+    let twin = match x.expand(&request(0, None, Hint::Simplify), &lines) {
         Ok(e) => e,
         Err(e) => panic!("run 2 node 0: {e}"),
     };
     let said = lines.0.lock().unwrap().join("\n");
+    assert_eq!(twin.norm_hash, n0.norm_hash, "the twin normalizes equally");
+    assert_ne!(twin.outcome.eval_id, n0.outcome.eval_id, "{said}");
+    assert!(
+        !twin.outcome.passed(),
+        "the twin writes inf, whatever its twin's verdict: {:?}\n{said}",
+        twin.outcome
+    );
+    assert!(!said.contains("reused"), "{said}");
+    assert_eq!(twin.spend.evaluations, 2, "the twin and the fixer's version");
+    let evals = evaluations(&store);
+    let lines = Lines::default();
+    let m1 = match x.expand(&request(1, None, Hint::Unroll), &lines) {
+        Ok(e) => e,
+        Err(e) => panic!("run 2 node 1: {e}"),
+    };
+    let said = lines.0.lock().unwrap().join("\n");
     // New to this run (not a duplicate node), but not judged again: the earlier verdict.
-    assert_eq!(m0.duplicate_of, None, "{said}");
+    assert_eq!(m1.duplicate_of, None, "{said}");
     assert!(said.contains(&format!("of run {run}")), "{said}");
-    assert_eq!(m0.spend.evaluations, 0);
-    assert_eq!(m0.outcome.eval_id, n0.outcome.eval_id);
+    assert_eq!(m1.spend.evaluations, 0);
+    assert_eq!(m1.outcome.eval_id, n0.outcome.eval_id);
     assert_eq!(evaluations(&store), evals);
 }
 

@@ -1,6 +1,10 @@
-//! Candidate dedup: sources normalized (comments and insignificant whitespace removed, string
-//! literals kept intact) and hashed, so the same program proposed twice (in one run, or in an
-//! earlier run on the same machine and task) is judged once.
+//! Candidate dedup. The same code (byte for byte, same flags and entry point) proposed twice, in
+//! one run or in an earlier run on the same machine and task, is judged once: [`DedupIndex`]
+//! is keyed by the judge's evaluation key of the exact code. Sources are also normalized
+//! (comments and insignificant whitespace removed, string literals kept) and hashed, but only
+//! to group nodes for prompts and reports: the normalizer is not the compiler (C joins
+//! backslash-newlines before removing comments, so `// ... \` swallows the next line), and a
+//! normalized match never stands in for a verdict.
 
 use crate::node::NodeId;
 use ksmith_task::Language;
@@ -233,7 +237,7 @@ enum Slot {
     Judged(FirstSeen),
 }
 
-/// The in-run index shared by concurrent expansions: normalized hash → first judged node. A
+/// The in-run index shared by concurrent expansions: evaluation key → first judged node. A
 /// code being judged by one node makes another node with the same code wait for that verdict
 /// instead of judging it too.
 #[derive(Debug, Default)]

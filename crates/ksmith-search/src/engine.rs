@@ -676,10 +676,11 @@ impl Search {
     fn merge(&mut self, id: NodeId, events: &dyn EventSink) {
         let s = &mut self.state;
         let idx = id.0 as usize;
-        // A candidate whose normalized code an earlier node had is a duplicate (the expander
-        // may have judged it again; the search does not count it as new).
+        // A candidate whose exact code an earlier node had is a duplicate (the expander may
+        // have judged it again; the search does not count it as new). Code that only
+        // normalizes equally is its own node with its own verdict.
         if s.graph.entries[idx].node.duplicate_of.is_none() {
-            if let Some(h) = s.graph.entries[idx].node.norm_hash.clone() {
+            if let Some(h) = s.graph.entries[idx].node.code_hash.clone() {
                 let earlier = s.graph.entries[..idx]
                     .iter()
                     .find(|e| {
@@ -687,7 +688,7 @@ impl Search {
                         // nodes judged at once may each have waited on the other's claim).
                         e.merged
                             && e.node.duplicate_of.is_none()
-                            && e.node.norm_hash.as_deref() == Some(h.as_str())
+                            && e.node.code_hash.as_deref() == Some(h.as_str())
                     })
                     .map(|e| e.node.id);
                 if let Some(d) = earlier {

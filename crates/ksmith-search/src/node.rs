@@ -30,7 +30,7 @@ pub enum NodeState {
     Done,
     /// The session produced no candidate (no usable plan or code).
     NoCandidate,
-    /// Its code was a duplicate of an earlier candidate (normalized hash): not judged again.
+    /// Its code was byte for byte an earlier candidate's: not judged again.
     Duplicate,
     /// The session failed for a reason outside the candidate (provider or environment).
     Failed,
@@ -129,7 +129,8 @@ pub struct Node {
     pub plan: String,
     /// Content hash of its source (an artifact in the store), when it produced code.
     pub code_hash: Option<String>,
-    /// Normalized-source hash (comments and whitespace removed) used for dedup.
+    /// Normalized-source hash (comments and whitespace removed): groups nodes in prompts and
+    /// reports, never stands in for a verdict.
     pub norm_hash: Option<String>,
     /// The node whose code it duplicated, when [`NodeState::Duplicate`].
     pub duplicate_of: Option<NodeId>,

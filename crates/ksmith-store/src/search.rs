@@ -1,7 +1,7 @@
 //! Graph-search runs: every node as it ends (its JSON, with the columns reports sort by), the
 //! whole search state after every node (one transaction with the node, so a killed search
-//! resumes from a consistent state), and the normalized-code index that keeps a duplicate from
-//! being judged twice on the same machine.
+//! resumes from a consistent state), and the index that keeps the same program (same bytes,
+//! flags and entry point: the judge's evaluation key) from being judged twice on one machine.
 
 use crate::{Store, StoreError};
 use rusqlite::{params, OptionalExtension};
@@ -22,14 +22,17 @@ CREATE TABLE IF NOT EXISTS search_state (
     updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     payload     TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS search_dedup (
+-- The index of earlier versions was keyed by normalized code, which is not what the compiler
+-- sees (a `// ... \` comment continues onto the next line): its verdicts are not reused.
+DROP TABLE IF EXISTS search_dedup;
+CREATE TABLE IF NOT EXISTS search_reuse (
     fingerprint TEXT NOT NULL,
     task_hash   TEXT NOT NULL,
-    norm_hash   TEXT NOT NULL,
+    eval_key    TEXT NOT NULL,
     run         TEXT NOT NULL,
     node        INTEGER NOT NULL,
     eval_id     INTEGER REFERENCES evaluations(id),
-    PRIMARY KEY (fingerprint, task_hash, norm_hash)
+    PRIMARY KEY (fingerprint, task_hash, eval_key)
 );
 "#;
 
@@ -50,7 +53,7 @@ pub struct NodeRecord {
     pub created_at: String,
 }
 
-/// An earlier candidate with the same normalized code, task and machine.
+/// An earlier candidate with the same code (evaluation key), task and machine.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DedupHit {
     /// The run it was seen in.
@@ -136,18 +139,19 @@ impl Store {
             .map_err(|e| self.sql(e))
     }
 
-    /// The earlier candidate with this normalized code for this task on this machine.
+    /// The earlier candidate with this evaluation key (the judge's key of the exact code) for
+    /// this task on this machine.
     pub fn dedup_lookup(
         &self,
         fingerprint: &str,
         task_hash: &str,
-        norm_hash: &str,
+        eval_key: &str,
     ) -> Result<Option<DedupHit>, StoreError> {
         self.conn
             .query_row(
-                "SELECT run, node, eval_id FROM search_dedup
-                 WHERE fingerprint = ?1 AND task_hash = ?2 AND norm_hash = ?3",
-                params![fingerprint, task_hash, norm_hash],
+                "SELECT run, node, eval_id FROM search_reuse
+                 WHERE fingerprint = ?1 AND task_hash = ?2 AND eval_key = ?3",
+                params![fingerprint, task_hash, eval_key],
                 |r| {
                     Ok(DedupHit {
                         run: r.get(0)?,
@@ -160,19 +164,19 @@ impl Store {
             .map_err(|e| self.sql(e))
     }
 
-    /// Records where a normalized code was first seen (the first record wins).
+    /// Records where a code (its evaluation key) was first judged (the first record wins).
     pub fn dedup_insert(
         &self,
         fingerprint: &str,
         task_hash: &str,
-        norm_hash: &str,
+        eval_key: &str,
         hit: &DedupHit,
     ) -> Result<(), StoreError> {
         self.conn
             .execute(
-                "INSERT OR IGNORE INTO search_dedup (fingerprint, task_hash, norm_hash, run, node, eval_id)
+                "INSERT OR IGNORE INTO search_reuse (fingerprint, task_hash, eval_key, run, node, eval_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![fingerprint, task_hash, norm_hash, hit.run, hit.node as i64, hit.eval_id],
+                params![fingerprint, task_hash, eval_key, hit.run, hit.node as i64, hit.eval_id],
             )
             .map_err(|e| self.sql(e))?;
         Ok(())

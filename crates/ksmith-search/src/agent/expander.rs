@@ -5,9 +5,10 @@
 //! Safe to call from several threads at once: each expansion opens its own store connection
 //! (WAL) and takes a judge from a pool. Every LLM call is journaled by (run, node, index in
 //! node), so a node expanded again after `kill -9` replays the calls it already paid for. A
-//! candidate whose normalized code was already judged (in this run, or in an earlier run on the
-//! same machine and task) is not judged again: its evaluation is reused and the node is marked
-//! a duplicate.
+//! candidate whose exact code (same bytes, flags and entry point) was already judged (in this
+//! run, or in an earlier run on the same machine and task) is not judged again: its evaluation
+//! is reused and the node is marked a duplicate. Sources that only normalize equally
+//! (comments, whitespace) are judged each on their own.
 
 use super::brief::{failure, first_lines, roofline_text, task_brief, timing_text};
 use crate::dedup::{norm_hash, DedupIndex, FirstSeen};
@@ -453,7 +454,7 @@ impl AgentExpander {
         views
     }
 
-    /// Judges a candidate unless its normalized code was judged before (then reuses that
+    /// Judges a candidate unless the same bytes were judged before (then reuses that
     /// evaluation and names the node that first had it).
     fn judge_candidate(
         &self,
@@ -462,15 +463,18 @@ impl AgentExpander {
         source: String,
     ) -> Result<Candidate, ExpandError> {
         let norm = norm_hash(&source, self.base.language);
-        // The dedup key is the judge's own key of the normalized program: flags, entry point,
-        // judge settings, machine and task included, so a verdict is only reused where the
-        // judge would be asked the same question.
+        // The reuse key is the judge's own key of these exact bytes: flags, entry point, judge
+        // settings, machine and task included, so a verdict is only reused where the judge
+        // would be asked the same question about the same program. Never the normalized
+        // text: normalization is ours, not the compiler's (a `// ... \` comment continues onto
+        // the next line in C, so two texts that normalize equally can compile differently);
+        // it only groups nodes for prompts and reports (`norm_hash`).
         let canonical = Solution::from_source(
             "dedup",
             self.base.language,
             &self.base.entry,
             &self.base.file,
-            crate::dedup::normalize(&source, self.base.language),
+            source.clone(),
             self.base.flags.clone(),
         );
         let key = cx.judge.eval_key(&self.task, &canonical).map_err(failed)?;
@@ -512,7 +516,7 @@ impl AgentExpander {
                         format!("node {node} of run {run}")
                     };
                     cx.say(format!(
-                        "same code as {whose} (up to comments and whitespace): evaluation {eval_id} reused, not judged again"
+                        "same code as {whose} (byte for byte): evaluation {eval_id} reused, not judged again"
                     ));
                 }
                 let cand = Candidate {
