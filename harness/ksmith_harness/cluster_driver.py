@@ -1,4 +1,4 @@
-"""Ray driver for `ksmith --cluster`: protocol `ksmith-cluster/1` (docs/cluster.md).
+"""Ray driver for `ksmith --cluster`: protocol `ksmith-cluster/2` (docs/cluster.md).
 
 Run as `python -m ksmith_harness.cluster_driver`. It reads one JSON request per line on stdin
 and writes one JSON reply per line on stdout; stdout carries nothing else (Python's own
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-PROTOCOL = 1
+PROTOCOL = 2
 # Named device actors live in this Ray namespace, one name per device slot.
 NAMESPACE = "ksmith"
 HELD = "in use by another ksmith process"

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import platform
+import re
 import stat
 import sys
 import time
@@ -132,7 +133,16 @@ def _as_list(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
 def _paths(cache_dir, task_hash, workload, seed):
+    # The hash and numbers become a path: only well-formed values (the judge computes the hash;
+    # this guards against one that is not a digest ever naming a place outside the cache).
+    if not isinstance(task_hash, str) or not _DIGEST.fullmatch(task_hash):
+        raise HarnessError(f"task content hash {task_hash!r} is not a digest")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (workload, seed)):
+        raise HarnessError(f"workload {workload!r} and seed {seed!r} must be whole numbers")
     base = os.path.join(cache_dir, task_hash[:24], f"w{workload}_s{seed}_h{HARNESS_VERSION}")
     return base + ".inputs.safetensors", base + ".ref.safetensors", base + ".meta.json"
 

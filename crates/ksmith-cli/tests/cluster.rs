@@ -173,6 +173,155 @@ fn the_worker_judges_requests_and_refuses_bad_ones() {
     );
 }
 
+/// A softmax that copies its input: wrong, unless the reference is forged to the identity.
+const COPY_KERNEL: &str = "#include <stdint.h>\n#include <string.h>\nvoid softmax(const float* x, float* y, int64_t M, int64_t N) { memcpy(y, x, sizeof(float) * (size_t)(M * N)); }\n";
+
+fn copy_solution() -> WireSolution {
+    WireSolution::from(&Solution::from_parts(
+        "copy".into(),
+        ksmith_task::Language::C,
+        "softmax".into(),
+        vec![("kernel.c".into(), COPY_KERNEL.into())],
+        Vec::new(),
+    ))
+}
+
+#[test]
+fn a_worker_computes_every_hash_itself_and_keeps_its_own_guard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let softmax = small_task(
+        "softmax",
+        tmp.path(),
+        "[[workloads]]\naxes = { M = 64, N = 1000 }\n[workloads.inputs]\nx = { dist = \"normal\", mean = 0.0, std = 1.0 }\n",
+    );
+    let task = Task::load(&softmax).unwrap();
+    let mut honest = request(
+        &softmax,
+        &["solutions/fast"],
+        RemoteKind::Evaluate { race: None },
+    );
+    honest.config.timing = false;
+    honest.solutions = vec![copy_solution()];
+    let identity = "def reference(x):\n    return x + 0.0\n";
+
+    // 1. A forged reference under the task's real hash: refused, nothing cached under it.
+    let mut forged = honest.clone();
+    forged
+        .task
+        .files
+        .insert("reference.py".into(), identity.into());
+    // 2. The same forged reference under its own, correct hash: another task; judged as such
+    // (the copy passes it), cached under that other hash.
+    let forged_dir = tmp.path().join("forged/softmax");
+    std::fs::create_dir_all(&forged_dir).unwrap();
+    std::fs::copy(softmax.join("task.toml"), forged_dir.join("task.toml")).unwrap();
+    std::fs::write(forged_dir.join("reference.py"), identity).unwrap();
+    let mut own_hash = forged.clone();
+    own_hash.task.content_hash = Task::load(&forged_dir).unwrap().content_hash;
+    assert_ne!(own_hash.task.content_hash, task.content_hash);
+    // 3. The honest request afterwards: the copy is wrong.
+    // 4. A path as the hash.
+    let mut path_hash = honest.clone();
+    path_hash.task.content_hash = format!("../../../../{}/escaped", tmp.path().display());
+    // 5. The request turning the sandbox off: not a field of the protocol.
+    let mut unsafe_req = serde_json::to_value(&honest).unwrap();
+    unsafe_req["config"]["unsafe_no_sandbox"] = serde_json::Value::Bool(true);
+    // 6. One seed (the judge times on two input sets).
+    let mut one_seed = honest.clone();
+    one_seed.config.seeds = vec![1];
+    // 7. Held-out shapes as the finalizer makes them: accepted, hashed here the same way.
+    let held = task.with_workloads(task.held_out_workloads(7)[..1].to_vec(), "held-out");
+    let mut held_req = request(
+        &softmax,
+        &["solutions/fast"],
+        RemoteKind::Evaluate { race: None },
+    );
+    held_req.config.timing = false;
+    held_req.task.workloads = held.workloads.clone();
+    held_req.task.other_workloads = Vec::new();
+    held_req.task.content_hash = held.content_hash.clone();
+    // 8. "Held-out" shapes with other input distributions, correctly hashed by the caller:
+    // not near the task's own, refused.
+    let mut other_inputs = held.workloads.clone();
+    other_inputs[0].inputs[0].1 = ksmith_task::Distribution::Uniform {
+        low: 0.0,
+        high: 0.0,
+    };
+    let mut held_forged = held_req.clone();
+    held_forged.task.content_hash = task
+        .with_workloads(other_inputs.clone(), "held-out")
+        .content_hash;
+    held_forged.task.workloads = other_inputs;
+
+    let lines: Vec<String> = vec![
+        serde_json::to_string(&forged).unwrap(),
+        serde_json::to_string(&own_hash).unwrap(),
+        serde_json::to_string(&honest).unwrap(),
+        serde_json::to_string(&path_hash).unwrap(),
+        unsafe_req.to_string(),
+        serde_json::to_string(&one_seed).unwrap(),
+        serde_json::to_string(&held_req).unwrap(),
+        serde_json::to_string(&held_forged).unwrap(),
+    ];
+    let got = worker_judge(&store, &lines);
+    assert_eq!(got.len(), lines.len());
+    let refused = |i: usize, what: &str| {
+        let e = got[i]
+            .error
+            .as_ref()
+            .unwrap_or_else(|| panic!("request {i} was judged"));
+        assert!(!got[i].ok);
+        assert_eq!(e.kind, WorkerErrorKind::Request, "{i}: {}", e.message);
+        assert!(e.message.contains(what), "{i}: {what}: {}", e.message);
+    };
+    refused(0, "content_hash");
+    assert!(got[1].ok, "{:?}", got[1].error);
+    assert_eq!(
+        got[1].results[0].status,
+        Status::Passed,
+        "another task, judged as such"
+    );
+    assert_eq!(got[1].results[0].task_hash, own_hash.task.content_hash);
+    assert!(got[2].ok, "{:?}", got[2].error);
+    assert_eq!(
+        got[2].results[0].status,
+        Status::IncorrectNumerical,
+        "the forged reference left nothing behind: {:?}",
+        got[2].results[0].reason
+    );
+    refused(3, "not a content hash");
+    assert!(!tmp.path().join("escaped").exists());
+    refused(4, "unsafe_no_sandbox");
+    refused(5, "config.seeds");
+    assert!(got[6].ok, "{:?}", got[6].error);
+    assert_eq!(got[6].results[0].status, Status::Passed);
+    assert_eq!(got[6].results[0].task_hash, held.content_hash);
+    refused(7, "input distributions");
+
+    // A local evaluation on the same store: the copy is wrong here too.
+    let sol = tmp.path().join("copy");
+    std::fs::create_dir_all(&sol).unwrap();
+    std::fs::write(sol.join("kernel.c"), COPY_KERNEL).unwrap();
+    std::fs::write(
+        sol.join("solution.toml"),
+        "name = \"copy\"\nlanguage = \"c\"\nentry_point = \"softmax\"\nsources = [\"kernel.c\"]\n",
+    )
+    .unwrap();
+    let out = ksmith(
+        &store,
+        &[
+            "eval",
+            &softmax.display().to_string(),
+            &sol.display().to_string(),
+            "--no-timing",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("INCORRECT_NUMERICAL"), "{}", text(&out));
+}
+
 /// A suite of three starter tasks with small workloads, and their `fast` C solutions (as
 /// `--solutions DIR`): small shapes keep the cluster test short.
 fn small_suite(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {

@@ -312,7 +312,10 @@ fn a_hinted_node_replays_its_journal_and_a_duplicate_is_not_judged_again() {
     assert_eq!(n1.duplicate_of, None);
     assert_eq!(n1.norm_hash, n0.norm_hash, "grouped with node 0 in reports");
     assert_ne!(n1.code_hash, n0.code_hash);
-    assert_ne!(n1.outcome.eval_id, n0.outcome.eval_id, "judged, not inherited");
+    assert_ne!(
+        n1.outcome.eval_id, n0.outcome.eval_id,
+        "judged, not inherited"
+    );
     assert_eq!(n1.outcome.status, Some(Status::Passed));
     assert_eq!(n1.spend.evaluations, 1);
     let evals = evaluations(&store);
@@ -376,7 +379,10 @@ fn a_hinted_node_replays_its_journal_and_a_duplicate_is_not_judged_again() {
         twin.outcome
     );
     assert!(!said.contains("reused"), "{said}");
-    assert_eq!(twin.spend.evaluations, 2, "the twin and the fixer's version");
+    assert_eq!(
+        twin.spend.evaluations, 2,
+        "the twin and the fixer's version"
+    );
     let evals = evaluations(&store);
     let lines = Lines::default();
     let m1 = match x.expand(&request(1, None, Hint::Unroll), &lines) {

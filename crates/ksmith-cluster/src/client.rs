@@ -1,5 +1,5 @@
 //! The caller's side: spawns the Python driver (`ksmith_harness.cluster_driver`, in the managed
-//! environment with Ray), speaks protocol `ksmith-cluster/1` with it over pipes, and offers the
+//! environment with Ray), speaks protocol `ksmith-cluster/2` with it over pipes, and offers the
 //! cluster's devices to judges as a [`Remote`].
 
 use crate::protocol::{
@@ -8,7 +8,7 @@ use crate::protocol::{
 };
 use ksmith_harness::PythonEnv;
 use ksmith_judge::remote::{Remote, RemoteJob, RemoteKind, RemoteOutcome};
-use ksmith_judge::{isolation_text, Environment, JudgeConfig, JudgeError};
+use ksmith_judge::{Environment, JudgeConfig, JudgeError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -598,21 +598,10 @@ impl ClusterRemote {
 
 impl Remote for ClusterRemote {
     fn environment(&self, config: &JudgeConfig) -> Result<Environment, JudgeError> {
-        // What the worker's judge will record with these settings (`Judge::new`).
+        // What the worker's judge will record with these settings (`Judge::new`). Whether it
+        // judges without a complete sandbox is the worker's own flag, already in its identity.
         let mut e = self.identity.environment.clone();
         e.threads = config.threads;
-        let note = self
-            .identity
-            .environment
-            .isolation
-            .strip_prefix("UNSAFE (--unsafe-no-sandbox): ")
-            .unwrap_or(&self.identity.environment.isolation)
-            .to_string();
-        e.isolation = isolation_text(
-            self.identity.isolation_complete,
-            &note,
-            config.unsafe_no_sandbox,
-        );
         e.fingerprint = e.compute_fingerprint();
         Ok(e)
     }

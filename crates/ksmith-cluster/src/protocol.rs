@@ -1,4 +1,4 @@
-//! Protocol `ksmith-cluster/1` (docs/cluster.md): what travels between the caller, the driver
+//! Protocol `ksmith-cluster/2` (docs/cluster.md): what travels between the caller, the driver
 //! and the workers. Bump [`PROTOCOL`] on any change a peer could misread.
 
 use ksmith_backend::hw::Hardware;
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The protocol version every message carries.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// This binary's version: a device runs the same `ksmith` or is not used.
 pub const KSMITH_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -78,34 +78,38 @@ impl From<&Solution> for WireSolution {
     }
 }
 
-/// The judge settings that travel (the cache directory is the worker's own).
+/// The judge settings that travel. What guards the device (whether to judge without a complete
+/// sandbox, the reference's time and memory limits, the cache directory) is the worker's own,
+/// from its own command line, and is not in the request: a request cannot lower it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WireConfig {
-    /// Check seeds.
+    /// Check seeds (2 to [`MAX_SEEDS`], distinct; the first two are the timing input sets).
     pub seeds: Vec<u64>,
-    /// Candidate threads.
+    /// Candidate threads (1 to [`MAX_THREADS`]).
     pub threads: usize,
-    /// Per-call limit, ms.
+    /// Per-call limit, ms (100 ms to a day).
     pub call_timeout_ms: u64,
-    /// Minimum timed time per side per workload, ms.
+    /// Minimum timed time per side per workload, ms (1 to 600000).
     pub min_time_ms: u64,
-    /// Minimum rounds.
+    /// Minimum rounds (at least 2).
     pub min_rounds: usize,
-    /// Maximum rounds.
+    /// Maximum rounds (from `min_rounds` to [`MAX_ROUNDS`]).
     pub max_rounds: usize,
     /// Cache flushing.
     pub flush: Flush,
     /// Whether to time.
     pub timing: bool,
-    /// Plausibility margin.
+    /// Plausibility margin: a request may tighten it, never loosen it past the judge's default.
     pub plausibility_margin: f64,
-    /// Judge where isolation is incomplete.
-    pub unsafe_no_sandbox: bool,
-    /// Per-request limit of the trusted process, ms.
-    pub reference_timeout_ms: u64,
-    /// The trusted process's memory limit.
-    pub reference_memory: Option<u64>,
 }
+
+/// Most seeds a request may ask for.
+pub const MAX_SEEDS: usize = 100;
+/// Most candidate threads a request may ask for.
+pub const MAX_THREADS: usize = 1024;
+/// Most timing rounds per workload a request may ask for.
+pub const MAX_ROUNDS: usize = 1000;
 
 impl From<&JudgeConfig> for WireConfig {
     fn from(c: &JudgeConfig) -> WireConfig {
@@ -119,17 +123,58 @@ impl From<&JudgeConfig> for WireConfig {
             flush: c.flush,
             timing: c.timing,
             plausibility_margin: c.plausibility_margin,
-            unsafe_no_sandbox: c.unsafe_no_sandbox,
-            reference_timeout_ms: c.reference_timeout.as_millis() as u64,
-            reference_memory: c.reference_memory,
         }
     }
 }
 
 impl WireConfig {
-    /// The judge settings on the worker, with its own cache directory.
-    pub fn to_config(&self, cache_dir: PathBuf) -> JudgeConfig {
-        let mut c = JudgeConfig::new(cache_dir, self.threads.max(1));
+    /// The judge settings on the worker: the request's, each checked to be well formed, with
+    /// the worker's own cache directory; the guard fields keep the worker's defaults (its
+    /// command line sets them over these). Err names the field.
+    pub fn to_config(&self, cache_dir: PathBuf) -> Result<JudgeConfig, String> {
+        let mut seen = std::collections::BTreeSet::new();
+        if !(2..=MAX_SEEDS).contains(&self.seeds.len())
+            || !self.seeds.iter().all(|s| seen.insert(*s))
+        {
+            return Err(format!(
+                "config.seeds: {} seeds; expected 2 to {MAX_SEEDS} distinct ones",
+                self.seeds.len()
+            ));
+        }
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return Err(format!(
+                "config.threads: {}; expected 1 to {MAX_THREADS}",
+                self.threads
+            ));
+        }
+        if !(100..=86_400_000).contains(&self.call_timeout_ms) {
+            return Err(format!(
+                "config.call_timeout_ms: {}; expected 100 to 86400000",
+                self.call_timeout_ms
+            ));
+        }
+        if !(1..=600_000).contains(&self.min_time_ms) {
+            return Err(format!(
+                "config.min_time_ms: {}; expected 1 to 600000",
+                self.min_time_ms
+            ));
+        }
+        if self.min_rounds < 2 || self.min_rounds > self.max_rounds || self.max_rounds > MAX_ROUNDS
+        {
+            return Err(format!(
+                "config.min_rounds/max_rounds: {}/{}; expected 2 <= min <= max <= {MAX_ROUNDS}",
+                self.min_rounds, self.max_rounds
+            ));
+        }
+        let mut c = JudgeConfig::new(cache_dir, self.threads);
+        if !(self.plausibility_margin.is_finite() && self.plausibility_margin > 0.0) {
+            return Err(format!(
+                "config.plausibility_margin: {}; expected a positive number",
+                self.plausibility_margin
+            ));
+        }
+        // A larger margin lets faster-than-the-floor results through: only a tighter one counts.
+        c.plausibility_margin = self.plausibility_margin.min(c.plausibility_margin);
         c.seeds = self.seeds.clone();
         c.call_timeout = Duration::from_millis(self.call_timeout_ms);
         c.min_time = Duration::from_millis(self.min_time_ms);
@@ -137,11 +182,7 @@ impl WireConfig {
         c.max_rounds = self.max_rounds;
         c.flush = self.flush;
         c.timing = self.timing;
-        c.plausibility_margin = self.plausibility_margin;
-        c.unsafe_no_sandbox = self.unsafe_no_sandbox;
-        c.reference_timeout = Duration::from_millis(self.reference_timeout_ms);
-        c.reference_memory = self.reference_memory;
-        c
+        Ok(c)
     }
 }
 

@@ -45,11 +45,18 @@ impl<'a> Judges<'a> {
         }
     }
 
-    fn get(&mut self, wire: &crate::protocol::WireConfig) -> Result<&mut Judge, String> {
+    /// The judge for these settings; Err((kind, message)).
+    fn get(
+        &mut self,
+        wire: &crate::protocol::WireConfig,
+    ) -> Result<&mut Judge, (WorkerErrorKind, String)> {
+        let config = wire
+            .to_config(self.cache_dir.clone())
+            .map_err(|e| (WorkerErrorKind::Request, e))?;
         let key = serde_json::to_string(wire).unwrap_or_default();
         if self.kept.as_ref().is_none_or(|(k, _)| *k != key) {
             self.kept = None;
-            let judge = (self.make)(wire.to_config(self.cache_dir.clone()))?;
+            let judge = (self.make)(config).map_err(|e| (WorkerErrorKind::Environment, e))?;
             self.kept = Some((key, judge));
         }
         Ok(&mut self.kept.as_mut().expect("just set").1)
@@ -94,7 +101,7 @@ pub fn serve(line: &str, judges: &mut Judges<'_>) -> WorkerResponse {
     }
     let judge = match judges.get(&req.config) {
         Ok(j) => j,
-        Err(e) => return WorkerResponse::error(WorkerErrorKind::Environment, None, e),
+        Err((kind, e)) => return WorkerResponse::error(kind, None, e),
     };
     let outcome = match req.job {
         RemoteKind::Evaluate { race } => judge
@@ -144,11 +151,21 @@ fn judge_error(e: JudgeError) -> WorkerResponse {
     WorkerResponse::error(kind, backend, message)
 }
 
-/// Writes the task's files under `dir` and loads it as the caller had it.
+/// Writes the task's files under `dir` and loads it as the caller had it: the task its files
+/// define, restricted to a workload set or given held-out shapes as the caller's was. Every
+/// hash is computed here from what arrived (the trusted side keys its reference cache and
+/// paths by it), never taken from the request: the request's hash must equal the one
+/// computed, or the request is refused.
 fn unpack_task(req: &WorkerRequest, dir: &Path) -> Result<Task, String> {
     let wire = &req.task;
     if !wire.files.contains_key(ksmith_task::TASK_FILE_NAME) {
         return Err(format!("the task has no {}", ksmith_task::TASK_FILE_NAME));
+    }
+    if !is_digest(&wire.content_hash) {
+        return Err(format!(
+            "task.content_hash `{}` is not a content hash (64 hex digits)",
+            wire.content_hash.escape_debug()
+        ));
     }
     for (name, text) in &wire.files {
         // The names become paths here: the same rule as solution sources.
@@ -164,19 +181,69 @@ fn unpack_task(req: &WorkerRequest, dir: &Path) -> Result<Task, String> {
         }
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let mut task = Task::load(dir).map_err(|p| format!("invalid task {}:\n{p}", wire.name))?;
+    let task = Task::load(dir).map_err(|p| format!("invalid task {}:\n{p}", wire.name))?;
     if task.name != wire.name {
         return Err(format!(
             "the task's files name it {}, the request {}",
             task.name, wire.name
         ));
     }
-    // The task as judged may be derived (workload set, held-out shapes): its workloads and
-    // hash are the caller's.
-    task.workloads = wire.workloads.clone();
-    task.other_workloads = wire.other_workloads.clone();
-    task.content_hash = wire.content_hash.clone();
-    Ok(task)
+    judged_task(task, wire)
+}
+
+/// The task as judged, derived here the way callers derive it: the task itself or one of its
+/// workload sets (the same workloads exactly), or held-out shapes near its own
+/// ([`Task::held_out_problem`]) hashed over their shapes and inputs.
+fn judged_task(task: Task, wire: &crate::protocol::WireTask) -> Result<Task, String> {
+    let mut bases = vec![task.clone()];
+    bases.extend(task.sets().into_iter().filter_map(|s| task.for_set(s)));
+    for b in &bases {
+        if b.workloads == wire.workloads && b.other_workloads == wire.other_workloads {
+            return matching(b.clone(), wire);
+        }
+    }
+    if wire.workloads.is_empty() || !wire.other_workloads.is_empty() {
+        return Err(
+            "task.workloads: neither the task's own workloads nor held-out shapes of it".into(),
+        );
+    }
+    for (i, w) in wire.workloads.iter().enumerate() {
+        if let Some(why) = task.held_out_problem(w) {
+            return Err(format!("task.workloads[{i}]: {why}"));
+        }
+    }
+    let mut computed = Vec::new();
+    for b in &bases {
+        let held = b.with_workloads(wire.workloads.clone(), "held-out");
+        if held.content_hash == wire.content_hash {
+            return Ok(held);
+        }
+        computed.push(held.content_hash);
+    }
+    Err(format!(
+        "task.content_hash {} is not the hash of the task's files and workloads (computed here: {})",
+        wire.content_hash,
+        computed.join(" or ")
+    ))
+}
+
+/// `task` if its hash, computed here, is the request's.
+fn matching(task: Task, wire: &crate::protocol::WireTask) -> Result<Task, String> {
+    if task.content_hash == wire.content_hash {
+        Ok(task)
+    } else {
+        Err(format!(
+            "task.content_hash {} is not the hash of the task's files and workloads (computed here: {})",
+            wire.content_hash, task.content_hash
+        ))
+    }
+}
+
+/// 64 lowercase hex digits: the shape of every content hash.
+fn is_digest(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// A candidate from the request, checked like a `solution.toml` and hashed here.

@@ -1,5 +1,5 @@
 //! The Ray driver (`harness/ksmith_harness/cluster_driver.py`) on a real local Ray cluster,
-//! spoken to over protocol `ksmith-cluster/1` exactly as ksmith spawns it. The worker side is
+//! spoken to over protocol `ksmith-cluster/2` exactly as ksmith spawns it. The worker side is
 //! a fake `ksmith` written here. Needs Ray: `KSMITH_TEST_RAY_PYTHON`, or the managed Python
 //! environment with `harness/requirements-ray.txt` installed into it (a failure says why).
 
@@ -47,7 +47,7 @@ args = sys.argv[1:]
 store = args[args.index("--store") + 1] if "--store" in args else None
 cmd = [a for i, a in enumerate(args) if a != "--store" and (i == 0 or args[i - 1] != "--store")]
 if cmd == ["worker", "identify"]:
-    print(json.dumps({{"protocol": 1, "ksmith_version": "{VERSION}", "environment": {{"fingerprint": "{FINGERPRINT}"}}, "hardware": {{"sid": os.getsid(0)}}}}))
+    print(json.dumps({{"protocol": 2, "ksmith_version": "{VERSION}", "environment": {{"fingerprint": "{FINGERPRINT}"}}, "hardware": {{"sid": os.getsid(0)}}}}))
 elif cmd == ["worker", "judge"] and store:
     # One response line per request line, as the real worker serves them.
     for line in sys.stdin:
@@ -64,7 +64,7 @@ elif cmd == ["worker", "judge"] and store:
         if req.get("fail"):
             print("problem report: " + req["fail"], file=sys.stderr)
             sys.exit(2)
-        print(json.dumps({{"protocol": 1, "ok": True, "results": [], "comparison": None, "echo": req.get("tag"), "store": store, "start": start, "end": time.time(), "pid": os.getpid()}}), flush=True)
+        print(json.dumps({{"protocol": 2, "ok": True, "results": [], "comparison": None, "echo": req.get("tag"), "store": store, "start": start, "end": time.time(), "pid": os.getpid()}}), flush=True)
 else:
     sys.exit(64)
 "#,
@@ -149,7 +149,7 @@ impl Driver {
     }
 
     fn hello(&mut self, ksmith: &Path, address: &str) -> Vec<Value> {
-        self.send(json!({"op": "hello", "protocol": 1, "address": address,
+        self.send(json!({"op": "hello", "protocol": 2, "address": address,
             "ksmith_bin": ksmith, "ksmith_version": VERSION}));
         let h = self.expect("hello", 120, |v| v["op"] == "hello");
         assert_eq!(h["protocol"], 1);
@@ -300,7 +300,7 @@ fn an_unreachable_cluster_ends_the_driver_with_exit_2() {
         .expect("a free port")
         .port();
     d.send(
-        json!({"op": "hello", "protocol": 1, "address": format!("127.0.0.1:{port}"),
+        json!({"op": "hello", "protocol": 2, "address": format!("127.0.0.1:{port}"),
         "ksmith_bin": ksmith, "ksmith_version": VERSION}),
     );
     assert_eq!(d.wait_exit(30), 2);

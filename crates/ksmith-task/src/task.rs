@@ -414,16 +414,74 @@ impl Task {
         out
     }
 
-    /// This task with other workloads (held-out shapes): its own content hash, so references
-    /// and stored results never mix with the task's.
+    /// Why `w` is not a held-out shape of this task, if it is not: one of the task's workload
+    /// sets, every axis named (const axes at their value), var axes from 1 to a little past
+    /// twice the largest declared value (what [`held_out_workloads`](Self::held_out_workloads)
+    /// makes, with room), and the input distributions of a declared workload of that set. A
+    /// workload that arrives from elsewhere (a cluster request) is checked with this before it
+    /// is judged.
+    pub fn held_out_problem(&self, w: &Workload) -> Option<String> {
+        let declared: Vec<&Workload> = self
+            .workloads
+            .iter()
+            .chain(&self.other_workloads)
+            .filter(|d| d.set == w.set)
+            .collect();
+        if declared.is_empty() {
+            return Some(format!(
+                "workload set `{}` is not one the task declares",
+                w.set.name()
+            ));
+        }
+        if w.axes.len() != self.axes.len() {
+            return Some(format!(
+                "{} axis values for the task's {} axes",
+                w.axes.len(),
+                self.axes.len()
+            ));
+        }
+        for a in &self.axes {
+            let Some(&v) = w.axes.get(&a.name) else {
+                return Some(format!("axis `{}` has no value", a.name));
+            };
+            match a.kind {
+                AxisKind::Const { value } if v != value => {
+                    return Some(format!("const axis `{}` is {v}, not {value}", a.name));
+                }
+                AxisKind::Const { .. } => {}
+                AxisKind::Var => {
+                    let most = declared
+                        .iter()
+                        .filter_map(|d| d.axes.get(&a.name))
+                        .max()
+                        .copied()
+                        .unwrap_or(1);
+                    let limit = most.saturating_mul(2).saturating_add(8);
+                    if !(1..=limit).contains(&v) {
+                        return Some(format!(
+                            "axis `{}` = {v} is outside 1..={limit} (near the declared shapes)",
+                            a.name
+                        ));
+                    }
+                }
+            }
+        }
+        if !declared.iter().any(|d| d.inputs == w.inputs) {
+            return Some("its input distributions are not those of a declared workload".into());
+        }
+        None
+    }
+
+    /// This task with other workloads (held-out shapes): its own content hash, over the whole
+    /// workloads (shapes and input distributions), so references and stored results never mix
+    /// with the task's or with other workloads'.
     pub fn with_workloads(&self, workloads: Vec<Workload>, tag: &str) -> Task {
         let mut t = self.clone();
-        let shapes: Vec<&BTreeMap<String, i64>> = workloads.iter().map(|w| &w.axes).collect();
         t.content_hash = content_hash(
             format!(
                 "{}|{tag}|{}",
                 self.content_hash,
-                serde_json::to_string(&shapes).unwrap_or_default()
+                serde_json::to_string(&workloads).unwrap_or_default()
             )
             .as_bytes(),
         );
@@ -1364,6 +1422,33 @@ inputs = { x = { dist = "normal", mean = 0.0, std = 1.0 } }
         let h = t.with_workloads(a.clone(), "held-out");
         assert_ne!(h.content_hash, t.content_hash);
         assert_eq!(h.workloads, a);
+        // Every held-out shape the task makes is one it accepts back (from a cluster request).
+        for w in &a {
+            assert_eq!(t.held_out_problem(w), None, "{w:?}");
+        }
+        // The hash covers the input distributions, not only the shapes: other inputs under the
+        // same shapes never share references with these.
+        let mut other = a.clone();
+        other[0].inputs[0].1 = Distribution::Uniform {
+            low: 5.0,
+            high: 6.0,
+        };
+        assert_ne!(
+            t.with_workloads(other.clone(), "held-out").content_hash,
+            h.content_hash
+        );
+        // Workloads that are not near the task's own are refused, naming why.
+        let why = t.held_out_problem(&other[0]).unwrap();
+        assert!(why.contains("input distributions"), "{why}");
+        let mut far = a[0].clone();
+        far.axes.insert("M".into(), 1 << 40);
+        assert!(t.held_out_problem(&far).unwrap().contains("outside"));
+        let mut missing = a[0].clone();
+        missing.axes.remove("N");
+        assert!(t.held_out_problem(&missing).is_some());
+        let mut extra = a[0].clone();
+        extra.axes.insert("Z".into(), 3);
+        assert!(t.held_out_problem(&extra).is_some());
     }
 
     #[test]
