@@ -152,7 +152,7 @@ impl Driver {
         self.send(json!({"op": "hello", "protocol": 2, "address": address,
             "ksmith_bin": ksmith, "ksmith_version": VERSION}));
         let h = self.expect("hello", 120, |v| v["op"] == "hello");
-        assert_eq!(h["protocol"], 1);
+        assert_eq!(h["protocol"], 2);
         assert_eq!(h["ray_version"], "2.60.0");
         h["devices"].as_array().expect("devices").clone()
     }
