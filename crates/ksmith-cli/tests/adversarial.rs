@@ -234,6 +234,8 @@ adversarial!(
     syscall_after_stop,
     output_file_ragged,
     forged_inputs_changed,
+    huge_library,
+    large_library,
 );
 
 /// The runner's log is read through the judge's own descriptor: a link the candidate puts in

@@ -994,12 +994,26 @@ impl Judge {
         };
         let mut runner = starting.greeted(&self.env)?;
         if let Some(built) = load["library"].as_str().filter(|_| copy_library) {
-            let (_, seen) = copy_to_runner(&runner, Path::new(built), "kernel", "so", 0o500)
-                .map_err(|source| c::BackendError::Io {
-                    path: runner.dir().to_path_buf(),
-                    source,
-                })?;
-            load["library"] = json!(seen);
+            match copy_to_runner(&runner, Path::new(built), "kernel", "so", 0o500) {
+                Ok((_, seen)) => load["library"] = json!(seen),
+                // The runner's directory is in memory and bounded: a library that does not fit
+                // is the candidate's (builds are capped, so this is a backstop).
+                Err(e) if e.kind() == std::io::ErrorKind::StorageFull => {
+                    self.end_runner(runner);
+                    return Ok(Some(Verdict::new(
+                        Status::CompileError,
+                        "library_too_large",
+                        format!("the library does not fit the sandbox's private directory: {e}"),
+                    )));
+                }
+                Err(source) => {
+                    return Err(c::BackendError::Io {
+                        path: runner.dir().to_path_buf(),
+                        source,
+                    }
+                    .into())
+                }
+            }
         }
         self.split.runner_s += started.elapsed().as_secs_f64();
         load["cmd"] = json!("load");

@@ -162,7 +162,14 @@ pub trait Finalizer {
 pub struct Search {
     /// Its state.
     pub state: SearchState,
+    /// Nodes in a row on which the judge itself failed (not persisted: a resumed search
+    /// starts counting again).
+    judge_failures: u32,
 }
+
+/// The judge failing on this many nodes in a row is the machine's fault, not the candidates':
+/// the search stops (resumable) instead of failing every node.
+const JUDGE_FAILURES_IN_A_ROW: u32 = 3;
 
 impl Search {
     /// A new search.
@@ -194,6 +201,7 @@ impl Search {
                 persist_s: 0.0,
                 stop: None,
             },
+            judge_failures: 0,
         })
     }
 
@@ -211,7 +219,10 @@ impl Search {
         if state.stop.as_ref().is_some_and(|s| !s.is_normal()) {
             state.stop = None;
         }
-        Ok(Search { state })
+        Ok(Search {
+            state,
+            judge_failures: 0,
+        })
     }
 
     /// Raises or sets limits (a resumed run given new budget flags).
@@ -349,7 +360,32 @@ impl Search {
                               wall: f64|
              -> Result<(), SearchError> {
                 match r {
-                    Ok(x) => this.record(id, x, wall),
+                    Ok(x) => {
+                        this.judge_failures = 0;
+                        this.record(id, x, wall)
+                    }
+                    Err(ExpandError::Judge(e)) => {
+                        this.record(
+                            id,
+                            Expanded {
+                                plan: format!("the judge failed on this node's candidate: {e:#}"),
+                                ..Expanded::default()
+                            },
+                            wall,
+                        );
+                        if let Some(n) = this.state.graph.entries.get_mut(id.0 as usize) {
+                            n.node.state = NodeState::Failed;
+                        }
+                        this.judge_failures += 1;
+                        if this.judge_failures >= JUDGE_FAILURES_IN_A_ROW {
+                            failure.get_or_insert(StopReason::ExpanderFailed {
+                                message: format!(
+                                    "{id}: the judge failed on {} nodes in a row (the machine, not the candidates?); last: {e:#}",
+                                    this.judge_failures
+                                ),
+                            });
+                        }
+                    }
                     Err(ExpandError::Budget(m)) => this.record(
                         id,
                         Expanded {

@@ -196,6 +196,11 @@ pub enum ExpandError {
     /// The provider or the environment failed; the search can be resumed.
     #[error("{0}")]
     Failed(#[source] anyhow::Error),
+    /// Judging this node's candidate failed for a reason outside the candidate (the harness,
+    /// the compiler, the disk): the node fails, the search goes on (it stops only when the
+    /// judge fails on several nodes in a row).
+    #[error("the judge failed: {0}")]
+    Judge(#[source] anyhow::Error),
     /// The run cannot go on as given.
     #[error("{0}")]
     Input(#[source] anyhow::Error),

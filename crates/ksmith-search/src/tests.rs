@@ -20,6 +20,8 @@ struct Fake {
     calls: u64,
     expanded: Mutex<Vec<NodeId>>,
     sleep_by_id: bool,
+    /// Nodes whose judging fails outside the candidate (`ExpandError::Judge`).
+    judge_fails: Vec<u64>,
 }
 
 impl Fake {
@@ -29,6 +31,7 @@ impl Fake {
             calls: 2,
             expanded: Mutex::new(Vec::new()),
             sleep_by_id: false,
+            judge_fails: Vec::new(),
         }
     }
 }
@@ -41,6 +44,11 @@ impl Expander for Fake {
         if self.sleep_by_id {
             // Later ids finish first, so merge order must not follow completion order.
             std::thread::sleep(std::time::Duration::from_millis(20 - (req.node.0 % 4) * 5));
+        }
+        if self.judge_fails.contains(&req.node.0) {
+            return Err(ExpandError::Judge(anyhow::anyhow!(
+                "cannot copy kernel.so to the sandbox: no space"
+            )));
         }
         let calls = req.max_calls.map_or(self.calls, |m| m.min(self.calls));
         let spend = Spend {
@@ -333,6 +341,36 @@ fn budgets_stop_exactly() {
     let (_, r) = run(st, &f);
     assert!(matches!(r.stop, StopReason::TargetSpeedup { speedup } if speedup >= 2.0));
     assert!(r.nodes.len() < 1000);
+}
+
+#[test]
+fn a_node_the_judge_fails_on_fails_alone_and_the_search_goes_on() {
+    use crate::node::NodeState;
+    // Node 2's judging fails (the judge's own error, not the candidate's): node 2 fails, the
+    // search grows its other nodes to the budget and keeps its best.
+    let mut f = Fake::new(Hint::Tile);
+    f.judge_fails = vec![2];
+    let (_, r) = run(
+        settings(StrategySettings::Greedy { branch_cap: 3 }, 8, 2),
+        &f,
+    );
+    assert_eq!(r.stop, StopReason::Nodes, "{:?}", r.stop);
+    assert_eq!(r.nodes.len(), 8);
+    let n2 = &r.nodes[2];
+    assert_eq!(n2.state, NodeState::Failed);
+    assert!(n2.plan.contains("no space"), "{}", n2.plan);
+    assert!(r.best.is_some_and(|b| b != NodeId(2)));
+    assert!(!r.finalists.contains(&NodeId(2)));
+
+    // Three in a row: the machine, not the candidates; the search stops (resumable).
+    let mut f = Fake::new(Hint::Tile);
+    f.judge_fails = vec![1, 2, 3];
+    let (_, r) = run(settings(StrategySettings::Loop, 8, 1), &f);
+    assert!(
+        matches!(&r.stop, StopReason::ExpanderFailed { message } if message.contains("3 nodes in a row")),
+        "{:?}",
+        r.stop
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The C/CPU backend: compiler discovery, ABI header, build with a content-keyed cache.
 
 mod diagnostics;
+pub mod evict;
 mod policy;
 
 pub use diagnostics::parse_diagnostics;
@@ -163,6 +164,18 @@ const LIBRARY_HASH: &str = "kernel.so.blake3";
 /// Compile time limit: a compiler fed hostile sources (huge macros, template bombs) stops here.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Largest library a candidate may build (a kernel with a lookup table is a few MiB; a 768 MiB
+/// initialized array once filled the runner's directory and the disk). Past it the build is
+/// `COMPILE_ERROR library_too_large`.
+pub const MAX_LIBRARY_BYTES: u64 = 64 << 20;
+
+/// Largest file the compiler may write (objects, assembly, the library): the kernel stops the
+/// compiler there (SIGXFSZ), so a huge candidate never reaches the disk whole.
+const MAX_BUILD_FILE_BYTES: u64 = 256 << 20;
+
+/// What the compiler's output says when the file-size limit stopped it.
+const FILE_SIZE_LIMIT: &str = "File size limit exceeded";
+
 fn library_intact(dir: &Path) -> bool {
     match (
         std::fs::read(dir.join("kernel.so")),
@@ -187,7 +200,7 @@ fn compile_sandboxed(command: &[String], work: &Path) -> std::io::Result<(bool, 
         } else {
             4 << 30
         },
-        file_size: 1 << 30,
+        file_size: MAX_BUILD_FILE_BYTES,
         open_files: 1024,
         processes: 256,
         // C locale: plain ASCII quotes in diagnostics, whatever the user's locale.
@@ -272,6 +285,7 @@ pub fn build_with(
         let _ = std::fs::remove_dir_all(&dir);
     }
     if library.exists() {
+        evict::touch(&dir);
         let log = std::fs::read_to_string(dir.join("build.log")).unwrap_or_default();
         let diagnostics = parse(&log);
         return Ok(Ok(Built {
@@ -308,6 +322,21 @@ pub fn build_with(
     let (ok, log) = compile_sandboxed(&command, work.path()).map_err(|e| io(work.path(), e))?;
     let seconds = start.elapsed().as_secs_f64();
     let diagnostics = parse(&log);
+    let too_large = |log: String, diagnostics| {
+        BuildFailure {
+        reason: "library_too_large".into(),
+        log: format!(
+            "{log}the build was stopped: a candidate's library may be at most {} MiB (its compiler's files at most {} MiB)\n",
+            MAX_LIBRARY_BYTES >> 20,
+            MAX_BUILD_FILE_BYTES >> 20
+        ),
+        diagnostics,
+        command: command.clone(),
+    }
+    };
+    if !ok && log.contains(FILE_SIZE_LIMIT) {
+        return Ok(Err(too_large(log, diagnostics)));
+    }
     if !ok {
         return Ok(Err(BuildFailure {
             reason: "compile_error".into(),
@@ -315,6 +344,15 @@ pub fn build_with(
             diagnostics,
             command,
         }));
+    }
+    let size = std::fs::metadata(work.path().join("kernel.so"))
+        .map_err(|e| io(work.path(), e))?
+        .len();
+    if size > MAX_LIBRARY_BYTES {
+        return Ok(Err(too_large(
+            format!("{log}kernel.so is {} MiB\n", size >> 20),
+            diagnostics,
+        )));
     }
     if !policy::defined_symbols(&work.path().join("kernel.so"))
         .map(|s| s.contains(&solution.entry_point))
@@ -341,6 +379,7 @@ pub fn build_with(
     if std::fs::rename(&staged, &dir).is_err() {
         let _ = std::fs::remove_dir_all(&staged);
     }
+    evict::evict(cache_dir, evict::cap_bytes(), &dir);
     Ok(Ok(Built {
         library,
         cached: false,

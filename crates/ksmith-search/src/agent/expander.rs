@@ -836,7 +836,14 @@ fn evaluate(
 ) -> Result<(i64, EvalResult, bool), ExpandError> {
     let e = crate::Evaluator::new(judge, store)
         .evaluate(task, sol, &crate::Purpose::Plain)
-        .map_err(failed)?;
+        .map_err(|e| match e {
+            // The judge's own machinery failed on this candidate: this node fails, not the
+            // search (a cluster gone, a task that breaks or a missing backend still stop it).
+            crate::EvaluatorError::Judge(
+                j @ (ksmith_judge::JudgeError::Harness(_) | ksmith_judge::JudgeError::Backend(_)),
+            ) => ExpandError::Judge(j.into()),
+            other => failed(other),
+        })?;
     Ok((e.id, e.result, !e.reused))
 }
 
