@@ -236,6 +236,7 @@ adversarial!(
     forged_inputs_changed,
     huge_library,
     large_library,
+    forged_alloc_marker,
 );
 
 /// The runner's log is read through the judge's own descriptor: a link the candidate puts in

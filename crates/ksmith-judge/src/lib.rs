@@ -1582,15 +1582,27 @@ fn axis_values(task: &Task, w: usize) -> Vec<i64> {
 /// Python's, OpenMP's and a GPU compiler's caches.
 const SCRATCH_SLACK: u64 = 512 << 20;
 
-/// Maps a failed runner request to a status and reason.
+/// Maps a failed runner request to a status and reason: from what the judge observed itself
+/// (the timeout, the memory cgroup's OOM kills, the exit or signal), never from a file or line
+/// the candidate can write.
 fn classify(e: CallError, runner: &Peer) -> Verdict {
+    let mut v = observed(e, runner);
     // Read safely (no links, no FIFOs, 32 bytes at most): the directory is the candidate's.
-    // The marker is written inside the sandbox, so it is the candidate's claim: only a number
-    // is taken from it, it can only relabel a crash (the status stays RUNTIME_ERROR), and the
-    // detail says where it came from.
-    let alloc_note = runner
+    // The allocation guard's marker is written inside the sandbox, so it is the candidate's
+    // claim: only a number is taken from it, and it only adds a note to the observed verdict
+    // (a candidate that wrote it and crashed was once reported `memory_limit`).
+    let claimed = runner
         .read_private(ksmith_harness::ALLOC_FAILED_MARKER, 32)
         .and_then(|s| s.lines().next()?.trim().parse::<u64>().ok());
+    if let Some(bytes) = claimed.filter(|_| v.reason != "memory_limit") {
+        v.detail.push_str(&format!(
+            "; the allocation guard inside the sandbox reported a failed allocation of {bytes} bytes (address-space limit) before it (the runner's own report, not verified)"
+        ));
+    }
+    v
+}
+
+fn observed(e: CallError, runner: &Peer) -> Verdict {
     match e {
         CallError::Timeout(t) => Verdict::new(
             Status::Timeout,
@@ -1600,19 +1612,11 @@ fn classify(e: CallError, runner: &Peer) -> Verdict {
                 t.as_secs_f64()
             ),
         ),
-        // The kernel's word (the sandbox's memory cgroup), before the candidate's own marker.
+        // The kernel's word (the sandbox's memory cgroup).
         _ if runner.memory_exceeded() => Verdict::new(
             Status::RuntimeError,
             "memory_limit",
             "the candidate's processes together went over their memory limit and the kernel killed one",
-        ),
-        _ if alloc_note.is_some() => Verdict::new(
-            Status::RuntimeError,
-            "memory_limit",
-            format!(
-                "an allocation of {} bytes failed (address-space limit; reported by the allocation guard inside the sandbox)",
-                alloc_note.unwrap_or_default()
-            ),
         ),
         CallError::Died {
             exit: Exit::Signal(s),

@@ -1,7 +1,9 @@
-// task: vector_add; expect: RUNTIME_ERROR memory_limit
+// task: vector_add; expect: RUNTIME_ERROR signal_SIGSEGV
 /* Asks for a 100 GiB scratch buffer and uses it (c[i] is written via tmp[i]).
  * The pointer escapes through a volatile global so the allocation cannot be
- * elided.  There is deliberately no NULL check. */
+ * elided.  There is deliberately no NULL check: malloc returns NULL under the address-space
+ * limit and the write faults. The judge reports what it saw (the signal); the allocation
+ * guard's note of the failed allocation is added to the detail as the runner's claim. */
 #include <stdint.h>
 #include <stdlib.h>
 
