@@ -48,16 +48,21 @@ class Kernel:
         self.maps = {}
 
     def slot(self, idx, req, path):
+        """Slot `idx`'s buffers for these shapes, holding the inputs of file `path`. With a
+        `slot` in the request (the judge's files, as for timed calls) they are mappings of
+        those files, so correctness runs and timed calls see the same kind of memory."""
         shapes_in, shapes_out = req["in_shapes"], req["out_shapes"]
-        shape_key = (tuple(map(tuple, shapes_in)), tuple(map(tuple, shapes_out)))
+        spec = req.get("slot")
+        shape_key = (tuple(map(tuple, shapes_in)), tuple(map(tuple, shapes_out)), repr(spec))
         s = self.slots.get(idx)
         if s is None or s["shape_key"] != shape_key:
-            s = {
-                "key": None,
-                "shape_key": shape_key,
-                "ins": [np.empty(sh, tensors.np_dtype(i["dtype"])) for i, sh in zip(self.inputs, shapes_in, strict=False)],
-                "outs": [np.empty(sh, tensors.np_dtype(o["dtype"])) for o, sh in zip(self.outputs, shapes_out, strict=False)],
-            }
+            if spec:
+                ins = [_view(self, p, i, sh) for p, i, sh in zip(spec["ins"], self.inputs, shapes_in, strict=True)]
+                outs = [_view(self, p, o, sh) for p, o, sh in zip(spec["outs"], self.outputs, shapes_out, strict=True)]
+            else:
+                ins = [np.empty(sh, tensors.np_dtype(i["dtype"])) for i, sh in zip(self.inputs, shapes_in, strict=False)]
+                outs = [np.empty(sh, tensors.np_dtype(o["dtype"])) for o, sh in zip(self.outputs, shapes_out, strict=False)]
+            s = {"key": None, "shape_key": shape_key, "ins": ins, "outs": outs}
             self.slots[idx] = s
         if s["key"] != path:
             _read_into(path, {f"in.{i['name']}": buf for buf, i in zip(s["ins"], self.inputs, strict=False)})
@@ -270,6 +275,13 @@ def _mapping(k, path, nbytes):
     return m
 
 
+def _view(k, path, tensor, shape):
+    """Tensor `tensor` of `shape` over the start of the judge's file `path`, mapped shared."""
+    dtype = np.dtype(tensors.np_dtype(tensor["dtype"]))
+    n = math.prod(shape)
+    return np.frombuffer(_mapping(k, path, n * dtype.itemsize), dtype=dtype, count=n).reshape(shape)
+
+
 def _shared_slot(k, spec, req):
     """A timing slot: input and output buffers mapped from files the judge created and also
     maps, so the judge writes fresh inputs and poison and reads outputs itself. The judge hands
@@ -277,17 +289,11 @@ def _shared_slot(k, spec, req):
     key = (tuple(spec["ins"]), tuple(spec["outs"]), repr(req["in_shapes"]), repr(req["out_shapes"]))
     s = k.shared.get(key)
     if s is None:
-
-        def view(path, tensor, shape):
-            dtype = np.dtype(tensors.np_dtype(tensor["dtype"]))
-            n = math.prod(shape)
-            return np.frombuffer(_mapping(k, path, n * dtype.itemsize), dtype=dtype, count=n).reshape(shape)
-
         s = {
             "key": key,
             "shape_key": None,
-            "ins": [view(p, i, sh) for p, i, sh in zip(spec["ins"], k.inputs, req["in_shapes"], strict=True)],
-            "outs": [view(p, o, sh) for p, o, sh in zip(spec["outs"], k.outputs, req["out_shapes"], strict=True)],
+            "ins": [_view(k, p, i, sh) for p, i, sh in zip(spec["ins"], k.inputs, req["in_shapes"], strict=True)],
+            "outs": [_view(k, p, o, sh) for p, o, sh in zip(spec["outs"], k.outputs, req["out_shapes"], strict=True)],
         }
         k.shared[key] = s
     return s

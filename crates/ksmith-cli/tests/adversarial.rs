@@ -237,6 +237,7 @@ adversarial!(
     huge_library,
     large_library,
     forged_alloc_marker,
+    phase_detect,
 );
 
 /// The runner's log is read through the judge's own descriptor: a link the candidate puts in

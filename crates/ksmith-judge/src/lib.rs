@@ -1246,6 +1246,12 @@ impl Judge {
         } else {
             (&[(smallest, seeds[0])], &seeds)
         };
+        // Correctness runs get the same kind of buffers as timed calls: files the judge makes
+        // in the slots' directory, which the runner maps shared (page-aligned, its own
+        // mapping per file), one set per workload kept across seeds. A kernel that told the
+        // phases apart by its buffers (malloc'd here, mapped when timed) once passed every
+        // check and misbehaved only when timed.
+        let mut check_slot: Option<(usize, slots::Slot)> = None;
         // The quick check's call is the full check's first: the same inputs into the same
         // poisoned buffers again would only cost a run.
         let full = order
@@ -1294,8 +1300,31 @@ impl Judge {
             let out = format!("out_w{w}_s{seed}");
             let prefix = runner.dir_in_child().join(&out).display().to_string();
             let host_prefix = runner.dir().join(&out).display().to_string();
+            if check_slot.as_ref().is_none_or(|(at, _)| *at != w) {
+                let (ins, outs) = self.tensor_specs(task, w);
+                match &mut check_slot {
+                    // Handed from workload to workload, as timing slots are: the same files
+                    // (grown when too small), so the runner's mappings stay few.
+                    Some((at, slot)) => {
+                        slot.fit(&ins, &outs).map_err(measure::slot_error)?;
+                        *at = w;
+                    }
+                    None => {
+                        let (host, seen) = slots::slot_dirs(runner);
+                        let dirs = slots::Dirs {
+                            host: &host,
+                            seen: &seen,
+                        };
+                        let slot = slots::Slot::create(&dirs, &format!("w{w}s0"), &ins, &outs)
+                            .map_err(measure::slot_error)?;
+                        check_slot = Some((w, slot));
+                    }
+                }
+            }
+            let slot_spec = check_slot.as_ref().map(|(_, s)| s.spec());
             let req = json!({
                 "cmd": "run",
+                "slot": slot_spec,
                 "inputs_path": inputs,
                 "axes": axis_values(task, w),
                 "in_shapes": task.inputs.iter().map(|t| t.dims(&task.workloads[w].axes)).collect::<Vec<_>>(),

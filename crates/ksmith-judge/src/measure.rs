@@ -109,7 +109,7 @@ struct Snapshot {
 }
 
 /// A failure to make, fill or copy timing buffers: the judge's, not the candidate's.
-fn slot_error(e: std::io::Error) -> Failure {
+pub(crate) fn slot_error(e: std::io::Error) -> Failure {
     Failure::Judge(JudgeError::Harness(HarnessError::Setup(format!(
         "timing slots: {e}"
     ))))
@@ -383,7 +383,11 @@ impl Judge {
     }
 
     /// Tensor sizes and poison patterns of workload `w` (inputs, outputs).
-    fn tensor_specs(&mut self, task: &Task, w: usize) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
+    pub(crate) fn tensor_specs(
+        &mut self,
+        task: &Task,
+        w: usize,
+    ) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let axes = &task.workloads[w].axes;
         let poison = self.poison.clone();
         let ins = task
@@ -427,13 +431,7 @@ impl Judge {
             .max(1);
         let sets = (SLOT_BYTES / ws).clamp(2, MAX_SETS);
         let io = slot_error;
-        let slot_dirs = match (runner.shared_dir(), runner.shared_dir_in_child()) {
-            (Some(host), Some(seen)) => (host.to_path_buf(), seen.to_path_buf()),
-            _ => (
-                runner.dir().to_path_buf(),
-                runner.dir_in_child().to_path_buf(),
-            ),
-        };
+        let slot_dirs = crate::slots::slot_dirs(runner);
         let dir = Dirs {
             host: &slot_dirs.0,
             seen: &slot_dirs.1,

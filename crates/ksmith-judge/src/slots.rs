@@ -143,6 +143,18 @@ pub(crate) struct Dirs<'a> {
     pub seen: &'a Path,
 }
 
+/// The runner's directory for slots (host path, the runner's path): the one the judge makes and
+/// the runner may only write in place, or its private one where the sandbox has none.
+pub(crate) fn slot_dirs(runner: &ksmith_harness::Peer) -> (PathBuf, PathBuf) {
+    match (runner.shared_dir(), runner.shared_dir_in_child()) {
+        (Some(host), Some(seen)) => (host.to_path_buf(), seen.to_path_buf()),
+        _ => (
+            runner.dir().to_path_buf(),
+            runner.dir_in_child().to_path_buf(),
+        ),
+    }
+}
+
 /// What the judge needs to know about a tensor to fill or poison its buffer.
 pub(crate) struct TensorSpec {
     pub name: String,
