@@ -597,3 +597,56 @@ fn a_node_grown_again_counts_the_evaluation_it_paid_for_once() {
     assert_eq!(again.spend.evaluations, 1, "the paid evaluation counts");
     assert_eq!(again.spend.calls, 2, "the replayed calls count");
 }
+
+#[test]
+fn a_kernel_with_a_huge_library_fails_its_build_and_the_node_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task("softmax", tmp.path(), WORKLOADS);
+    let run = "run-engine-huge";
+    create_run(&store, run, &task);
+    let hint = Hint::Simplify;
+    // A 768 MiB initialized table: once it filled the runner's directory and stopped the
+    // whole search ("expander failed"); now its build is a verdict the fixer hears about.
+    let huge = KERNEL.replace(
+        "/* one reciprocal per row */",
+        "static const float table[192u << 20] = {1.0f, [100000000] = 2.0f};\nfloat ksmith_table(int64_t i) { return table[i]; }",
+    );
+    let model = script(
+        tmp.path(),
+        "huge.toml",
+        &[
+            reply("planner", &[hint.instruction()], &plan("A table")),
+            reply("implementer", &["A table"], &code(&huge)),
+            reply("fixer", &["library_too_large"], &code(KERNEL)),
+        ],
+    );
+    let x = expander(&store, run, &task, model);
+    let lines = Lines::default();
+    let n0 = match x.expand(&request(0, None, hint), &lines) {
+        Ok(e) => e,
+        Err(e) => panic!("node 0: {e}"),
+    };
+    let said = lines.0.lock().unwrap().join("\n");
+    assert_eq!(n0.outcome.status, Some(Status::Passed), "{said}");
+    assert_eq!((n0.spend.calls, n0.spend.evaluations), (3, 2), "{said}");
+    // Nothing of the huge build stays in the build cache.
+    let big = walk_sizes(&store.join("cache/build"))
+        .into_iter()
+        .filter(|s| *s > 64 << 20)
+        .count();
+    assert_eq!(big, 0, "a file over 64 MiB stayed in the build cache");
+}
+
+fn walk_sizes(dir: &Path) -> Vec<u64> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_sizes(&p));
+        } else if let Ok(m) = e.metadata() {
+            out.push(m.len());
+        }
+    }
+    out
+}
