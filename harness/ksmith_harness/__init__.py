@@ -7,4 +7,4 @@ bump the version still never reuses an older harness's results.
 """
 
 PROTOCOL = 4
-HARNESS_VERSION = "0.3.0"
+HARNESS_VERSION = "0.3.1"

@@ -75,6 +75,16 @@ class Kernel:
             tensors.poison(buf, out["dtype"])
         return self.invoke(s, axes)
 
+    def inspect(self, _s, _axes):
+        """Host work found before calling (Pallas: in the traced program): a list of
+        {file, line, message}, reported instead of running the call."""
+        return []
+
+    def host_found(self):
+        """Host work the last correctness call did outside its kernels (Triton: arithmetic on
+        the task's tensors), as `inspect` reports it."""
+        return []
+
     def refresh(self, s):
         """Before a timed call: the judge has written the slot's host buffers (device backends
         copy them to the device here)."""
@@ -252,14 +262,25 @@ def load(req):
 
 
 def run(req):
-    """One correctness call: fills slot 0 with the given inputs, calls once, dumps outputs."""
+    """One correctness call: fills slot 0 with the given inputs, calls once, dumps outputs.
+    Host work outside the kernels, found before the call or during it, is the reply instead
+    (`host_compute`), whatever the call did."""
     k = _kernel()
     s = k.slot(0, req, req["inputs_path"])
+    found = k.inspect(s, req["axes"])
+    if found:
+        return {"host_compute": found}
     kernels = None
-    if req.get("profile") and hasattr(k, "profiled_call"):
-        elapsed, kernels = k.profiled_call(s, req["axes"])
-    else:
-        elapsed = k.call(s, req["axes"])
+    try:
+        if req.get("profile") and hasattr(k, "profiled_call"):
+            elapsed, kernels = k.profiled_call(s, req["axes"])
+        else:
+            elapsed = k.call(s, req["axes"])
+    except Exception:
+        if not k.host_found():
+            raise
+    if k.host_found():
+        return {"host_compute": k.host_found()}
     paths, changed = k.dump(s, req["out_prefix"])
     return {"elapsed_ns": elapsed, "outputs": paths, "inputs_changed": changed, "device_kernels": kernels}
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
-const FILES: [(&str, &str); 16] = [
+const FILES: [(&str, &str); 17] = [
     (
         "ksmith_harness/__init__.py",
         include_str!("../../../harness/ksmith_harness/__init__.py"),
@@ -29,6 +29,10 @@ const FILES: [(&str, &str); 16] = [
     (
         "ksmith_harness/pykernels.py",
         include_str!("../../../harness/ksmith_harness/pykernels.py"),
+    ),
+    (
+        "ksmith_harness/hostwork.py",
+        include_str!("../../../harness/ksmith_harness/hostwork.py"),
     ),
     (
         "ksmith_harness/gpukernels.py",

@@ -46,7 +46,7 @@ pub enum Flush {
 
 /// Version of the checking and timing method: part of every evaluation key, so results measured
 /// by an older method are never reused. Bump it when the cascade or the timing changes.
-pub const METHOD_VERSION: u32 = 7;
+pub const METHOD_VERSION: u32 = 8;
 
 /// Judge settings. Frozen for the judge's lifetime.
 #[derive(Debug, Clone)]
@@ -1334,6 +1334,21 @@ impl Judge {
                 "profile": self.on_gpu && i == 0,
             });
             let reply = runner.call(&req, timeout).map_err(Failure::Candidate)?;
+            // Work the host code did outside the kernels (Triton and Pallas: found by the
+            // runner, in the candidate's process, so only an admission is taken from it).
+            let Some(host) = host_compute(&reply["host_compute"]) else {
+                runner.kill();
+                return Err(Failure::Candidate(CallError::Protocol(
+                    "the runner's reply names host compute in a form the harness never writes"
+                        .into(),
+                )));
+            };
+            if !host.is_empty() {
+                let _ = std::fs::remove_file(&staged);
+                r.policy = host;
+                r.correctness = Some(corr);
+                return Ok(policy_verdict(r));
+            }
             if let Some(names) = reply["device_kernels"].as_array() {
                 r.device_kernels = Some(
                     names
@@ -1575,6 +1590,29 @@ fn changed_inputs(task: &Task, v: &Value) -> Option<Vec<String>> {
     }
 }
 
+/// Findings the runner reports of host code computing outside the kernels (none when the
+/// field is absent), as policy violations; `None` for anything the harness never writes.
+fn host_compute(v: &Value) -> Option<Vec<c::PolicyViolation>> {
+    const MAX: usize = 16;
+    let text =
+        |v: &Value, limit: usize| v.as_str().filter(|s| s.len() <= limit).map(str::to_string);
+    match v {
+        Value::Null => Some(Vec::new()),
+        Value::Array(found) if found.len() <= MAX => found
+            .iter()
+            .map(|f| {
+                Some(c::PolicyViolation {
+                    file: text(&f["file"], 512)?,
+                    line: u32::try_from(f["line"].as_u64()?).ok()?,
+                    name: String::new(),
+                    message: text(&f["message"], 2048)?,
+                })
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
 /// Copies `src` into the runner's private directory as `{name}-{random}.{ext}` with `mode`;
 /// returns the copy's path here and where the runner sees it. An unpredictable name, created
 /// fresh: the directory is the candidate's, and a link it planted under a name it could guess
@@ -1772,4 +1810,29 @@ fn build_info(built: &c::Built, ptxas: Vec<ksmith_backend::cuda::PtxasFacts>) ->
 
 fn libc_sigxcpu() -> i32 {
     nix::sys::signal::Signal::SIGXCPU as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_compute;
+    use serde_json::json;
+
+    #[test]
+    fn host_compute_findings_are_read_strictly() {
+        assert_eq!(host_compute(&json!(null)).map(|v| v.len()), Some(0));
+        let found = host_compute(&json!([
+            {"file": "kernel.py", "line": 11, "message": "host code computes `mul`"}
+        ]))
+        .unwrap();
+        assert_eq!((found[0].file.as_str(), found[0].line), ("kernel.py", 11));
+        for bad in [
+            json!("PASSED"),
+            json!([{"file": "kernel.py", "line": -1, "message": "m"}]),
+            json!([{"file": "kernel.py", "message": "m"}]),
+            json!([{"file": 3, "line": 1, "message": "m"}]),
+            json!(vec![json!({"file": "k", "line": 1, "message": "m"}); 17]),
+        ] {
+            assert!(host_compute(&bad).is_none(), "{bad}");
+        }
+    }
 }
