@@ -279,6 +279,9 @@ adversarial!(
     pallas_syntax_error,
     pallas_module_escape,
     triton_deep_nesting,
+    pallas_host_broadcast_matmul,
+    pallas_host_operators,
+    triton_host_arithmetic,
 );
 
 #[test]
