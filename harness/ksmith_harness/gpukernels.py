@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from . import tensors
+from . import hostwork, tensors
 from .protocol import HarnessError
 from .pykernels import _call, _import_candidate
 from .runner import CTYPES, Kernel, _same_bytes
@@ -142,16 +142,109 @@ class DeviceKernel(Kernel):
         return paths, changed
 
 
+# Torch calls on task data that compute nothing: views, indexing, copies, casts, layout and
+# selection (metadata calls return no tensor and are free anyway).
+TORCH_FREE = frozenset(
+    """__get__ __getitem__ __setitem__ __iter__ __len__ __format__ __repr__ view view_as reshape
+    reshape_as flatten unflatten squeeze unsqueeze permute transpose t contiguous clone detach
+    copy_ to type float double half bfloat16 int long short char byte bool cuda cpu expand
+    expand_as broadcast_to narrow select index_select gather take cat concat concatenate stack
+    hstack vstack split chunk unbind tensor_split movedim swapaxes swapdims flip roll repeat tile
+    pad as_strided where masked_select fill_ zero_ requires_grad_ record_stream""".split()
+)
+# Allocations shaped like task data hold none of it.
+TORCH_ALLOC = frozenset(
+    """empty_like zeros_like ones_like full_like new_empty new_zeros new_ones new_full
+    empty_strided new_empty_strided""".split()
+)
+# Task data handed to host Python, where the watch cannot follow it: counted.
+TORCH_EXPORT = frozenset("tolist numpy item __array__ __float__ __int__ __index__ __bool__".split())
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, tuple | list):
+        for o in obj:
+            yield from _tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o)
+
+
+class TorchWatch(torch.overrides.TorchFunctionMode):
+    """The torch calls of a correctness call's host code (written for GPUs, not yet run on
+    one): a call on task data (the entry's tensors, and tensors derived from them) that returns
+    a tensor or works in place and is no view, copy, cast or allocation is host work, counted
+    in elements of its largest tensor. The watch never changes what a call does: its own
+    bookkeeping failing only loses a finding."""
+
+    def __init__(self, tensors, module_dir):
+        super().__init__()
+        self.data = {id(t): t for t in tensors}  # references kept, so no id is reused meanwhile
+        self.module_dir = module_dir
+        self.ops = []
+        self.total = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        try:
+            self._see(func, args, kwargs, out)
+        except Exception:
+            pass
+        return out
+
+    def _see(self, func, args, kwargs, out):
+        ins = [t for t in _tensors((args, kwargs)) if id(t) in self.data]
+        if not ins:
+            return
+        name = getattr(func, "__name__", "")
+        if name in TORCH_ALLOC:
+            return
+        outs = list(_tensors(out))
+        for t in outs:
+            self.data[id(t)] = t
+        inplace = name.endswith("_") or name.startswith("__i")
+        if name in TORCH_FREE or (not outs and not inplace and name not in TORCH_EXPORT):
+            return
+        big = max(ins + outs, key=lambda t: t.numel())
+        shape = f"{str(big.dtype).removeprefix('torch.')}{list(big.shape)}"
+        self.ops.append((big.numel(), len(self.ops), f"`{name}` ({shape})", hostwork.caller(self.module_dir), ""))
+        self.total += big.numel()
+
+
 class TritonGpuKernel(DeviceKernel):
     """Triton on a GPU: entry(*inputs, *outputs, *axes) with torch CUDA tensors."""
 
     def __init__(self, req):
         super().__init__(req)
         os.environ.pop("TRITON_INTERPRET", None)
+        self.module = req["module"]
         self.entry = _import_candidate(req)
+        self.watch = None
+        self.found = []
+
+    def call(self, s, axes):
+        """Correctness calls: the host code's torch calls are watched (never timed calls)."""
+        module_dir, entry_file = os.path.dirname(self.module), os.path.basename(self.module)
+        self.watch = TorchWatch([t for t in s["dev_ins"] + s["dev_outs"] if isinstance(t, torch.Tensor)], module_dir)
+        try:
+            return super().call(s, axes)
+        finally:
+            w, self.watch = self.watch, None
+            limit = hostwork.allowance([b.shape for b in s["ins"]] + [b.shape for b in s["outs"]])
+            self.found = hostwork.report(w.ops, w.total, limit, module_dir, entry_file, "inside a Triton kernel")
+
+    def host_found(self):
+        return self.found
 
     def launch(self, s, axes):
-        _call(self.entry, *s["dev_ins"], *s["dev_outs"], *axes)
+        if self.watch is None:
+            _call(self.entry, *s["dev_ins"], *s["dev_outs"], *axes)
+            return
+        with self.watch:
+            _call(self.entry, *s["dev_ins"], *s["dev_outs"], *axes)
 
 
 class CudaKernel(DeviceKernel):

@@ -15,6 +15,9 @@ of what it names:
 - Triton in the interpreter: the tensors the entry gets are `pykernels.NumpyTensor`s, which
   support no arithmetic; every operator, numpy ufunc or function, torch function and math
   method applied to one is reported here (`trip`) instead of failing as an exception.
+- Triton on a GPU (`gpukernels`): a torch function mode around the entry during correctness
+  calls counts the torch calls that compute on the entry's tensors or on what was derived from
+  them, as for Pallas.
 A little host work stays allowed (the last step of a two-stage reduction, scalar inputs
 prepared): `allowance` elements per call, tied to the workload's largest tensor.
 
@@ -97,7 +100,7 @@ def _in_module(path, module_dir):
     return not os.path.relpath(os.path.abspath(path), module_dir).startswith("..")
 
 
-def report(ops, total, limit, module_dir, entry_file):
+def report(ops, total, limit, module_dir, entry_file, inside="inside pallas_call"):
     """Findings ({file, line, message}) for counted host ops [(cost, order, desc, frame, note)]
     whose total exceeds `limit`; none otherwise."""
     if total <= limit:
@@ -111,7 +114,7 @@ def report(ops, total, limit, module_dir, entry_file):
                 "line": line,
                 "message": (
                     f"host code computes {desc}{note} on data from the inputs or a kernel's outputs, outside the kernels "
-                    f"({_count(cost)} elements): that work must happen inside pallas_call "
+                    f"({_count(cost)} elements): that work must happen {inside} "
                     f"(host work per call on this workload: {_count(total)} elements, allowed {limit:,})"
                 ),
             }
@@ -280,7 +283,7 @@ class Watch:
         self.found = []
 
     def trip(self, what, tensor):
-        frame = self._frame()
+        frame = caller(self.module_dir)
         file, line = frame if frame else (self.entry_file, 0)
         if len(self.found) < MAX_FINDINGS:
             self.found.append(
@@ -295,13 +298,15 @@ class Watch:
             )
         raise HostCompute(f"host code applies {what} to the task tensor {tensor} outside the kernels")
 
-    def _frame(self):
-        f = sys._getframe(1)
-        while f is not None:
-            if _in_module(f.f_code.co_filename, self.module_dir):
-                return f.f_code.co_filename, f.f_lineno
-            f = f.f_back
-        return None
+
+def caller(module_dir):
+    """(file, line) of the innermost frame of the candidate's code on the stack, or None."""
+    f = sys._getframe(1)
+    while f is not None:
+        if _in_module(f.f_code.co_filename, module_dir):
+            return f.f_code.co_filename, f.f_lineno
+        f = f.f_back
+    return None
 
 
 WATCH = {}
