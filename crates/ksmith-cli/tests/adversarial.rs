@@ -238,7 +238,45 @@ adversarial!(
     large_library,
     forged_alloc_marker,
     phase_detect,
+    dlvsym_fopen,
+    inline_syscall,
 );
+
+/// The library policy names what it refused: the dynamic lookup a kernel imported (hidden from
+/// the source scan by token pasting) and a system-call instruction of its own, with where it is.
+#[test]
+fn a_refused_import_or_instruction_is_named() {
+    let store = shared_store();
+    for (file, name, said) in [
+        ("dlvsym_fopen.c", "dlvsym", "looks up code at run time"),
+        ("inline_syscall.c", "syscall", "(in .text)"),
+    ] {
+        let out = ksmith(
+            &store,
+            &[
+                "eval",
+                "tasks/starter/vector_add",
+                &format!("crates/ksmith-cli/tests/adversarial/{file}"),
+                "--json",
+                "--no-timing",
+            ],
+        );
+        let v = json(&out);
+        assert_eq!(v["status"], "POLICY_REJECTED", "{file}: {v:#}");
+        let names: Vec<&str> = v["policy"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert!(names.contains(&name), "{file}: {names:?}");
+        let detail = v["detail"].as_str().unwrap_or("");
+        assert!(
+            detail.contains(&format!("`{name}`")) && detail.contains(said),
+            "{file}: {detail}"
+        );
+    }
+}
 
 /// The runner's log is read through the judge's own descriptor: a link the candidate puts in
 /// its place (to a secret, here /etc/shadow) is never followed.

@@ -923,13 +923,22 @@ impl Judge {
             Err(f) => return Ok(Some(compile_failure(f, r))),
         };
         r.build = Some(build_info(&built, Vec::new()));
-        if let Some(v) = c::check_symbols(&built.library) {
+        if let Some(v) = c::check_library(&built.library) {
             r.policy = v;
             if let Some(v) = r.policy.first() {
+                // Every refused name in one line: the first one's reason, the others named.
+                let mut detail = v.message.clone();
+                let others: Vec<String> = r.policy[1..]
+                    .iter()
+                    .map(|o| format!("`{}`", o.name))
+                    .collect();
+                if !others.is_empty() {
+                    detail.push_str(&format!("; also refused: {}", others.join(", ")));
+                }
                 return Ok(Some(Verdict::new(
                     Status::PolicyRejected,
                     "forbidden_call",
-                    v.message.clone(),
+                    detail,
                 )));
             }
         }

@@ -5,7 +5,7 @@ pub mod evict;
 mod policy;
 
 pub use diagnostics::parse_diagnostics;
-pub use policy::{check_source, check_symbols, PolicyViolation};
+pub use policy::{check_library, check_source, PolicyViolation};
 
 use crate::Diagnostic;
 use ksmith_task::{Solution, Task};

