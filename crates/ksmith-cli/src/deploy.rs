@@ -1,6 +1,6 @@
 //! `ksmith export --format jax` and `ksmith verify-export`: the winners as a Python package
 //! callable from JAX (`ksmith-deploy` writes it), and the package re-checked and timed through
-//! its own bindings inside `jax.jit`.
+//! its own bindings inside `jax.jit`, each kernel in the judge's sandbox (`ksmith_deploy::verify`).
 
 use crate::term::one;
 use crate::{default_opts, env_err, input, task_dirs, Ctx, Exit, EXIT_FAILED};
@@ -124,6 +124,17 @@ pub(crate) fn export_jax(
     for m in &missing {
         note!("ksmith: left out: {m}");
     }
+    // The judge's library policy as it is now, on the sources about to be written: an
+    // evaluation stored before a rule existed is not exported past it.
+    for c in &choices {
+        if let Some(why) = ksmith_deploy::check_choice(c).map_err(env_err)? {
+            return Err(input(anyhow!(
+                "nothing written: {} (evaluation {}) is refused: {why}",
+                c.task.name,
+                c.eval.id
+            )));
+        }
+    }
     let written = write_package(out, package, &choices).map_err(|e| match e {
         ksmith_deploy::DeployError::Io { .. } => env_err(e),
         other => input(other),
@@ -186,6 +197,15 @@ pub(crate) fn export_jax(
         written.package,
         written.kernels.len(),
         written.dir.display()
+    );
+    say!(
+        "note: these kernels are machine-written. The judge ran each in its sandbox on fresh inputs \
+         and checked the library's imports and instructions; verify-export repeats the checks \
+         there. Nothing can check what a native kernel does outside a sandbox: in your program it \
+         runs with your program's rights. Read {}/{}/kernels/*/src before you deploy it (its \
+         README.md says more).",
+        written.dir.display(),
+        written.package
     );
     say!(
         "install: pip install {}   check it here: ksmith verify-export {}",
@@ -266,7 +286,9 @@ fn manifest_kernels(dir: &Path, package: &str) -> Result<Vec<String>, Exit> {
     Ok(kernels.keys().cloned().collect())
 }
 
-/// Re-checks and times every kernel of an exported package through its own bindings.
+/// Re-checks and times every kernel of an exported package through its own bindings: the
+/// library policy first, then each kernel built and called in a sandboxed runner, its outputs
+/// checked by a trusted checker.
 pub(crate) fn verify_export(ctx: &Ctx, args: &VerifyArgs) -> Result<u8, Exit> {
     let dir = std::path::absolute(&args.dir).unwrap_or_else(|_| args.dir.clone());
     let package = package_in(&dir)?;
@@ -277,66 +299,41 @@ pub(crate) fn verify_export(ctx: &Ctx, args: &VerifyArgs) -> Result<u8, Exit> {
             names.join(", ")
         )));
     }
+    let iso = ksmith_sandbox::isolation();
+    if !iso.complete() && !ctx.unsafe_no_sandbox {
+        return Err(env_err(anyhow!(
+            "verify-export runs each kernel in the judge's sandbox, which this machine cannot fully provide:\n{}",
+            iso.note
+        )));
+    }
     let env =
         PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}")).map_err(env_err)?;
-    // Imported inside a guard: a damaged export fails at import, and says so in one line.
-    let guard = format!(
-        "import json, sys\ntry:\n    import {package}.verify as v\nexcept ImportError as e:\n    print(json.dumps({{'error': str(e)}}))\n    sys.exit(2)\nsys.exit(v.main(sys.argv[1:]))"
-    );
-    let mut cmd = std::process::Command::new(&env.python);
-    cmd.arg("-c")
-        .arg(guard)
-        .arg("--json")
-        .arg("--seeds")
-        .arg(args.seeds.to_string())
-        .arg("--rounds")
-        .arg(args.rounds.to_string());
-    if args.no_timing {
-        cmd.arg("--no-timing");
-    }
-    for k in &args.kernel {
-        cmd.arg("--kernel").arg(k);
-    }
-    // The package is imported from the export directory itself, not from an installed copy.
-    let path = match std::env::var_os("PYTHONPATH") {
-        Some(p) if !p.is_empty() => {
-            let mut s = dir.clone().into_os_string();
-            s.push(":");
-            s.push(p);
-            s
-        }
-        _ => dir.clone().into_os_string(),
-    };
-    cmd.env("PYTHONPATH", path)
-        .current_dir(&dir)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit());
+    let manifest: Value = std::fs::read_to_string(dir.join(&package).join("manifest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
     note!(
-        "ksmith: {} {package} inside jax.jit...",
+        "ksmith: {} {package} inside jax.jit, each kernel in the judge's sandbox...",
         if args.no_timing {
             "checking"
         } else {
             "checking and timing"
         }
     );
-    let output = cmd
-        .output()
-        .map_err(|e| env_err(anyhow!("running {}: {e}", env.python.display())))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: Value = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .ok_or_else(|| {
-            env_err(anyhow!(
-                "{package}.verify printed no result ({}); its errors are above",
-                output.status
-            ))
-        })?;
-    if let Some(e) = report["error"].as_str() {
-        // The package could not be imported as an export (a damaged manifest, a bad file).
-        return Err(input(anyhow!("{}: {e}", dir.display())));
-    }
+    let settings = ksmith_deploy::VerifySettings {
+        kernels: args.kernel.clone(),
+        seeds: args.seeds,
+        rounds: if args.no_timing { 0 } else { args.rounds },
+        min_round_ms: 20.0,
+        threads: ctx.threads,
+    };
+    let report = ksmith_deploy::verify_package(&env, &dir, &package, &manifest, &settings, &|m| {
+        note!("ksmith: {}", one(m))
+    })
+    .map_err(|e| match e {
+        ksmith_deploy::DeployError::Out { .. } => input(e),
+        other => env_err(other),
+    })?;
     if args.json {
         crate::term::json(&report);
     } else {
@@ -363,10 +360,15 @@ fn print_report(report: &Value) {
     let mut details = Vec::new();
     for k in report["kernels"].as_array().into_iter().flatten() {
         let name = one(k["name"].as_str().unwrap_or("?")).into_owned();
-        if k["status"] == "unavailable" {
+        if k["status"] == "unavailable" || k["status"] == "refused" {
             let detail = k["detail"].as_str().unwrap_or("");
             let first = detail.lines().next().unwrap_or("");
-            t.add_row(vec![name.clone(), one(first).into_owned()]);
+            let first = if k["status"] == "refused" {
+                format!("REFUSED: {first}")
+            } else {
+                first.to_string()
+            };
+            t.add_row(vec![name.clone(), one(&first).into_owned()]);
             if detail.lines().nth(1).is_some() {
                 details.push(format!("{name}: {detail}"));
             }
@@ -432,5 +434,10 @@ fn print_report(report: &Value) {
     say!("{t}");
     for d in details {
         say!("{}", crate::term::continued(&d, "  "));
+    }
+    if report["sandboxed"] == true {
+        say!(
+            "each kernel was built and called in the judge's sandbox and checked by a process that never loaded it; its timings are the sandboxed process's own clock (shown, not a verdict)"
+        );
     }
 }

@@ -318,7 +318,8 @@ enum Cmd {
         #[arg(long)]
         skip_missing: bool,
     },
-    /// Re-check an exported JAX package's kernels on fresh seeds and time them inside jax.jit.
+    /// Re-check an exported JAX package's kernels on fresh seeds and time them inside jax.jit,
+    /// each kernel built and called in the judge's sandbox.
     VerifyExport(deploy::VerifyArgs),
     /// Cross-run memory: what made kernels faster in earlier runs, shown to later planners.
     #[command(subcommand)]

@@ -448,3 +448,118 @@ fn scalar_and_bfloat16_signatures_run_through_the_ffi() {
     );
     assert!(out.contains("derived axes ok"), "{out}");
 }
+
+/// The red team's kernel (issue 28): correct everywhere, and where it finds itself unsandboxed
+/// (the host's /proc readable) it creates a file on the host, through fopen found in libc's
+/// symbol table in memory, past every name check. The judge passes it and the export writes it
+/// (only its sandbox can tell); `verify-export` builds and calls it inside that sandbox, so it
+/// leaves no file on the host, while the same export run in-process by the user's Python
+/// (`python -m PACKAGE.verify`) does: what the README and `export` say cannot be checked. A
+/// kernel whose library imports dlvsym (the export edited, its hash updated) is refused by
+/// `verify-export` before anything runs.
+#[test]
+fn verify_export_runs_kernels_sandboxed_and_refuses_forbidden_imports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let marker = tmp.path().join("host-marker");
+    let template =
+        std::fs::read_to_string(root().join("crates/ksmith-cli/tests/deploy/unsandboxed_marker.c"))
+            .unwrap();
+    let kernel = tmp.path().join("marker_kernel.c");
+    std::fs::write(
+        &kernel,
+        template.replace("KSMITH_MARKER", marker.to_str().unwrap()),
+    )
+    .unwrap();
+    let task = root().join("tasks/starter/vector_add");
+    let v = eval(&store, &task, &kernel, &["--no-timing"]);
+    assert_eq!(v["status"], "PASSED", "{v}");
+    assert!(
+        !marker.exists(),
+        "the judge's sandbox let the kernel write on the host"
+    );
+
+    let pkg = tmp.path().join("pkg");
+    let o = ksmith(
+        &store,
+        &[
+            "export",
+            "--format",
+            "jax",
+            "--out",
+            pkg.to_str().unwrap(),
+            task.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let said = stdout(&o);
+    assert!(
+        said.contains("machine-written") && said.contains("your program's rights"),
+        "{said}"
+    );
+    let readme = std::fs::read_to_string(pkg.join("ksmith_kernels/README.md")).unwrap();
+    assert!(
+        readme.contains("Machine-written code") && readme.contains("cannot be checked"),
+        "{readme}"
+    );
+
+    let verify = |extra: &[&str]| {
+        let mut args = vec!["verify-export", pkg.to_str().unwrap(), "--json"];
+        args.extend_from_slice(extra);
+        ksmith(&store, &args)
+    };
+    let o = verify(&["--no-timing", "--seeds", "1"]);
+    let v = json(&o);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(v["kernels"][0]["status"], "ok", "{v}");
+    assert_eq!(v["kernels"][0]["sandboxed"], true, "{v}");
+    assert!(
+        !marker.exists(),
+        "verify-export ran the kernel where it could write on the host"
+    );
+
+    // The same export run in the user's own process: the kernel sees no sandbox, and writes.
+    let env = ksmith_harness::PythonEnv::resolve(None, &|_| {}).expect("ksmith's python");
+    let o = Command::new(&env.python)
+        .args(["-m", "ksmith_kernels.verify", "--no-timing", "--seeds", "1"])
+        .current_dir(tmp.path())
+        .env("PYTHONPATH", &pkg)
+        .env("KSMITH_KERNELS_CACHE", tmp.path().join("kcache"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        marker.exists(),
+        "unsandboxed, the kernel should have written its marker (else this test shows nothing)"
+    );
+    std::fs::remove_file(&marker).unwrap();
+
+    // The kernel's source replaced by one that imports dlvsym, the manifest's hash updated:
+    // refused by the library policy, never run.
+    let kdir = pkg.join("ksmith_kernels/kernels/vector_add");
+    let manifest_path = pkg.join("ksmith_kernels/manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let source = manifest["kernels"]["vector_add"]["sources"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let evil =
+        std::fs::read_to_string(root().join("crates/ksmith-cli/tests/adversarial/dlvsym_fopen.c"))
+            .unwrap()
+            .replace("/tmp/ksmith-adversarial-dlvsym", marker.to_str().unwrap());
+    let path = kdir.join("src").join(&source);
+    std::fs::write(&path, evil).unwrap();
+    let sum = Command::new("sha256sum").arg(&path).output().unwrap();
+    let hash = stdout(&sum).split_whitespace().next().unwrap().to_string();
+    manifest["kernels"]["vector_add"]["files"][format!("src/{source}")] = hash.into();
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    let o = verify(&["--no-timing", "--seeds", "1"]);
+    let v = json(&o);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let k = &v["kernels"][0];
+    assert_eq!(k["status"], "refused", "{v}");
+    let detail = k["detail"].as_str().unwrap();
+    assert!(detail.contains("`dlvsym`"), "{detail}");
+    assert!(!marker.exists(), "a refused kernel ran");
+}

@@ -8,6 +8,11 @@ random seed, the reference computed in float64, every output element within
 ``atol + rtol * |reference|``. Timing alternates rounds of kernel and reference calls on the
 same inputs (warm caches, as inside a model); the speedup is the median of per-round ratios
 with a distribution-free 95% interval.
+
+Run this way, every kernel runs natively in this Python process, with your rights: the code is
+machine-written and was judged in a sandbox, and a native kernel can behave differently outside
+one. ``ksmith verify-export DIR`` does the same checks with each kernel built and called inside
+the judge's sandbox, and the checks made by a process that never loads a kernel.
 """
 
 import argparse
@@ -56,6 +61,14 @@ def _inputs(kernel, workload, seed):
     dists = dict(workload["inputs"])
     axes = workload["axes"]
     return [_draw(rng, dists[s["name"]], [axes[a] for a in s["shape"]], s["dtype"], axes, generator) for s in kernel.inputs]
+
+
+def _reference64(kernel, arrays):
+    """The task's reference on these inputs, floating-point inputs widened to float64."""
+    wide = [a.astype(np.float64) if s["dtype"] in ("float32", "float16", "bfloat16") else a for a, s in zip(arrays, kernel.inputs, strict=True)]
+    with jax.enable_x64(True):
+        refs = kernel.reference(*[jnp.asarray(a) for a in wide])
+        return [np.asarray(r) for r in (refs if isinstance(refs, (tuple, list)) else [refs])]
 
 
 def _check(kernel, outputs, refs):
@@ -153,11 +166,7 @@ def verify_kernel(kernel, seeds, rounds, min_round_ms, timing=True):
                 arrays = _inputs(kernel, w, seed)
                 outs = checked(*arrays)
                 outs = list(outs) if isinstance(outs, tuple) else [outs]
-                wide = [a.astype(np.float64) if s["dtype"] in ("float32", "float16", "bfloat16") else a for a, s in zip(arrays, kernel.inputs, strict=True)]
-                with jax.enable_x64(True):
-                    refs = kernel.reference(*[jnp.asarray(a) for a in wide])
-                    refs = [np.asarray(r) for r in (refs if isinstance(refs, (tuple, list)) else [refs])]
-                ok, worst = _check(kernel, outs, refs)
+                ok, worst = _check(kernel, outs, _reference64(kernel, arrays))
                 row["checks"] += 1
                 if not ok:
                     row.update(correct=False, seed=seed, **worst)

@@ -7,10 +7,12 @@
 mod handler;
 mod package;
 mod select;
+mod verify;
 
 pub use handler::{source as handler_source, Device};
 pub use package::{write_package, Written};
 pub use select::{choose_best, choose_eval, Choice};
+pub use verify::{check_c_kernel, check_choice, policy_summary, verify_package, VerifySettings};
 
 use ksmith_task::Language;
 use serde::Serialize;

@@ -27,6 +27,10 @@ const FILES: [(&str, &str); 17] = [
         include_str!("../../../harness/ksmith_harness/runner.py"),
     ),
     (
+        "ksmith_harness/exports.py",
+        include_str!("../../../harness/ksmith_harness/exports.py"),
+    ),
+    (
         "ksmith_harness/pykernels.py",
         include_str!("../../../harness/ksmith_harness/pykernels.py"),
     ),

@@ -434,6 +434,48 @@ pub fn spawn_runner(
     Ok(starting)
 }
 
+/// Starts the trusted side of `ksmith verify-export` (`exports.py`, role `checker`): it draws
+/// inputs, computes references and checks outputs, and never builds or loads a kernel. Not
+/// sandboxed, like the trusted server.
+pub fn start_export_checker(env: &PythonEnv) -> Result<Peer, HarnessError> {
+    let limits = Limits {
+        cpu_seconds: 1 << 30,
+        address_space: u64::MAX,
+        file_size: u64::MAX,
+        open_files: 4096,
+        processes: u64::MAX,
+        env: env.process_env(&[("KSMITH_EXPORT_ROLE", "checker")]),
+        isolate: false,
+        ..Limits::default()
+    };
+    Peer::start(env, "exports", limits)
+}
+
+/// Starts the untrusted side of `ksmith verify-export` (`exports.py`, role `runner`) in the
+/// judge's sandbox with the given limits (the caller adds the export to its view): it builds
+/// one exported kernel the way the package does, calls it, and writes raw outputs in its
+/// private directory. Stopped between requests, like the judge's runner.
+pub fn start_export_runner(
+    env: &PythonEnv,
+    mut limits: Limits,
+    threads: usize,
+) -> Result<Peer, HarnessError> {
+    let t = threads.to_string();
+    limits.env = env.process_env(&[
+        ("KSMITH_EXPORT_ROLE", "runner"),
+        ("OMP_NUM_THREADS", t.as_str()),
+        ("OMP_PROC_BIND", "false"),
+        ("OPENBLAS_NUM_THREADS", "1"),
+        ("MKL_NUM_THREADS", "1"),
+    ]);
+    limits.isolate = true;
+    limits.view.read.extend(env.runner_view());
+    limits.view.endless_devices = true;
+    let mut starting = Peer::spawn(env, "exports", limits)?;
+    starting.peer.frozen_between_calls = true;
+    starting.greeted(env)
+}
+
 /// Name of the marker file the allocation guard writes in the runner's directory.
 pub const ALLOC_FAILED_MARKER: &str = "ksmith-alloc-failed";
 
