@@ -471,3 +471,32 @@ fn check_native(
         &header,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "#include <stdint.h>\nvoid k(const float* a, float* c, int64_t N);\n";
+
+    fn check(src: &str) -> Result<Vec<PolicyViolation>, String> {
+        check_c_kernel("k", &[("k.c".into(), src.into())], &[], HEADER).unwrap()
+    }
+
+    #[test]
+    fn the_export_path_holds_c_kernels_to_the_library_policy() {
+        if c::Compiler::detect().is_err() {
+            eprintln!("skipping: no C compiler");
+            return;
+        }
+        let good = "#include <math.h>\nvoid k(const float* a, float* c, int64_t N) {\n#pragma omp parallel for\n for (int64_t i = 0; i < N; i++) c[i] = expf(a[i]);\n}\n";
+        assert_eq!(check(good), Ok(vec![]));
+        // Hidden from the source scan by token pasting; refused by the library's imports.
+        let lookup = "#define P(a, b) a##b\nextern void* P(dlv, sym)(void*, const char*, const char*);\n\
+                      void k(const float* a, float* c, int64_t N) { void* f = P(dlv, sym)((void*)-1l, \"fopen\", \"GLIBC_2.2.5\"); for (int64_t i = 0; i < N; i++) c[i] = a[i] + (f != 0); }\n";
+        let v = check(lookup).unwrap();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(policy_summary(&v).contains("`dlvsym`"), "{v:?}");
+        let broken = check("void k(const float* a, float* c, int64_t N) { oops }\n");
+        assert!(broken.unwrap_err().contains("does not build"));
+    }
+}
