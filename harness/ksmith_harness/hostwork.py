@@ -4,9 +4,9 @@ The AST policy (policy.py) refuses library math by name; plain operators and met
 `.sum()`) pass it, and `(a[:, :, None] * b[None, :, :]).sum(1)` before a copying kernel is a
 matmul done by XLA, not by the candidate. This module looks at what the host code does instead
 of what it names:
-- Pallas: the entry function is traced on the workload's abstract shapes (the trace the runner's
-  `jax.jit` then reuses, so the program checked is the program run and timed) and its jaxpr is
-  walked outside the kernels (`pallas_call`'s kernel jaxpr is never entered; `jit`, `cond`,
+- Pallas: the entry function is traced on the workload's abstract shapes (as the runner's
+  `jax.jit` traces it for the calls, checked and timed: the same Python on the same shapes) and
+  its jaxpr is walked outside the kernels (`pallas_call`'s kernel jaxpr is never entered; `jit`, `cond`,
   `while`, `scan`, `custom_jvp`/`custom_vjp` and other sub-jaxprs are). Values derived from the
   inputs or from a kernel's outputs are "task data"; a primitive outside the allow-list of
   layout and data-movement primitives applied to task data is host work, counted in elements
