@@ -137,6 +137,7 @@ class _Walk:
         self.module_dir = module_dir
         self.ops = []
         self.total = 0.0
+        self.outer = None
         from jax._src import core, source_info_util
 
         self.core = core
@@ -167,6 +168,18 @@ class _Walk:
         return None
 
     def eqn(self, eqn, tin, mult, note, rec):
+        """Taint of `eqn`'s outputs; its host work recorded in `rec` (None: not recorded). Ops
+        inside a sub-jaxpr whose own source has no frame of the candidate's (jax.nn's bodies)
+        are placed at the enclosing equation's line."""
+        outer = self.outer
+        if eqn.params and any(self._sub(v) is not None for v in _flat(eqn.params.values())):
+            self.outer = self._frame(eqn) or outer
+        try:
+            return self._eqn(eqn, tin, mult, note, rec)
+        finally:
+            self.outer = outer
+
+    def _eqn(self, eqn, tin, mult, note, rec):
         name = eqn.primitive.name
         nout = len(eqn.outvars)
         any_t = any(tin)
@@ -233,7 +246,7 @@ class _Walk:
         for f in frames:
             if _in_module(f.file_name, self.module_dir):
                 return f.file_name, f.start_line
-        return (frames[0].file_name, frames[0].start_line) if frames else None
+        return self.outer or ((frames[0].file_name, frames[0].start_line) if frames else None)
 
 
 def _flat(values):

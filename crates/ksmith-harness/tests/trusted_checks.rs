@@ -34,3 +34,10 @@ fn the_native_output_check_agrees_with_numpy_wherever_it_decides() {
 fn an_unusable_output_file_is_a_verdict_on_the_candidate() {
     run("output_files_check.py");
 }
+
+/// The runner's host-work check (not the trusted server's, but run the same way): Pallas
+/// programs walked outside their kernels, Triton's interpreter tensors reporting arithmetic.
+#[test]
+fn host_compute_outside_the_kernels_is_found_and_layout_work_is_not() {
+    run("hostwork_check.py");
+}
