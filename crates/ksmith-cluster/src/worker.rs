@@ -220,11 +220,7 @@ fn judged_task(task: Task, wire: &crate::protocol::WireTask) -> Result<Task, Str
         }
         computed.push(held.content_hash);
     }
-    Err(format!(
-        "task.content_hash {} is not the hash of the task's files and workloads (computed here: {})",
-        wire.content_hash,
-        computed.join(" or ")
-    ))
+    Err(hash_mismatch(wire, &computed.join(" or ")))
 }
 
 /// `task` if its hash, computed here, is the request's.
@@ -232,11 +228,16 @@ fn matching(task: Task, wire: &crate::protocol::WireTask) -> Result<Task, String
     if task.content_hash == wire.content_hash {
         Ok(task)
     } else {
-        Err(format!(
-            "task.content_hash {} is not the hash of the task's files and workloads (computed here: {})",
-            wire.content_hash, task.content_hash
-        ))
+        Err(hash_mismatch(wire, &task.content_hash))
     }
+}
+
+/// The refusal of a request whose task hash is not the one computed here.
+fn hash_mismatch(wire: &crate::protocol::WireTask, computed: &str) -> String {
+    format!(
+        "task.content_hash {} is not the hash of the task's files and workloads (computed here: {computed})",
+        wire.content_hash
+    )
 }
 
 /// 64 lowercase hex digits: the shape of every content hash.
