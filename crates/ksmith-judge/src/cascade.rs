@@ -1,0 +1,425 @@
+//! The cascade's first half, per backend (static policy, build, library policy), and the
+//! shared load into a sandboxed runner.
+
+use crate::*;
+
+impl Judge {
+    /// The task restricted to the workload set the solution's backend runs here: C uses the
+    /// CPU set; Triton and Pallas the interpret set on a CPU; GPU backends on a GPU the gpu set
+    /// (else the CPU set).
+    pub(crate) fn task_for(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+    ) -> Result<Task, JudgeError> {
+        let lang = solution.language;
+        if lang == Language::C {
+            return Ok(task.clone());
+        }
+        let gpu = self.has_gpu()?;
+        if lang == Language::Cuda {
+            let why = match (ksmith_backend::cuda::nvcc(), gpu) {
+                (None, _) => Some("nvcc not found (set NVCC or put nvcc on PATH)"),
+                (Some(_), false) => Some("no GPU visible to the harness"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                return Err(JudgeError::Unavailable {
+                    backend: "cuda",
+                    why: why.into(),
+                });
+            }
+        }
+        if gpu {
+            return Ok(task
+                .for_set(WorkloadSet::Gpu)
+                .unwrap_or_else(|| task.clone()));
+        }
+        task.for_set(WorkloadSet::Interpret).ok_or_else(|| JudgeError::Task {
+            task: task.name.clone(),
+            message: format!(
+                "{} candidates run in the interpreter on this CPU, which needs small workloads: add [[workloads]] with set = \"interpret\"",
+                lang.name()
+            ),
+        })
+    }
+
+    pub(crate) fn cascade(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        r: &mut EvalResult,
+    ) -> Result<Option<Verdict>, JudgeError> {
+        // Policy and build share the device: they are never timed.
+        self.hold(Work::Build)?;
+        if solution.language.is_python() {
+            return self.cascade_python(task, solution, r);
+        }
+        if solution.language == Language::Cuda {
+            return self.cascade_cuda(task, solution, r);
+        }
+        // 1. Static policy on the source.
+        r.policy = solution
+            .sources
+            .iter()
+            .flat_map(|(n, s)| c::check_source(n, s))
+            .collect();
+        if let Some(v) = policy_verdict(r) {
+            return Ok(Some(v));
+        }
+        // The trusted side compiles what timing will need while the build and the runner's
+        // start take their time.
+        self.start_warm(task)?;
+        // The runner's interpreter starts while the compiler works (neither is timed); it is
+        // this candidate's alone, and gets the library in its own directory once built. That
+        // directory is an in-memory file system of its own only with a user namespace;
+        // without one it is on the host's (perhaps `noexec`) temporary file system, so the
+        // runner starts after the build and reads the library where it was built.
+        let started = Instant::now();
+        let early = if ksmith_sandbox::isolation().user_namespace {
+            Some(self.spawn_runner(task, 0, Vec::new())?)
+        } else {
+            None
+        };
+        self.split.runner_s += started.elapsed().as_secs_f64();
+        // 2. Build, then the policy on the library's imports.
+        self.enter(r, Stage::Build);
+        let built = match c::build(
+            &self.compiler,
+            task,
+            solution,
+            &[],
+            &self.config.cache_dir.join("build"),
+        )? {
+            Ok(b) => b,
+            Err(f) => return Ok(Some(compile_failure(f, r))),
+        };
+        r.build = Some(build_info(&built, Vec::new()));
+        if let Some(v) = c::check_library(&built.library) {
+            r.policy = v;
+            if let Some(v) = r.policy.first() {
+                // Every refused name in one line: the first one's reason, the others named.
+                let mut detail = v.message.clone();
+                let others: Vec<String> = r.policy[1..]
+                    .iter()
+                    .map(|o| format!("`{}`", o.name))
+                    .collect();
+                if !others.is_empty() {
+                    detail.push_str(&format!("; also refused: {}", others.join(", ")));
+                }
+                return Ok(Some(Verdict::new(
+                    Status::PolicyRejected,
+                    "forbidden_call",
+                    detail,
+                )));
+            }
+        }
+        // 3. Load in the sandbox.
+        let load = json!({"backend": "c", "library": built.library.display().to_string()});
+        self.load_and_check(task, solution, r, 0, load, early)
+    }
+
+    /// Starts a sandboxed runner for `task` (see [`ksmith_harness::spawn_runner`]) that may
+    /// read `product` (directories of the candidate's build product) besides the system;
+    /// `min_address_space` raises its limit for backends that map large ranges.
+    pub(crate) fn spawn_runner(
+        &mut self,
+        task: &Task,
+        min_address_space: u64,
+        product: Vec<PathBuf>,
+    ) -> Result<ksmith_harness::Starting, JudgeError> {
+        let mut limits = self.runner_limits(task);
+        limits.address_space = limits.address_space.max(min_address_space);
+        // GPU runtimes may keep memory files; a CPU runner has no use for them. Nor has a GPU
+        // runtime's host memory been measured under a memory cgroup yet.
+        limits.memory_files = self.on_gpu;
+        if self.on_gpu {
+            limits.memory_bytes = None;
+        }
+        limits.view.read.extend(product);
+        Ok(ksmith_harness::spawn_runner(
+            &self.env,
+            limits,
+            self.config.threads,
+        )?)
+    }
+
+    /// Stage 3 on: loads the candidate in a fresh sandboxed runner (`load` holds the
+    /// backend's fields), then runs the checks and timing; `min_address_space` raises the
+    /// runner's limit for backends that map large ranges. A runner started before the build
+    /// (`early`) gets the library copied into its own directory; one started here reads the
+    /// build product where it is (read-only, nothing else of the caches).
+    pub(crate) fn load_and_check(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        r: &mut EvalResult,
+        min_address_space: u64,
+        mut load: Value,
+        early: Option<ksmith_harness::Starting>,
+    ) -> Result<Option<Verdict>, JudgeError> {
+        self.hold(Work::Load)?;
+        self.enter(r, Stage::Load);
+        let started = Instant::now();
+        let copy_library = early.is_some();
+        let starting = match early {
+            Some(s) => s,
+            None => {
+                let product = ["library", "module"]
+                    .iter()
+                    .filter_map(|k| load[k].as_str().map(Path::new).and_then(Path::parent))
+                    .map(Path::to_path_buf)
+                    .collect();
+                self.spawn_runner(task, min_address_space, product)?
+            }
+        };
+        let mut runner = starting.greeted(&self.env)?;
+        if let Some(built) = load["library"].as_str().filter(|_| copy_library) {
+            match copy_to_runner(&runner, Path::new(built), "kernel", "so", 0o500) {
+                Ok((_, seen)) => load["library"] = json!(seen),
+                // The runner's directory is in memory and bounded: a library that does not fit
+                // is the candidate's (builds are capped, so this is a backstop).
+                Err(e) if e.kind() == std::io::ErrorKind::StorageFull => {
+                    self.end_runner(runner);
+                    return Ok(Some(Verdict::new(
+                        Status::CompileError,
+                        "library_too_large",
+                        format!("the library does not fit the sandbox's private directory: {e}"),
+                    )));
+                }
+                Err(source) => {
+                    return Err(c::BackendError::Io {
+                        path: runner.dir().to_path_buf(),
+                        source,
+                    }
+                    .into())
+                }
+            }
+        }
+        self.split.runner_s += started.elapsed().as_secs_f64();
+        load["cmd"] = json!("load");
+        load["entry"] = json!(solution.entry_point);
+        load["inputs"] = json!(task.inputs);
+        load["outputs"] = json!(task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>());
+        load["naxes"] = json!(task.axes.len());
+        load["device_gpu"] = json!(self.on_gpu);
+        self.at = None;
+        let outcome = self.run_checks(task, &mut runner, load, r);
+        r.log = runner.log();
+        let park = self.park.take();
+        let mut verdict = match outcome {
+            Ok(v) => v.map(|v| v.at(self.at)),
+            Err(Failure::Candidate(e)) => Some(classify(e, &runner).at(self.at)),
+            Err(Failure::Judge(e)) => return Err(e),
+        };
+        if park.is_some() && verdict.is_none() {
+            if let Err(e) = runner.stop() {
+                verdict = Some(classify(e, &runner).at(self.at));
+            }
+        }
+        match (park, &verdict) {
+            (Some((channel, est_ns)), None) => {
+                self.parked = Some(together::Parked {
+                    runner,
+                    channel,
+                    est_ns,
+                    on_gpu: self.on_gpu,
+                });
+            }
+            _ => self.end_runner(runner),
+        }
+        Ok(verdict)
+    }
+
+    /// Triton and Pallas: AST policy and syntax check in the trusted process, then the module
+    /// is staged and imported by the sandboxed runner.
+    pub(crate) fn cascade_python(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        r: &mut EvalResult,
+    ) -> Result<Option<Verdict>, JudgeError> {
+        let backend = solution.language.name();
+        let reply = self.trusted_call(
+            task,
+            json!({"cmd": "policy", "backend": backend, "sources": solution.sources}),
+        )?;
+        let diagnostics: Vec<Diagnostic> = reply["syntax_errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| Diagnostic {
+                file: e["file"].as_str().unwrap_or("").to_string(),
+                line: e["line"].as_u64().unwrap_or(0) as u32,
+                column: e["column"].as_u64().unwrap_or(0) as u32,
+                severity: "error".into(),
+                message: e["message"].as_str().unwrap_or("").to_string(),
+            })
+            .collect();
+        r.policy = reply["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| c::PolicyViolation {
+                file: v["file"].as_str().unwrap_or("").to_string(),
+                line: v["line"].as_u64().unwrap_or(0) as u32,
+                name: String::new(),
+                message: v["message"].as_str().unwrap_or("").to_string(),
+            })
+            .collect();
+        if let Some(d) = diagnostics.first() {
+            self.enter(r, Stage::Build);
+            let detail = d.to_string();
+            r.build = Some(BuildInfo {
+                cached: false,
+                seconds: 0.0,
+                command: vec!["python: ast.parse".into()],
+                diagnostics,
+                log: String::new(),
+                ptxas: Vec::new(),
+            });
+            return Ok(Some(Verdict::new(
+                Status::CompileError,
+                "syntax_error",
+                detail,
+            )));
+        }
+        if let Some(v) = policy_verdict(r) {
+            return Ok(Some(v));
+        }
+        self.enter(r, Stage::Build);
+        if solution.language == Language::Triton {
+            self.env
+                .ensure_module("triton", "requirements-triton.txt", &|m| {
+                    eprintln!("ksmith: {m}")
+                })?;
+        }
+        let module = ksmith_backend::python::stage(solution, &self.config.cache_dir.join("build"))
+            .map_err(|e| JudgeError::Task {
+                task: task.name.clone(),
+                message: format!("cannot stage the module: {e}"),
+            })?;
+        r.build = Some(BuildInfo {
+            cached: true,
+            seconds: 0.0,
+            command: vec![format!("python: import {}", module.display())],
+            diagnostics: Vec::new(),
+            log: String::new(),
+            ptxas: Vec::new(),
+        });
+        // The interpreters (JAX/XLA, Triton) map far more address space than a C kernel.
+        let load = json!({"backend": backend, "module": module.display().to_string()});
+        self.load_and_check(task, solution, r, 32 << 30, load, None)
+    }
+
+    /// CUDA: source policy, nvcc build (register/smem/spill facts kept), then the host launcher
+    /// is called by the GPU runner on device buffers.
+    pub(crate) fn cascade_cuda(
+        &mut self,
+        task: &Task,
+        solution: &Solution,
+        r: &mut EvalResult,
+    ) -> Result<Option<Verdict>, JudgeError> {
+        if let Some(v) = cuda_policy(solution, r) {
+            return Ok(Some(v));
+        }
+        self.enter(r, Stage::Build);
+        let nvcc = ksmith_backend::cuda::nvcc().ok_or(JudgeError::Unavailable {
+            backend: "cuda",
+            why: "nvcc not found".into(),
+        })?;
+        let built = match ksmith_backend::cuda::build(
+            &nvcc,
+            solution,
+            &self.config.cache_dir.join("build"),
+        )? {
+            Ok(b) => b,
+            Err(f) => return Ok(Some(compile_failure(f, r))),
+        };
+        let ptxas = ksmith_backend::cuda::parse_ptxas(&built.log);
+        r.build = Some(build_info(&built, ptxas));
+        // CUDA maps huge virtual ranges.
+        let load = json!({"backend": "cuda", "library": built.library.display().to_string()});
+        self.load_and_check(task, solution, r, 256 << 30, load, None)
+    }
+
+    pub(crate) fn runner_limits(&self, task: &Task) -> Limits {
+        let max_bytes = (0..task.workloads.len())
+            .map(|w| {
+                let axes = &task.workloads[w].axes;
+                task.inputs
+                    .iter()
+                    .map(|t| t.numel(axes) as u64 * t.dtype.size() as u64)
+                    .sum::<u64>()
+                    + task
+                        .outputs
+                        .iter()
+                        .map(|o| o.tensor.numel(axes) as u64 * o.tensor.dtype.size() as u64)
+                        .sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0);
+        // Two slots of buffers, file staging copies, Python, OpenMP stacks.
+        let address_space = (8 * max_bytes + (4 << 30)).min(1 << 40);
+        Limits {
+            cpu_seconds: 1800,
+            address_space,
+            // One file is at most one run's outputs; the files the judge makes for timing can
+            // grow no further than this either (and a grown one is caught after the call).
+            file_size: (max_bytes + (1 << 20)).max(64 << 20),
+            // One correctness run's inputs and outputs at a time, and room for the runtime.
+            scratch_bytes: Some(max_bytes + SCRATCH_SLACK),
+            // All its processes together: as much as one may map (a GPU runner's runtime is
+            // not measured under it yet, so it gets none: see `load_and_check`).
+            memory_bytes: Some(address_space),
+            open_files: 256,
+            processes: 512,
+            env: Vec::new(),
+            ..Limits::default()
+        }
+    }
+}
+
+/// The CUDA sources' static policy (C rules plus vendor libraries, side streams, device
+/// control), recorded in `r`; the first violation as a verdict.
+pub(crate) fn cuda_policy(solution: &Solution, r: &mut EvalResult) -> Option<Verdict> {
+    r.policy = solution
+        .sources
+        .iter()
+        .flat_map(|(n, s)| {
+            c::check_source(n, s)
+                .into_iter()
+                .chain(ksmith_backend::cuda::check_source(n, s))
+        })
+        .collect();
+    policy_verdict(r)
+}
+
+/// Copies `src` into the runner's private directory as `{name}-{random}.{ext}` with `mode`;
+/// returns the copy's path here and where the runner sees it. An unpredictable name, created
+/// fresh: the directory is the candidate's, and a link it planted under a name it could guess
+/// must not redirect this write.
+pub(crate) fn copy_to_runner(
+    runner: &Peer,
+    src: &Path,
+    name: &str,
+    ext: &str,
+    mode: u32,
+) -> std::io::Result<(PathBuf, String)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = format!("{name}-{:016x}.{ext}", random_u64());
+    let dest = runner.dir().join(&file);
+    let mut from = std::fs::File::open(src)?;
+    let mut to = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&dest)?;
+    std::io::copy(&mut from, &mut to)?;
+    let seen = runner.dir_in_child().join(&file).display().to_string();
+    Ok((dest, seen))
+}
+
+/// What the runner may write in its private directory beyond one correctness run's tensors:
+/// Python's, OpenMP's and a GPU compiler's caches.
+pub(crate) const SCRATCH_SLACK: u64 = 512 << 20;
