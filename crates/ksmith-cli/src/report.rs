@@ -52,7 +52,7 @@ pub(crate) fn speedup_cell(speedup: f64, interval: (f64, f64), noisy: bool) -> S
 /// `STATUS (reason)`, on one line.
 pub(crate) fn status_text(r: &EvalResult) -> String {
     match &r.reason {
-        Some(reason) => format!("{} ({})", r.status, one(reason)),
+        Some(reason) => format!("{} ({})", r.status, reason),
         None => r.status.to_string(),
     }
 }

@@ -252,7 +252,7 @@ fn outcome_text(o: &TrialOutcome, reused: bool) -> String {
         }
         (Some(x), Some(i)) => crate::report::ratio(x, i),
         _ => match &o.reason {
-            Some(reason) => format!("{} ({})", o.status, one(reason)),
+            Some(reason) => format!("{} ({})", o.status, reason),
             None => o.status.to_string(),
         },
     };
@@ -452,7 +452,7 @@ fn print_table(outcome: &Outcome) {
             continue;
         }
         let status = match (&result.reason, eliminated(result)) {
-            (Some(reason), _) => format!("{} ({})", result.status, one(reason)),
+            (Some(reason), _) => format!("{} ({})", result.status, reason),
             (None, true) => format!("{} (dropped early)", result.status),
             (None, false) => result.status.to_string(),
         };

@@ -87,7 +87,7 @@ pub fn check_c_kernel(
                 .iter()
                 .find(|d| d.severity.contains("error"))
                 .map(|d| d.to_string())
-                .unwrap_or_else(|| f.reason.clone());
+                .unwrap_or_else(|| f.reason.name().to_string());
             Ok(Err(format!("it does not build here: {first}")))
         }
         Ok(b) => Ok(Ok(c::check_library(&b.library).ok_or_else(|| {

@@ -7,8 +7,72 @@ mod env;
 pub use env::{cache_root, harness_digest, PythonEnv};
 
 use ksmith_sandbox::{Exit, Limits, Recv, Sandboxed};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Value};
+use std::marker::PhantomData;
 use std::time::Duration;
+
+/// One command of the JSON-lines protocol: a request struct (its fields are the request's),
+/// its `cmd` name and the reply it gets. Replies are read strictly (see [`parse_reply`]).
+pub trait Command: Serialize {
+    /// The request's `cmd` field.
+    const NAME: &'static str;
+    /// The reply's fields.
+    type Reply: DeserializeOwned;
+}
+
+/// A reply with no fields.
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// A request sent and not answered yet (see [`Peer::send`]).
+#[derive(Debug)]
+#[must_use = "a sent request's reply must be read before the next request"]
+pub struct Pending<C: Command> {
+    id: u64,
+    req: Value,
+    command: PhantomData<fn() -> C>,
+}
+
+/// The request as it goes on the wire: `cmd` and the command's fields.
+pub fn request_value<C: Command>(command: &C) -> Result<Value, CallError> {
+    let mut v = serde_json::to_value(command)
+        .map_err(|e| CallError::Protocol(format!("request `{}`: {e}", C::NAME)))?;
+    match &mut v {
+        Value::Object(m) => {
+            m.insert("cmd".into(), json!(C::NAME));
+        }
+        Value::Null => v = json!({"cmd": C::NAME}),
+        _ => {
+            return Err(CallError::Protocol(format!(
+                "request `{}` is not an object",
+                C::NAME
+            )))
+        }
+    }
+    Ok(v)
+}
+
+/// Reads a reply to `C` strictly: a field the reply type does not know, a missing one or one
+/// of the wrong type is a protocol error that names the field (`ok` and `id` are the
+/// transport's and are dropped first).
+pub fn parse_reply<C: Command>(mut v: Value) -> Result<C::Reply, CallError> {
+    if let Value::Object(m) = &mut v {
+        m.remove("ok");
+        m.remove("id");
+    }
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            CallError::Protocol(format!("reply to `{}`: {inner}", C::NAME))
+        } else {
+            CallError::Protocol(format!("reply to `{}`: field `{path}`: {inner}", C::NAME))
+        }
+    })
+}
 
 /// Protocol version this crate speaks; must equal `ksmith_harness.PROTOCOL`.
 pub const PROTOCOL: u64 = 4;
@@ -105,6 +169,38 @@ impl Peer {
             module: module.to_string(),
             hello: (hello, id),
         })
+    }
+
+    /// Sends a typed command and reads its typed reply. On timeout or death the process is
+    /// killed; a reply that does not parse is a protocol error naming the field.
+    pub fn ask<C: Command>(
+        &mut self,
+        command: &C,
+        timeout: Duration,
+    ) -> Result<C::Reply, CallError> {
+        let pending = self.send(command)?;
+        self.receive(pending, timeout)
+    }
+
+    /// Sends a typed command; its reply is read by [`Peer::receive`].
+    pub fn send<C: Command>(&mut self, command: &C) -> Result<Pending<C>, CallError> {
+        let req = request_value(command)?;
+        let id = self.send_request(&req)?;
+        Ok(Pending {
+            id,
+            req,
+            command: PhantomData,
+        })
+    }
+
+    /// Reads the typed reply to a command sent with [`Peer::send`].
+    pub fn receive<C: Command>(
+        &mut self,
+        pending: Pending<C>,
+        timeout: Duration,
+    ) -> Result<C::Reply, CallError> {
+        let v = self.recv_reply(&pending.req, pending.id, timeout)?;
+        parse_reply::<C>(v)
     }
 
     /// Sends a request and waits for its reply. On timeout or death the process is killed.

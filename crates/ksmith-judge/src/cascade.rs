@@ -1,6 +1,7 @@
 //! The cascade's first half, per backend (static policy, build, library policy), and the
 //! shared load into a sandboxed runner.
 
+use crate::protocol::{self, Product};
 use crate::*;
 
 impl Judge {
@@ -109,14 +110,16 @@ impl Judge {
                 }
                 return Ok(Some(Verdict::new(
                     Status::PolicyRejected,
-                    "forbidden_call",
+                    Reason::ForbiddenCall,
                     detail,
                 )));
             }
         }
         // 3. Load in the sandbox.
-        let load = json!({"backend": "c", "library": built.library.display().to_string()});
-        self.load_and_check(task, solution, r, 0, load, early)
+        let product = Product::C {
+            library: built.library.display().to_string(),
+        };
+        self.load_and_check(task, solution, r, 0, product, early)
     }
 
     /// Starts a sandboxed runner for `task` (see [`ksmith_harness::spawn_runner`]) that may
@@ -144,8 +147,8 @@ impl Judge {
         )?)
     }
 
-    /// Stage 3 on: loads the candidate in a fresh sandboxed runner (`load` holds the
-    /// backend's fields), then runs the checks and timing; `min_address_space` raises the
+    /// Stage 3 on: loads the candidate (`product`, what its backend built) in a fresh
+    /// sandboxed runner, then runs the checks and timing; `min_address_space` raises the
     /// runner's limit for backends that map large ranges. A runner started before the build
     /// (`early`) gets the library copied into its own directory; one started here reads the
     /// build product where it is (read-only, nothing else of the caches).
@@ -155,7 +158,7 @@ impl Judge {
         solution: &Solution,
         r: &mut EvalResult,
         min_address_space: u64,
-        mut load: Value,
+        mut product: Product,
         early: Option<ksmith_harness::Starting>,
     ) -> Result<Option<Verdict>, JudgeError> {
         self.hold(Work::Load)?;
@@ -165,25 +168,21 @@ impl Judge {
         let starting = match early {
             Some(s) => s,
             None => {
-                let product = ["library", "module"]
-                    .iter()
-                    .filter_map(|k| load[k].as_str().map(Path::new).and_then(Path::parent))
-                    .map(Path::to_path_buf)
-                    .collect();
-                self.spawn_runner(task, min_address_space, product)?
+                let built = Path::new(product.path()).parent().map(Path::to_path_buf);
+                self.spawn_runner(task, min_address_space, built.into_iter().collect())?
             }
         };
         let mut runner = starting.greeted(&self.env)?;
-        if let Some(built) = load["library"].as_str().filter(|_| copy_library) {
+        if let Some(built) = product.library().filter(|_| copy_library) {
             match copy_to_runner(&runner, Path::new(built), "kernel", "so", 0o500) {
-                Ok((_, seen)) => load["library"] = json!(seen),
+                Ok((_, seen)) => product.set_path(seen),
                 // The runner's directory is in memory and bounded: a library that does not fit
                 // is the candidate's (builds are capped, so this is a backstop).
                 Err(e) if e.kind() == std::io::ErrorKind::StorageFull => {
                     self.end_runner(runner);
                     return Ok(Some(Verdict::new(
                         Status::CompileError,
-                        "library_too_large",
+                        Reason::LibraryTooLarge,
                         format!("the library does not fit the sandbox's private directory: {e}"),
                     )));
                 }
@@ -197,12 +196,14 @@ impl Judge {
             }
         }
         self.split.runner_s += started.elapsed().as_secs_f64();
-        load["cmd"] = json!("load");
-        load["entry"] = json!(solution.entry_point);
-        load["inputs"] = json!(task.inputs);
-        load["outputs"] = json!(task.outputs.iter().map(|o| &o.tensor).collect::<Vec<_>>());
-        load["naxes"] = json!(task.axes.len());
-        load["device_gpu"] = json!(self.on_gpu);
+        let load = protocol::Load {
+            product: &product,
+            entry: &solution.entry_point,
+            inputs: &task.inputs,
+            outputs: task.outputs.iter().map(|o| &o.tensor).collect(),
+            naxes: task.axes.len(),
+            device_gpu: self.on_gpu,
+        };
         self.at = None;
         let outcome = self.run_checks(task, &mut runner, load, r);
         r.log = runner.log();
@@ -240,31 +241,32 @@ impl Judge {
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, JudgeError> {
         let backend = solution.language.name();
-        let reply = self.trusted_call(
+        let reply = self.trusted_ask(
             task,
-            json!({"cmd": "policy", "backend": backend, "sources": solution.sources}),
+            &protocol::Policy {
+                backend,
+                sources: &solution.sources,
+            },
         )?;
-        let diagnostics: Vec<Diagnostic> = reply["syntax_errors"]
-            .as_array()
+        let diagnostics: Vec<Diagnostic> = reply
+            .syntax_errors
             .into_iter()
-            .flatten()
             .map(|e| Diagnostic {
-                file: e["file"].as_str().unwrap_or("").to_string(),
-                line: e["line"].as_u64().unwrap_or(0) as u32,
-                column: e["column"].as_u64().unwrap_or(0) as u32,
+                file: e.file,
+                line: e.line,
+                column: e.column,
                 severity: "error".into(),
-                message: e["message"].as_str().unwrap_or("").to_string(),
+                message: e.message,
             })
             .collect();
-        r.policy = reply["violations"]
-            .as_array()
+        r.policy = reply
+            .violations
             .into_iter()
-            .flatten()
             .map(|v| c::PolicyViolation {
-                file: v["file"].as_str().unwrap_or("").to_string(),
-                line: v["line"].as_u64().unwrap_or(0) as u32,
+                file: v.file,
+                line: v.line,
                 name: String::new(),
-                message: v["message"].as_str().unwrap_or("").to_string(),
+                message: v.message,
             })
             .collect();
         if let Some(d) = diagnostics.first() {
@@ -280,7 +282,7 @@ impl Judge {
             });
             return Ok(Some(Verdict::new(
                 Status::CompileError,
-                "syntax_error",
+                Reason::SyntaxError,
                 detail,
             )));
         }
@@ -308,8 +310,13 @@ impl Judge {
             ptxas: Vec::new(),
         });
         // The interpreters (JAX/XLA, Triton) map far more address space than a C kernel.
-        let load = json!({"backend": backend, "module": module.display().to_string()});
-        self.load_and_check(task, solution, r, 32 << 30, load, None)
+        let module = module.display().to_string();
+        let product = if solution.language == Language::Triton {
+            Product::Triton { module }
+        } else {
+            Product::Pallas { module }
+        };
+        self.load_and_check(task, solution, r, 32 << 30, product, None)
     }
 
     /// CUDA: source policy, nvcc build (register/smem/spill facts kept), then the host launcher
@@ -339,8 +346,10 @@ impl Judge {
         let ptxas = ksmith_backend::cuda::parse_ptxas(&built.log);
         r.build = Some(build_info(&built, ptxas));
         // CUDA maps huge virtual ranges.
-        let load = json!({"backend": "cuda", "library": built.library.display().to_string()});
-        self.load_and_check(task, solution, r, 256 << 30, load, None)
+        let product = Product::Cuda {
+            library: built.library.display().to_string(),
+        };
+        self.load_and_check(task, solution, r, 256 << 30, product, None)
     }
 
     pub(crate) fn runner_limits(&self, task: &Task) -> Limits {

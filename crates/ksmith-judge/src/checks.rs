@@ -1,6 +1,7 @@
 //! The correctness checks: every workload and seed run into poisoned buffers in the sandbox,
 //! its outputs judged by the trusted process; then timing is started.
 
+use crate::protocol;
 use crate::*;
 
 impl Judge {
@@ -8,7 +9,7 @@ impl Judge {
         &mut self,
         task: &Task,
         runner: &mut Peer,
-        load: Value,
+        load: protocol::Load<'_>,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, Failure> {
         let timeout = self.config.call_timeout;
@@ -31,9 +32,9 @@ impl Judge {
         } else {
             measure::ChannelCost::default()
         };
-        let loaded = runner.call(&load, timeout).map_err(Failure::Candidate)?;
+        let loaded = runner.ask(&load, timeout).map_err(Failure::Candidate)?;
         self.split.runner_s += started.elapsed().as_secs_f64();
-        let interpreted = loaded["interpreted"].as_bool().unwrap_or(false);
+        let interpreted = loaded.interpreted;
         let seeds = self.config.seeds.clone();
         let mut corr = Correctness {
             seeds: seeds.clone(),
@@ -88,7 +89,7 @@ impl Judge {
                     runner.kill();
                     return Ok(Some(Verdict::new(
                         Status::RuntimeError,
-                        "scratch_full",
+                        Reason::ScratchFull,
                         format!(
                             "the sandbox's private directory (in memory, one run's tensors and {} MiB) was full: the candidate wrote files there",
                             SCRATCH_SLACK >> 20
@@ -127,22 +128,24 @@ impl Judge {
                     }
                 }
             }
-            let slot_spec = check_slot.as_ref().map(|(_, s)| s.spec());
-            let req = json!({
-                "cmd": "run",
-                "slot": slot_spec,
-                "inputs_path": inputs,
-                "axes": axis_values(task, w),
-                "in_shapes": task.inputs.iter().map(|t| t.dims(&task.workloads[w].axes)).collect::<Vec<_>>(),
-                "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(&task.workloads[w].axes)).collect::<Vec<_>>(),
-                "out_prefix": prefix,
+            let Some((_, slot)) = &check_slot else {
+                unreachable!("made above for this workload")
+            };
+            let axes = &task.workloads[w].axes;
+            let req = protocol::Run {
+                slot: slot.spec(),
+                inputs_path: &inputs,
+                axes: axis_values(task, w),
+                in_shapes: task.inputs.iter().map(|t| t.dims(axes)).collect(),
+                out_shapes: task.outputs.iter().map(|o| o.tensor.dims(axes)).collect(),
+                out_prefix: prefix,
                 // On a GPU the quick check also records which device kernels ran.
-                "profile": self.on_gpu && i == 0,
-            });
-            let reply = runner.call(&req, timeout).map_err(Failure::Candidate)?;
+                profile: self.on_gpu && i == 0,
+            };
+            let reply = runner.ask(&req, timeout).map_err(Failure::Candidate)?;
             // Work the host code did outside the kernels (Triton and Pallas: found by the
             // runner, in the candidate's process, so only an admission is taken from it).
-            let Some(host) = host_compute(&reply["host_compute"]) else {
+            let Some(host) = host_compute(reply.host_compute) else {
                 runner.kill();
                 return Err(Failure::Candidate(CallError::Protocol(
                     "the runner's reply names host compute in a form the harness never writes"
@@ -155,20 +158,15 @@ impl Judge {
                 r.correctness = Some(corr);
                 return Ok(policy_verdict(r));
             }
-            if let Some(names) = reply["device_kernels"].as_array() {
-                r.device_kernels = Some(
-                    names
-                        .iter()
-                        .filter_map(|n| n.as_str().map(str::to_string))
-                        .collect(),
-                );
+            if let Some(names) = reply.device_kernels {
+                r.device_kernels = Some(names);
             }
-            elapsed_ns[w] = reply["elapsed_ns"].as_u64().unwrap_or(0);
+            elapsed_ns[w] = reply.elapsed_ns.unwrap_or(0);
             r.time_split.kernel_s += elapsed_ns[w] as f64 / 1e9;
             let earlier: Vec<u64> = seeds.iter().copied().take_while(|&s| s != seed).collect();
             // The reply is the candidate's process's: only a list of the task's input names
             // goes on to the trusted side.
-            let Some(changed) = changed_inputs(task, &reply["inputs_changed"]) else {
+            let Some(changed) = changed_inputs(task, reply.inputs_changed) else {
                 runner.kill();
                 return Err(Failure::Candidate(CallError::Protocol(
                     "the runner's reply names the changed inputs in a form the harness never writes"
@@ -179,9 +177,9 @@ impl Judge {
                 task,
                 w,
                 seed,
-                &output_paths(task, &host_prefix),
-                &json!(changed),
-                &earlier,
+                output_paths(task, &host_prefix),
+                changed,
+                earlier,
                 &mut corr,
             );
             // Checked: the run's files go, so the runner's in-memory directory holds one run.
@@ -231,16 +229,21 @@ impl Judge {
         task: &Task,
         w: usize,
         seed: u64,
-        outputs: &Value,
-        inputs_changed: &Value,
-        earlier: &[u64],
+        outputs: Files,
+        inputs_changed: Vec<String>,
+        earlier: Vec<u64>,
         corr: &mut Correctness,
     ) -> Result<Option<Verdict>, Failure> {
-        let req = json!({
-            "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,
-            "outputs": outputs, "inputs_changed": inputs_changed, "previous_seeds": earlier,
-            "cache_dir": self.ref_cache(),
-        });
+        let req = protocol::Check {
+            task: &task.content_hash,
+            workload: w,
+            seed,
+            outputs,
+            inputs_changed: Some(inputs_changed),
+            previous_seeds: Some(earlier),
+            cache_dir: Some(self.ref_cache()),
+            given_inputs: None,
+        };
         self.judge_outputs(task, w, seed, req, corr)
     }
 
@@ -252,15 +255,21 @@ impl Judge {
         task: &Task,
         w: usize,
         seed: u64,
-        outputs: &Value,
-        inputs: &Value,
+        outputs: &Files,
+        inputs: &Files,
         corr: &mut Correctness,
     ) -> Result<Option<Verdict>, Failure> {
         self.ensure_loaded(task)?;
-        let req = json!({
-            "cmd": "check", "task": task.content_hash, "workload": w, "seed": seed,
-            "outputs": outputs, "given_inputs": inputs,
-        });
+        let req = protocol::Check {
+            task: &task.content_hash,
+            workload: w,
+            seed,
+            outputs: outputs.clone(),
+            inputs_changed: None,
+            previous_seeds: None,
+            cache_dir: None,
+            given_inputs: Some(inputs.clone()),
+        };
         corr.timed_rechecks += 1;
         self.judge_outputs(task, w, seed, req, corr)
     }
@@ -271,87 +280,71 @@ impl Judge {
         task: &Task,
         w: usize,
         seed: u64,
-        req: Value,
+        req: protocol::Check<'_>,
         corr: &mut Correctness,
     ) -> Result<Option<Verdict>, Failure> {
-        let v = self.trusted_call(task, req).map_err(Failure::Judge)?;
+        let v = self.trusted_ask(task, &req).map_err(Failure::Judge)?;
         corr.checks += 1;
-        for o in v["outputs"].as_array().into_iter().flatten() {
-            let abs = o["max_abs_error"].as_f64().unwrap_or(f64::INFINITY);
-            let rel = o["max_rel_error"].as_f64().unwrap_or(f64::INFINITY);
+        for o in v.outputs {
+            // None: not finite (the trusted side writes no NaN into JSON).
+            let abs = o.max_abs_error.unwrap_or(f64::INFINITY);
+            let rel = o.max_rel_error.unwrap_or(f64::INFINITY);
             corr.max_rel_error = corr.max_rel_error.max(rel);
             if abs >= corr.max_abs_error || corr.worst.is_none() {
                 corr.max_abs_error = abs;
                 corr.worst = Some(WorstElement {
                     workload: w,
                     seed,
-                    output: o["name"].as_str().unwrap_or("").to_string(),
-                    index: o["worst_index"]
-                        .as_array()
-                        .map(|a| a.iter().filter_map(Value::as_i64).collect())
-                        .unwrap_or_default(),
-                    got: o["worst_value"].as_f64(),
-                    expected: o["worst_expected"].as_f64(),
+                    output: o.name,
+                    index: o.worst_index,
+                    got: o.worst_value,
+                    expected: o.worst_expected,
                 });
             }
-            if o["fraction_bad"].as_f64().unwrap_or(0.0) > 0.0 {
-                corr.fraction_bad = o["fraction_bad"].as_f64().unwrap_or(0.0);
+            if o.fraction_bad > 0.0 {
+                corr.fraction_bad = o.fraction_bad;
             }
         }
-        if v["passed"].as_bool() == Some(true) {
+        if v.passed {
             return Ok(None);
         }
-        let status = v["status"]
-            .as_str()
-            .and_then(Status::parse)
-            .unwrap_or(Status::IncorrectNumerical);
-        let reason = v["reason"].as_str().unwrap_or("numerical_mismatch");
-        let detail = format!(
-            "workload {w} seed {seed}: {}",
-            v["detail"].as_str().unwrap_or("")
-        );
-        Ok(Some(Verdict::new(status, reason, detail).at(Some(w))))
+        let detail = format!("workload {w} seed {seed}: {}", v.detail.unwrap_or_default());
+        let reason = v.reason.unwrap_or(Reason::NumericalMismatch);
+        Ok(Some(Verdict::new(v.status, reason, detail).at(Some(w))))
     }
 }
 
 /// The inputs a runner's reply says its correctness call changed (`inputs_changed`: a list of
 /// the task's input names, or nothing); None when the reply holds anything else.
-pub(crate) fn changed_inputs(task: &Task, v: &Value) -> Option<Vec<String>> {
-    match v {
-        Value::Null => Some(Vec::new()),
-        Value::Array(names) => names
-            .iter()
-            .map(|n| {
-                n.as_str()
-                    .filter(|n| task.inputs.iter().any(|i| i.name == *n))
-                    .map(str::to_string)
-            })
-            .collect(),
-        _ => None,
-    }
+pub(crate) fn changed_inputs(task: &Task, names: Option<Vec<String>>) -> Option<Vec<String>> {
+    let names = names.unwrap_or_default();
+    names
+        .iter()
+        .all(|n| task.inputs.iter().any(|i| i.name == *n))
+        .then_some(names)
 }
 
 /// Findings the runner reports of host code computing outside the kernels (none when the
 /// field is absent), as policy violations; `None` for anything the harness never writes.
-pub(crate) fn host_compute(v: &Value) -> Option<Vec<c::PolicyViolation>> {
+pub(crate) fn host_compute(
+    found: Option<Vec<protocol::HostFinding>>,
+) -> Option<Vec<c::PolicyViolation>> {
     const MAX: usize = 16;
-    let text =
-        |v: &Value, limit: usize| v.as_str().filter(|s| s.len() <= limit).map(str::to_string);
-    match v {
-        Value::Null => Some(Vec::new()),
-        Value::Array(found) if found.len() <= MAX => found
-            .iter()
-            .map(|f| {
-                Some(c::PolicyViolation {
-                    file: text(&f["file"], 512)?,
-                    line: u32::try_from(f["line"].as_u64()?).ok()?,
-                    name: String::new(),
-                    message: text(&f["message"], 2048)?,
-                })
-            })
-            .collect(),
-        _ => None,
+    let found = found.unwrap_or_default();
+    if found.len() > MAX {
+        return None;
     }
+    found
+        .into_iter()
+        .map(|f| {
+            (f.file.len() <= 512 && f.message.len() <= 2048).then(|| c::PolicyViolation {
+                file: f.file,
+                line: f.line,
+                name: String::new(),
+                message: f.message,
+            })
+        })
+        .collect()
 }
 
 pub(crate) fn axis_values(task: &Task, w: usize) -> Vec<i64> {
@@ -364,12 +357,19 @@ pub(crate) fn axis_values(task: &Task, w: usize) -> Vec<i64> {
 #[cfg(test)]
 mod tests {
     use super::host_compute;
-    use serde_json::json;
+    use crate::protocol::Run;
+    use ksmith_harness::parse_reply;
+    use serde_json::{json, Value};
+
+    fn read(v: Value) -> Option<Vec<ksmith_backend::c::PolicyViolation>> {
+        let ran = parse_reply::<Run>(json!({ "host_compute": v })).ok()?;
+        host_compute(ran.host_compute)
+    }
 
     #[test]
     fn host_compute_findings_are_read_strictly() {
-        assert_eq!(host_compute(&json!(null)).map(|v| v.len()), Some(0));
-        let found = host_compute(&json!([
+        assert_eq!(read(json!(null)).map(|v| v.len()), Some(0));
+        let found = read(json!([
             {"file": "kernel.py", "line": 11, "message": "host code computes `mul`"}
         ]))
         .unwrap();
@@ -379,9 +379,11 @@ mod tests {
             json!([{"file": "kernel.py", "line": -1, "message": "m"}]),
             json!([{"file": "kernel.py", "message": "m"}]),
             json!([{"file": 3, "line": 1, "message": "m"}]),
+            json!([{"file": "k", "line": 1, "message": "m", "status": "PASSED"}]),
+            json!([{"file": "k", "line": 1, "message": "m".repeat(3000)}]),
             json!(vec![json!({"file": "k", "line": 1, "message": "m"}); 17]),
         ] {
-            assert!(host_compute(&bad).is_none(), "{bad}");
+            assert!(read(bad.clone()).is_none(), "{bad}");
         }
     }
 }

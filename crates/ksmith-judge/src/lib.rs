@@ -9,6 +9,7 @@ mod config;
 mod fresh;
 mod measure;
 mod parallel;
+mod protocol;
 pub mod remote;
 mod result;
 mod roofline;
@@ -36,7 +37,6 @@ use ksmith_backend::Diagnostic;
 use ksmith_harness::{random_u64, CallError, HarnessError, Peer, PythonEnv};
 use ksmith_sandbox::{signal_name, Exit, Limits};
 use ksmith_task::{Language, Solution, Task, WorkloadSet};
-use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -85,7 +85,9 @@ pub struct Judge {
     light_checks: bool,
     /// A warm-up request sent to the trusted process and not answered yet (request, id):
     /// answered before anything else is asked of it.
-    warming: Option<(Value, u64)>,
+    warming: Option<ksmith_harness::Pending<protocol::Warm>>,
+    /// Whether the trusted process found an accelerator (JAX's default backend is not the CPU).
+    accelerator: bool,
     /// Tasks (content hashes) the trusted process now running was asked to warm up for.
     warmed: BTreeSet<String>,
     /// The workload the candidate's current call or check is on (a failure is attributed to
@@ -119,18 +121,20 @@ pub type StageHook = Box<dyn FnMut(&str, Stage) + Send>;
 
 /// Where the runner writes each output for a dump `prefix`: the judge names the files itself,
 /// never trusting paths the runner reports.
-pub(crate) fn output_paths(task: &Task, prefix: &str) -> Value {
+pub(crate) fn output_paths(task: &Task, prefix: &str) -> Files {
     task.outputs
         .iter()
         .map(|o| {
             (
                 o.tensor.name.clone(),
-                json!(format!("{prefix}.{}.bin", o.tensor.name)),
+                format!("{prefix}.{}.bin", o.tensor.name),
             )
         })
-        .collect::<serde_json::Map<String, Value>>()
-        .into()
+        .collect()
 }
+
+/// Files by tensor name.
+pub(crate) type Files = std::collections::BTreeMap<String, String>;
 
 /// Whether every isolation layer is in force on this machine.
 pub fn isolation_complete() -> bool {
@@ -189,6 +193,7 @@ impl Judge {
             parked: None,
             light_checks: false,
             warming: None,
+            accelerator: false,
             warmed: BTreeSet::new(),
             at: None,
             stage_hook: None,

@@ -5,12 +5,12 @@ use crate::fresh::{self, Refresh};
 use crate::slots::{Dirs, Slot, TensorSpec};
 use crate::timing::{Paired, RoundPlan, NOISY};
 use crate::{
-    axis_values, ColdCache, Elimination, EvalResult, Failure, Flush, Judge, JudgeError, Status,
-    Timing, Verdict, WorkloadPerf,
+    axis_values, ColdCache, Elimination, EvalResult, Failure, Flush, Judge, JudgeError, Reason,
+    Status, Timing, Verdict, WorkloadPerf,
 };
+use crate::{protocol, Files};
 use ksmith_harness::{CallError, HarnessError, Peer};
 use ksmith_task::{DType, Task};
-use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -100,10 +100,10 @@ impl Timer {
 struct Snapshot {
     call: usize,
     /// Its outputs.
-    outputs: Value,
+    outputs: Files,
     /// Its inputs as read back after the call: equal to what the judge wrote (else `mutated`),
     /// so the reference is computed from them.
-    inputs: Value,
+    inputs: Files,
     /// The first input the call changed, if any.
     mutated: Option<String>,
 }
@@ -141,10 +141,10 @@ fn snapshot(
     let (outputs, inputs) = t.slots[slot].dump(dir, &prefix, ins, outs)?;
     if t.check_files.is_empty() {
         // The same names every round.
-        t.check_files = [&outputs, &inputs]
-            .into_iter()
-            .filter_map(Value::as_object)
-            .flat_map(|m| m.values().filter_map(Value::as_str).map(PathBuf::from))
+        t.check_files = outputs
+            .values()
+            .chain(inputs.values())
+            .map(PathBuf::from)
             .collect();
     }
     let mut mutated = None;
@@ -169,14 +169,6 @@ fn snapshot(
         inputs,
         mutated,
     })
-}
-
-fn samples(v: &Value) -> impl Iterator<Item = u64> + '_ {
-    v["samples_ns"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_u64)
 }
 
 /// Timed workloads and, when the candidate was dropped from a race, why.
@@ -274,9 +266,10 @@ impl Judge {
     /// protocol itself costs around an empty call.
     pub(crate) fn calibrate_channel(&mut self, runner: &mut Peer) -> Result<ChannelCost, Failure> {
         const CALLS: usize = 15;
-        let req = json!({"cmd": "calibrate", "calls": CALLS});
         let timeout = self.config.call_timeout;
-        let id = runner.send_request(&req).map_err(Failure::Candidate)?;
+        let pending = runner
+            .send(&protocol::Calibrate { calls: CALLS })
+            .map_err(Failure::Candidate)?;
         let mut t = Vec::new();
         let mut prep = Vec::new();
         for _ in 0..CALLS {
@@ -292,7 +285,7 @@ impl Judge {
             }
         }
         runner
-            .recv_reply(&req, id, timeout)
+            .receive(pending, timeout)
             .map_err(Failure::Candidate)?;
         // The fastest calibrated calls: the channel's own cost, not its noise.
         t.sort_unstable();
@@ -507,17 +500,25 @@ impl Judge {
     /// times, not yet added to any timer.
     pub(crate) fn baseline_turn(&mut self, task: &Task, t: &Timer) -> Result<Vec<u64>, Failure> {
         let warmup = if t.rounds == 0 { 2 } else { 0 };
-        let breq = json!({"cmd": "baseline", "task": task.content_hash, "workload": t.w, "seeds": t.base_seeds,
-                          "reps": t.plan.base_reps(&t.cand, &t.base, t.cand_reps()), "warmup": warmup, "flush_bytes": t.flush_bytes,
-                          "evict": t.flush && !self.on_gpu, "device": if self.on_gpu { "gpu" } else { "cpu" },
-                          "cache_dir": self.ref_cache()});
+        let cache_dir = self.ref_cache();
+        let breq = protocol::Baseline {
+            task: &task.content_hash,
+            workload: t.w,
+            seeds: &t.base_seeds,
+            reps: t.plan.base_reps(&t.cand, &t.base, t.cand_reps()),
+            warmup,
+            flush_bytes: t.flush_bytes,
+            evict: t.flush && !self.on_gpu,
+            device: protocol::TimingDevice::of(self.on_gpu),
+            cache_dir: &cache_dir,
+        };
         let started = Instant::now();
-        let b = self.trusted_call(task, breq).map_err(Failure::Judge)?;
-        let base_round: Vec<u64> = samples(&b).collect();
-        self.baseline_cold = match b["eviction"].as_str() {
-            Some("lines") => ColdCache::Lines,
-            Some("buffer") => ColdCache::Buffer,
-            _ => ColdCache::Hot,
+        let b = self.trusted_ask(task, &breq).map_err(Failure::Judge)?;
+        let base_round = b.samples_ns;
+        self.baseline_cold = match b.eviction {
+            protocol::Eviction::Lines => ColdCache::Lines,
+            protocol::Eviction::Buffer => ColdCache::Buffer,
+            protocol::Eviction::None => ColdCache::Hot,
         };
         let timed_ns: u64 = base_round.iter().sum();
         self.split.baseline_s += (started.elapsed().as_secs_f64() - timed_ns as f64 / 1e9).max(0.0);
@@ -591,13 +592,13 @@ impl Judge {
         let check_call = checked.then(|| (ksmith_harness::random_u64() % n as u64) as usize);
         t.snapshot = None;
         let snap_dir = self.fresh_dir.path().to_path_buf();
-        let creq = json!({
-            "cmd": "time", "axes": axis_values(task, w),
-            "in_shapes": task.inputs.iter().map(|i| i.dims(axes)).collect::<Vec<_>>(),
-            "out_shapes": task.outputs.iter().map(|o| o.tensor.dims(axes)).collect::<Vec<_>>(),
-            "slots": t.slots.iter().chain([&t.warm]).map(Slot::spec).collect::<Vec<_>>(),
-            "calls": warmup + n,
-        });
+        let creq = protocol::Time {
+            axes: axis_values(task, w),
+            in_shapes: task.inputs.iter().map(|i| i.dims(axes)).collect(),
+            out_shapes: task.outputs.iter().map(|o| o.tensor.dims(axes)).collect(),
+            slots: t.slots.iter().chain([&t.warm]).map(Slot::spec).collect(),
+            calls: warmup + n,
+        };
         let timeout = self.config.call_timeout;
         let io = slot_error;
         // The trusted server is stopped as the candidate was during the baseline's turn: what
@@ -606,7 +607,7 @@ impl Judge {
         if let Some(p) = &self.trusted {
             p.freeze();
         }
-        let id = runner.send_request(&creq).map_err(Failure::Candidate)?;
+        let pending = runner.send(&creq).map_err(Failure::Candidate)?;
         let mut calls = Vec::with_capacity(n);
         let mut digests = Vec::with_capacity(n);
         let mut tails = Vec::with_capacity(n);
@@ -678,7 +679,7 @@ impl Judge {
             p.thaw();
         }
         let reply = runner
-            .recv_reply(&creq, id, timeout)
+            .receive(pending, timeout)
             .map_err(Failure::Candidate)?;
         // The runner is stopped again. The checked call's buffers must be as they were right
         // after it: work finished later is a fault, not a result.
@@ -696,8 +697,8 @@ impl Judge {
         }
         if std::env::var_os("KSMITH_TRACE_CALLS").is_some() {
             eprintln!(
-                "[clock] workload {w}: channel {channel:?}; judge's clock {calls:?}; seen running after \"f\" {tails:?}; runner's own figures {}",
-                reply["inproc_ns"]
+                "[clock] workload {w}: channel {channel:?}; judge's clock {calls:?}; seen running after \"f\" {tails:?}; runner's own figures {:?}",
+                reply.inproc_ns
             );
         }
         if let (Some(b), Some(c)) = (RoundPlan::median(base_round), RoundPlan::median(&calls)) {
@@ -737,7 +738,7 @@ impl Judge {
             let checked = match &snap.mutated {
                 Some(name) => Ok(Some(Verdict::new(
                     Status::IncorrectNumerical,
-                    "input_mutated",
+                    Reason::InputMutated,
                     format!("input {name} changed during the call"),
                 ))),
                 None => self.check_timed(task, t.w, seed, &snap.outputs, &snap.inputs, &mut corr),

@@ -54,6 +54,148 @@ impl std::fmt::Display for Status {
     }
 }
 
+/// Why an evaluation did not pass: a short machine-readable cause (DESIGN.md's `reason`),
+/// written as its snake_case name (`signal_SIGSEGV` for a signal).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    /// The compiler refused the source.
+    CompileError,
+    /// The entry point is not exported by the built library.
+    MissingEntryPoint,
+    /// The built library is over the size cap (or did not fit the sandbox).
+    LibraryTooLarge,
+    /// A Python candidate does not parse.
+    SyntaxError,
+    /// The source, the library or the host code uses something kernels may not.
+    ForbiddenCall,
+    /// Faster than the measured roofline allows by more than the plausibility margin.
+    ImplausibleSpeed,
+    /// No result within the wall-clock limit.
+    WallTimeout,
+    /// The CPU-time limit was reached.
+    CpuTimeLimit,
+    /// The candidate's processes went over their memory limit (the cgroup's OOM events).
+    MemoryLimit,
+    /// Killed by a signal (its name, e.g. `SIGSEGV`).
+    Signal(String),
+    /// The process exited during a call.
+    EarlyExit,
+    /// The candidate broke the harness protocol or the timing channel.
+    ProtocolViolation,
+    /// The candidate raised an exception.
+    Exception,
+    /// The candidate could not be loaded.
+    LoadFailed,
+    /// The candidate filled the sandbox's private directory.
+    ScratchFull,
+    /// An output file is missing or not a regular file.
+    OutputMissing,
+    /// An output holds the wrong number of elements.
+    OutputSizeMismatch,
+    /// An output has the wrong shape.
+    OutputShape,
+    /// An output has the wrong element type.
+    OutputDtype,
+    /// An input changed during the call.
+    InputMutated,
+    /// Output elements were never written (the poison is still there).
+    OutputUnwritten,
+    /// NaN where the reference has none.
+    NanInOutput,
+    /// Every output element is the same value where the reference varies.
+    DegenerateOutput,
+    /// The output equals the result for an earlier input.
+    StaleOutput,
+    /// Outputs out of tolerance.
+    NumericalMismatch,
+}
+
+impl Reason {
+    /// Every reason that carries no value, with its name.
+    const NAMED: [(Reason, &'static str); 24] = [
+        (Reason::CompileError, "compile_error"),
+        (Reason::MissingEntryPoint, "missing_entry_point"),
+        (Reason::LibraryTooLarge, "library_too_large"),
+        (Reason::SyntaxError, "syntax_error"),
+        (Reason::ForbiddenCall, "forbidden_call"),
+        (Reason::ImplausibleSpeed, "implausible_speed"),
+        (Reason::WallTimeout, "wall_timeout"),
+        (Reason::CpuTimeLimit, "cpu_time_limit"),
+        (Reason::MemoryLimit, "memory_limit"),
+        (Reason::EarlyExit, "early_exit"),
+        (Reason::ProtocolViolation, "protocol_violation"),
+        (Reason::Exception, "exception"),
+        (Reason::LoadFailed, "load_failed"),
+        (Reason::ScratchFull, "scratch_full"),
+        (Reason::OutputMissing, "output_missing"),
+        (Reason::OutputSizeMismatch, "output_size_mismatch"),
+        (Reason::OutputShape, "output_shape"),
+        (Reason::OutputDtype, "output_dtype"),
+        (Reason::InputMutated, "input_mutated"),
+        (Reason::OutputUnwritten, "output_unwritten"),
+        (Reason::NanInOutput, "nan_in_output"),
+        (Reason::DegenerateOutput, "degenerate_output"),
+        (Reason::StaleOutput, "stale_output"),
+        (Reason::NumericalMismatch, "numerical_mismatch"),
+    ];
+
+    /// The machine-readable name.
+    pub fn name(&self) -> String {
+        match self {
+            Reason::Signal(s) => format!("signal_{s}"),
+            r => Reason::NAMED
+                .iter()
+                .find(|(n, _)| n == r)
+                .map(|(_, s)| s.to_string())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Parses a name; None for anything that is not one (a signal's name is upper-case
+    /// letters and digits).
+    pub fn parse(s: &str) -> Option<Reason> {
+        if let Some(sig) = s.strip_prefix("signal_") {
+            let ok = !sig.is_empty()
+                && sig.len() <= 16
+                && sig
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+            return ok.then(|| Reason::Signal(sig.to_string()));
+        }
+        Reason::NAMED
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(r, _)| r.clone())
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+impl Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Reason, D::Error> {
+        let s = String::deserialize(d)?;
+        Reason::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!("`{s}` is not a reason the judge gives"))
+        })
+    }
+}
+
 /// The cascade stage an evaluation reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -308,7 +450,7 @@ pub struct EvalResult {
     /// Outcome.
     pub status: Status,
     /// Machine-readable cause when not passed.
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     /// Human-readable detail.
     pub detail: Option<String>,
     /// Stage reached.
@@ -470,5 +612,31 @@ mod tests {
             assert_eq!(Status::parse(s.as_str()), Some(s));
         }
         assert_eq!(Status::parse("INCORRECT"), None);
+    }
+
+    #[test]
+    fn reasons_round_trip_by_name_and_nothing_else_parses() {
+        for (r, name) in Reason::NAMED.iter() {
+            assert_eq!(&r.name(), name);
+            assert_eq!(Reason::parse(name).as_ref(), Some(r));
+            assert_eq!(serde_json::to_value(r).unwrap(), *name);
+        }
+        let sig = Reason::Signal("SIGSEGV".into());
+        assert_eq!(sig.name(), "signal_SIGSEGV");
+        assert_eq!(
+            serde_json::from_value::<Reason>(serde_json::json!("signal_SIGSEGV")).unwrap(),
+            sig
+        );
+        for bad in [
+            "",
+            "signal_",
+            "signal_sigsegv",
+            "signal_SIG\u{1b}[2J",
+            "numerical mismatch",
+            "PASSED",
+        ] {
+            assert_eq!(Reason::parse(bad), None, "{bad}");
+        }
+        assert!(serde_json::from_value::<Reason>(serde_json::json!("looks_fine")).is_err());
     }
 }

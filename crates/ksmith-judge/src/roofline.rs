@@ -61,7 +61,7 @@ impl Judge {
         implausible.map(|p| {
             Verdict::new(
                 Status::PolicyRejected,
-                "implausible_speed",
+                Reason::ImplausibleSpeed,
                 format!(
                     "workload {}: {:.4} ms is {:.1}x faster than the measured roofline floor {:.4} ms",
                     p.workload, p.candidate.median_ms, p.roofline_fraction, p.floor_ms

@@ -3,8 +3,9 @@
 //! evicts them from the caches and reads the outputs back, all while every process of the
 //! sandbox is stopped, so the candidate sees a call's inputs only inside the judge's clock.
 
+use crate::protocol::SlotSpec;
+use crate::Files;
 use memmap2::MmapMut;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -200,13 +201,16 @@ impl Slot {
     }
 
     /// The slot as the runner's `time` request names it.
-    pub(crate) fn spec(&self) -> Value {
+    pub(crate) fn spec(&self) -> SlotSpec {
         let paths = |b: &[Buffer]| {
             b.iter()
                 .map(|x| x.seen.display().to_string())
                 .collect::<Vec<_>>()
         };
-        json!({"ins": paths(&self.ins), "outs": paths(&self.outs)})
+        SlotSpec {
+            ins: paths(&self.ins),
+            outs: paths(&self.outs),
+        }
     }
 
     /// Copies raw input files (one per input, as the trusted side wrote them) into the slot.
@@ -289,8 +293,8 @@ impl Slot {
         prefix: &str,
         ins: &[TensorSpec],
         outs: &[TensorSpec],
-    ) -> std::io::Result<(Value, Value)> {
-        let write = |name: String, bytes: &[u8]| -> std::io::Result<Value> {
+    ) -> std::io::Result<(Files, Files)> {
+        let write = |name: String, bytes: &[u8]| -> std::io::Result<String> {
             use std::os::unix::fs::FileExt;
             let p = dir.join(name);
             let f = OpenOptions::new()
@@ -300,7 +304,7 @@ impl Slot {
                 .open(&p)?;
             f.set_len(bytes.len() as u64)?;
             f.write_all_at(bytes, 0)?;
-            Ok(json!(p.display().to_string()))
+            Ok(p.display().to_string())
         };
         let mut o = BTreeMap::new();
         for (buf, spec) in self.outs.iter().zip(outs) {
@@ -312,7 +316,7 @@ impl Slot {
             let p = write(format!("{prefix}.in.{}.bin", spec.name), buf.bytes())?;
             i.insert(spec.name.clone(), p);
         }
-        Ok((json!(o), json!(i)))
+        Ok((o, i))
     }
 }
 

@@ -2,6 +2,7 @@
 //! inputs, computes references, validates tasks and measures the GPU. Never sees candidate code.
 
 use crate::*;
+use ksmith_harness::Command;
 
 impl Judge {
     pub(crate) fn trusted(&mut self) -> Result<&mut Peer, JudgeError> {
@@ -17,36 +18,27 @@ impl Judge {
                 self.config.reference_memory,
                 Some(xla.as_path()),
             )?;
-            let hello = peer.hello().clone();
-            if let Some(p) = hello["poison"].as_object() {
-                self.poison = p
-                    .iter()
-                    .filter_map(|(k, v)| {
-                        Some((k.clone(), (v[0].as_u64()? as usize, v[1].as_u64()?)))
-                    })
-                    .collect();
-            }
+            let hello: protocol::TrustedHello =
+                ksmith_harness::parse_reply::<protocol::Hello>(peer.hello().clone())
+                    .map_err(HarnessError::from)?;
+            self.poison = hello.poison;
             // The declared version, and the digest of the files that made this result: a
             // harness changed without a new version number still gets its own results.
             self.environment.harness_version = format!(
                 "{}+{}",
-                hello["harness_version"].as_str().unwrap_or(""),
+                hello.harness_version,
                 ksmith_harness::harness_digest()
             );
-            if let Some(v) = hello["versions"].as_object() {
-                self.environment.versions = v
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                    .collect();
-            }
+            self.environment.versions = hello.versions.into_iter().collect();
+            self.accelerator = matches!(hello.device.as_str(), "gpu" | "cuda" | "rocm");
             self.environment.fingerprint = self.environment.compute_fingerprint();
             self.trusted = Some(peer);
         }
-        if let Some((req, id)) = self.warming.take() {
+        if let Some(pending) = self.warming.take() {
             let timeout = self.config.reference_timeout;
             let peer = self.trusted.as_mut().expect("started above");
             peer.thaw();
-            match peer.recv_reply(&req, id, timeout) {
+            match peer.receive(pending, timeout) {
                 // A task whose programs cannot be compiled fails its next real request, which
                 // says so in its own words.
                 Ok(_) | Err(CallError::Remote { .. }) => {}
@@ -68,21 +60,27 @@ impl Judge {
         Ok(peer)
     }
 
-    pub(crate) fn trusted_call(&mut self, task: &Task, req: Value) -> Result<Value, JudgeError> {
+    /// Sends `command` to the trusted process and reads its typed reply; a reference error
+    /// or a timeout is the task's, anything else restarts the process next time.
+    pub(crate) fn trusted_ask<C: Command>(
+        &mut self,
+        task: &Task,
+        command: &C,
+    ) -> Result<C::Reply, JudgeError> {
         let timeout = self.config.reference_timeout;
         let peer = self.trusted()?;
-        match peer.call(&req, timeout) {
+        match peer.ask(command, timeout) {
             Ok(v) => Ok(v),
             Err(CallError::Remote { message, .. }) => Err(JudgeError::Task {
                 task: task.name.clone(),
                 message,
             }),
             Err(CallError::Timeout(t)) => {
-                // Killed by `call`; the next request starts a fresh one.
+                // Killed by `ask`; the next request starts a fresh one.
                 self.trusted = None;
                 self.loaded.clear();
-                let what = match req["cmd"].as_str() {
-                    Some("load_task") => "importing it".to_string(),
+                let what = match C::NAME {
+                    "load_task" => "importing it".to_string(),
                     _ => format!("{}() or an input generator", task.reference.function),
                 };
                 Err(JudgeError::Task {
@@ -109,7 +107,7 @@ impl Judge {
                 task: task.name.clone(),
                 message: e.to_string(),
             })?;
-            self.trusted_call(task, json!({"cmd": "load_task", "task": spec}))?;
+            self.trusted_ask(task, &protocol::LoadTask { task: &spec })?;
             self.loaded.insert(task.content_hash.clone());
         }
         Ok(())
@@ -124,16 +122,18 @@ impl Judge {
             return Ok(());
         }
         self.ensure_loaded(task)?;
-        let req = json!({
-            "cmd": "warm", "task": task.content_hash,
-            "workloads": (0..task.workloads.len()).collect::<Vec<_>>(),
-            "seed": self.config.seeds[0], "device": "cpu",
-            "evict": self.config.flush != Flush::Never, "cache_dir": self.ref_cache(),
-        });
+        let req = protocol::Warm {
+            task: task.content_hash.clone(),
+            workloads: (0..task.workloads.len()).collect(),
+            seed: self.config.seeds[0],
+            device: protocol::TimingDevice::Cpu,
+            evict: self.config.flush != Flush::Never,
+            cache_dir: self.ref_cache(),
+        };
         let peer = self.trusted()?;
         // A process that cannot take the request is found gone by the next one.
-        if let Ok(id) = peer.send_request(&req) {
-            self.warming = Some((req, id));
+        if let Ok(pending) = peer.send(&req) {
+            self.warming = Some(pending);
         }
         self.warmed.insert(task.content_hash.clone());
         Ok(())
@@ -166,14 +166,24 @@ impl Judge {
         tag: &str,
     ) -> Result<Vec<PathBuf>, JudgeError> {
         let prefix = self.fresh_dir.path().join(format!("w{w}_{tag}"));
-        let req = json!({"cmd": "inputs", "task": task.content_hash, "workload": w, "seed": seed,
-                         "prefix": prefix.display().to_string()});
-        let v = self.trusted_call(task, req)?;
-        Ok(task
-            .inputs
+        let req = protocol::Inputs {
+            task: &task.content_hash,
+            workload: w,
+            seed,
+            prefix: prefix.display().to_string(),
+        };
+        let mut v = self.trusted_ask(task, &req)?;
+        task.inputs
             .iter()
-            .map(|i| PathBuf::from(v["paths"][&i.name].as_str().unwrap_or_default()))
-            .collect())
+            .map(|i| {
+                v.paths.remove(&i.name).map(PathBuf::from).ok_or_else(|| {
+                    JudgeError::Harness(HarnessError::Call(CallError::Protocol(format!(
+                        "reply to `inputs`: field `paths` has no `{}`",
+                        i.name
+                    ))))
+                })
+            })
+            .collect()
     }
 
     /// Makes sure inputs and the float64 reference exist for (workload, seed); returns the inputs path.
@@ -184,12 +194,18 @@ impl Judge {
         seed: u64,
     ) -> Result<String, JudgeError> {
         self.ensure_loaded(task)?;
-        let req = json!({"cmd": "prepare", "task": task.content_hash, "workload": workload, "seed": seed, "cache_dir": self.ref_cache()});
-        let v = self.trusted_call(task, req)?;
-        if v["cached"].as_bool() != Some(true) {
+        let cache_dir = self.ref_cache();
+        let req = protocol::Prepare {
+            task: &task.content_hash,
+            workload,
+            seed,
+            cache_dir: &cache_dir,
+        };
+        let v = self.trusted_ask(task, &req)?;
+        if !v.cached {
             self.references_computed += 1;
         }
-        Ok(v["inputs"].as_str().unwrap_or_default().to_string())
+        Ok(v.inputs)
     }
 
     /// The judge's own inputs for a workload (first seed), as the safetensors file the trusted
@@ -219,24 +235,22 @@ impl Judge {
         let mut problems = Vec::new();
         // One request per workload: the reference timeout bounds each, not the whole task.
         for w in 0..task.workloads.len() {
-            let v = self.trusted_call(
-                task,
-                json!({"cmd": "validate", "task": task.content_hash, "cache_dir": self.ref_cache(), "workload": w}),
-            )?;
-            problems.extend(v["problems"].as_array().into_iter().flatten().map(|p| {
-                (
-                    p["field"].as_str().unwrap_or("-").to_string(),
-                    p["message"].as_str().unwrap_or("").to_string(),
-                )
-            }));
+            let cache_dir = self.ref_cache();
+            let req = protocol::Validate {
+                task: &task.content_hash,
+                cache_dir: &cache_dir,
+                workload: w,
+            };
+            let v = self.trusted_ask(task, &req)?;
+            problems.extend(v.problems.into_iter().map(|p| (p.field, p.message)));
         }
         Ok(problems)
     }
 
     /// Whether the trusted process found an accelerator (JAX's default backend is not the CPU).
     pub(crate) fn has_gpu(&mut self) -> Result<bool, JudgeError> {
-        let device = self.trusted()?.hello()["device"].as_str().unwrap_or("cpu");
-        Ok(device == "gpu" || device == "cuda" || device == "rocm")
+        self.trusted()?;
+        Ok(self.accelerator)
     }
 
     /// Asks the trusted process to measure the GPU (copy bandwidth, matmul peaks).
@@ -245,18 +259,14 @@ impl Judge {
         self.hold(Work::Roofline)?;
         let reply = self
             .trusted()
-            .map(|t| t.call(&json!({"cmd": "gpu_hw"}), Duration::from_secs(600)));
+            .map(|t| t.ask(&protocol::GpuHw {}, Duration::from_secs(600)));
         self.release();
-        let v = reply?.map_err(|e| match e {
+        reply?.map_err(|e| match e {
             CallError::Remote { message, .. } => JudgeError::Unavailable {
                 backend: "gpu",
                 why: message,
             },
             e => JudgeError::Harness(HarnessError::from(e)),
-        })?;
-        serde_json::from_value(v).map_err(|e| JudgeError::Task {
-            task: "-".into(),
-            message: format!("gpu_hw reply: {e}"),
         })
     }
 }

@@ -5,17 +5,17 @@ use crate::*;
 /// Why the cascade stopped early.
 pub(crate) struct Verdict {
     pub(crate) status: Status,
-    pub(crate) reason: String,
+    pub(crate) reason: Reason,
     pub(crate) detail: String,
     /// The workload the failure happened on, when it concerns one.
     pub(crate) workload: Option<usize>,
 }
 
 impl Verdict {
-    pub(crate) fn new(status: Status, reason: &str, detail: impl Into<String>) -> Verdict {
+    pub(crate) fn new(status: Status, reason: Reason, detail: impl Into<String>) -> Verdict {
         Verdict {
             status,
-            reason: reason.into(),
+            reason,
             detail: detail.into(),
             workload: None,
         }
@@ -52,7 +52,7 @@ pub(crate) fn classify(e: CallError, runner: &Peer) -> Verdict {
     let claimed = runner
         .read_private(ksmith_harness::ALLOC_FAILED_MARKER, 32)
         .and_then(|s| s.lines().next()?.trim().parse::<u64>().ok());
-    if let Some(bytes) = claimed.filter(|_| v.reason != "memory_limit") {
+    if let Some(bytes) = claimed.filter(|_| v.reason != Reason::MemoryLimit) {
         v.detail.push_str(&format!(
             "; the allocation guard inside the sandbox reported a failed allocation of {bytes} bytes (address-space limit) before it (the runner's own report, not verified)"
         ));
@@ -64,7 +64,7 @@ pub(crate) fn observed(e: CallError, runner: &Peer) -> Verdict {
     match e {
         CallError::Timeout(t) => Verdict::new(
             Status::Timeout,
-            "wall_timeout",
+            Reason::WallTimeout,
             format!(
                 "no result within {:.1} s; the process group was killed",
                 t.as_secs_f64()
@@ -73,7 +73,7 @@ pub(crate) fn observed(e: CallError, runner: &Peer) -> Verdict {
         // The kernel's word (the sandbox's memory cgroup).
         _ if runner.memory_exceeded() => Verdict::new(
             Status::RuntimeError,
-            "memory_limit",
+            Reason::MemoryLimit,
             "the candidate's processes together went over their memory limit and the kernel killed one",
         ),
         CallError::Died {
@@ -81,7 +81,7 @@ pub(crate) fn observed(e: CallError, runner: &Peer) -> Verdict {
             ..
         } if s == libc_sigxcpu() => Verdict::new(
             Status::Timeout,
-            "cpu_time_limit",
+            Reason::CpuTimeLimit,
             "the CPU-time limit was reached",
         ),
         CallError::Died {
@@ -91,7 +91,7 @@ pub(crate) fn observed(e: CallError, runner: &Peer) -> Verdict {
             let name = signal_name(s);
             Verdict::new(
                 Status::RuntimeError,
-                &format!("signal_{name}"),
+                Reason::Signal(name.to_string()),
                 format!("the candidate process was killed by {name}"),
             )
         }
@@ -100,7 +100,7 @@ pub(crate) fn observed(e: CallError, runner: &Peer) -> Verdict {
             ..
         } => Verdict::new(
             Status::RuntimeError,
-            "early_exit",
+            Reason::EarlyExit,
             format!("the candidate process exited with code {c} during a call"),
         ),
         CallError::Died {
@@ -108,21 +108,21 @@ pub(crate) fn observed(e: CallError, runner: &Peer) -> Verdict {
             ..
         } => Verdict::new(
             Status::RuntimeError,
-            "protocol_violation",
+            Reason::ProtocolViolation,
             "the candidate closed the harness channel",
         ),
-        CallError::Protocol(m) => Verdict::new(Status::RuntimeError, "protocol_violation", m),
+        CallError::Protocol(m) => Verdict::new(Status::RuntimeError, Reason::ProtocolViolation, m),
         CallError::Remote { message, .. } => {
             let (status, reason) = if message.starts_with("shape mismatch")
                 || message.starts_with("candidate returned")
             {
-                (Status::IncorrectShape, "output_shape")
+                (Status::IncorrectShape, Reason::OutputShape)
             } else if message.starts_with("dtype mismatch") {
-                (Status::IncorrectDtype, "output_dtype")
+                (Status::IncorrectDtype, Reason::OutputDtype)
             } else if message.starts_with("candidate raised") {
-                (Status::RuntimeError, "exception")
+                (Status::RuntimeError, Reason::Exception)
             } else {
-                (Status::RuntimeError, "load_failed")
+                (Status::RuntimeError, Reason::LoadFailed)
             };
             Verdict::new(status, reason, message)
         }
@@ -147,7 +147,7 @@ pub(crate) fn policy_verdict(r: &EvalResult) -> Option<Verdict> {
     r.policy.first().map(|v| {
         Verdict::new(
             Status::PolicyRejected,
-            "forbidden_call",
+            Reason::ForbiddenCall,
             format!("{}:{}: {}", v.file, v.line, v.message),
         )
     })
@@ -169,7 +169,12 @@ pub(crate) fn compile_failure(f: c::BuildFailure, r: &mut EvalResult) -> Verdict
         log: f.log,
         ptxas: Vec::new(),
     });
-    Verdict::new(Status::CompileError, &f.reason, detail)
+    let reason = match f.reason {
+        c::BuildFailureKind::CompileError => Reason::CompileError,
+        c::BuildFailureKind::MissingEntryPoint => Reason::MissingEntryPoint,
+        c::BuildFailureKind::LibraryTooLarge => Reason::LibraryTooLarge,
+    };
+    Verdict::new(Status::CompileError, reason, detail)
 }
 
 /// Build facts of a successful build.

@@ -408,7 +408,7 @@ fn profile_with(
             };
             p.notes.push(format!(
                 "the candidate did not build for profiling ({}): {why}",
-                f.reason
+                f.reason.name()
             ));
             return Ok(p);
         }

@@ -95,7 +95,7 @@ pub struct TrialOutcome {
     /// The verdict.
     pub status: Status,
     /// Why it did not pass (machine-readable; from the judge).
-    pub reason: Option<String>,
+    pub reason: Option<ksmith_judge::Reason>,
     /// Speedup over the baseline, when it passed.
     pub speedup: Option<f64>,
     /// The speedup's interval, when it passed.

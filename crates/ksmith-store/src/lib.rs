@@ -17,7 +17,7 @@ pub use search::{DedupHit, NodeRecord};
 
 pub use trace::{export_flashinfer, ExportSummary};
 
-use ksmith_judge::EvalResult;
+use ksmith_judge::{EvalResult, Reason};
 use ksmith_task::{Solution, Task};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -378,7 +378,7 @@ impl Store {
                 result.solution,
                 result.solution_hash,
                 result.status.as_str(),
-                result.reason,
+                result.reason.as_ref().map(Reason::name),
                 speedup,
                 result.environment.fingerprint,
                 result_json,

@@ -121,11 +121,34 @@ pub struct Built {
     pub seconds: f64,
 }
 
+/// What kind of build failure it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildFailureKind {
+    /// The compiler refused the source.
+    CompileError,
+    /// The library does not export the entry point.
+    MissingEntryPoint,
+    /// The library is over the size cap.
+    LibraryTooLarge,
+}
+
+impl BuildFailureKind {
+    /// The machine-readable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BuildFailureKind::CompileError => "compile_error",
+            BuildFailureKind::MissingEntryPoint => "missing_entry_point",
+            BuildFailureKind::LibraryTooLarge => "library_too_large",
+        }
+    }
+}
+
 /// Why a candidate did not build.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BuildFailure {
-    /// Machine-readable reason (`compile_error`, `missing_entry_point`).
-    pub reason: String,
+    /// What kind of failure.
+    pub reason: BuildFailureKind,
     /// Compiler output.
     pub log: String,
     /// Parsed errors and warnings.
@@ -324,7 +347,7 @@ pub fn build_with(
     let diagnostics = parse(&log);
     let too_large = |log: String, diagnostics| {
         BuildFailure {
-        reason: "library_too_large".into(),
+        reason: BuildFailureKind::LibraryTooLarge,
         log: format!(
             "{log}the build was stopped: a candidate's library may be at most {} MiB (its compiler's files at most {} MiB)\n",
             MAX_LIBRARY_BYTES >> 20,
@@ -339,7 +362,7 @@ pub fn build_with(
     }
     if !ok {
         return Ok(Err(BuildFailure {
-            reason: "compile_error".into(),
+            reason: BuildFailureKind::CompileError,
             log,
             diagnostics,
             command,
@@ -359,7 +382,7 @@ pub fn build_with(
         .unwrap_or(true)
     {
         return Ok(Err(BuildFailure {
-            reason: "missing_entry_point".into(),
+            reason: BuildFailureKind::MissingEntryPoint,
             log: format!(
                 "{log}the library does not export `{}`\n",
                 solution.entry_point
