@@ -196,6 +196,97 @@ pub fn parse_diagnostics(log: &str) -> Vec<crate::Diagnostic> {
         .collect()
 }
 
+/// The CUDA backend: an `extern "C"` host launcher built with nvcc into a shared library.
+pub struct CudaBackend;
+
+impl crate::backend::Backend for CudaBackend {
+    fn language(&self) -> ksmith_task::Language {
+        ksmith_task::Language::Cuda
+    }
+
+    fn device(&self) -> crate::backend::Device {
+        crate::backend::Device::Gpu
+    }
+
+    fn source_policy(&self, solution: &Solution) -> crate::backend::SourcePolicy {
+        crate::backend::SourcePolicy::Checked(
+            solution
+                .sources
+                .iter()
+                .flat_map(|(n, s)| {
+                    crate::c::check_source(n, s)
+                        .into_iter()
+                        .chain(check_source(n, s))
+                })
+                .collect(),
+        )
+    }
+
+    fn toolchain(&self) -> Result<(), crate::backend::Unavailable> {
+        nvcc().map(|_| ()).ok_or_else(|| {
+            crate::backend::Unavailable::Tool(
+                "nvcc not found (set NVCC or put nvcc on PATH)".into(),
+            )
+        })
+    }
+
+    fn workloads(
+        &self,
+        task: &ksmith_task::Task,
+        accelerator: bool,
+    ) -> Result<ksmith_task::Task, crate::backend::Unavailable> {
+        if !accelerator {
+            return Err(crate::backend::Unavailable::NoDevice(
+                "no GPU visible to the harness".into(),
+            ));
+        }
+        Ok(task
+            .for_set(ksmith_task::WorkloadSet::Gpu)
+            .unwrap_or_else(|| task.clone()))
+    }
+
+    fn build(
+        &self,
+        ctx: &crate::backend::BuildContext<'_>,
+        _task: &ksmith_task::Task,
+        solution: &Solution,
+    ) -> Result<Result<crate::backend::Product, BuildFailure>, BackendError> {
+        let nvcc = nvcc().ok_or_else(|| BackendError::NoCompiler {
+            command: "nvcc".into(),
+            detail: "not found (set NVCC or put nvcc on PATH)".into(),
+        })?;
+        Ok(build(&nvcc, solution, ctx.cache_dir)?.map(|b| {
+            let ptxas = parse_ptxas(&b.log);
+            b.into_product(ptxas)
+        }))
+    }
+
+    fn runner_address_space(&self) -> u64 {
+        // CUDA maps huge virtual ranges.
+        256 << 30
+    }
+
+    fn syntax(&self) -> crate::backend::Syntax {
+        crate::backend::Syntax::CLike
+    }
+
+    fn prompt_facts(&self, task: &ksmith_task::Task, entry: &str) -> crate::backend::PromptFacts {
+        crate::backend::PromptFacts {
+            language: "CUDA C++",
+            device: "GPU",
+            fence: "cuda",
+            signature: format!(
+                "extern \"C\" {}  // device pointers",
+                crate::c::prototype(task, entry)
+            ),
+        }
+    }
+
+    fn binding(&self) -> crate::backend::Binding {
+        crate::backend::Binding::CudaFfi
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,9 @@
 //! Backends: how a candidate is built for a device and what the device's roofline is.
-//! `c`: C on CPU; `python`: Triton and Pallas modules; `cuda`: nvcc discovery; `hw`: the
-//! measured roofline.
+//! `backend`: the one interface every backend implements and their registry; `c`: C on CPU;
+//! `python`: Triton and Pallas modules; `cuda`: nvcc discovery and builds; `hw`: the measured
+//! roofline.
 
+pub mod backend;
 pub mod c;
 pub mod cuda;
 pub mod hw;

@@ -25,3 +25,107 @@ pub fn stage(solution: &Solution, cache_dir: &Path) -> std::io::Result<PathBuf> 
         .unwrap_or("kernel.py");
     Ok(dir.join(first))
 }
+
+/// A Python backend (Triton or Pallas): the module is staged and imported by the runner; its
+/// policy runs in the trusted process on the parsed source.
+pub struct PythonBackend {
+    language: ksmith_task::Language,
+}
+
+/// Triton kernels with a destination-passing host function.
+pub static TRITON: PythonBackend = PythonBackend {
+    language: ksmith_task::Language::Triton,
+};
+
+/// Pallas kernels behind an entry that calls `pl.pallas_call`.
+pub static PALLAS: PythonBackend = PythonBackend {
+    language: ksmith_task::Language::Pallas,
+};
+
+impl crate::backend::Backend for PythonBackend {
+    fn language(&self) -> ksmith_task::Language {
+        self.language
+    }
+
+    fn device(&self) -> crate::backend::Device {
+        crate::backend::Device::Gpu
+    }
+
+    fn source_policy(&self, _solution: &Solution) -> crate::backend::SourcePolicy {
+        crate::backend::SourcePolicy::Trusted
+    }
+
+    fn python_requirement(&self) -> Option<(&'static str, &'static str)> {
+        (self.language == ksmith_task::Language::Triton)
+            .then_some(("triton", "requirements-triton.txt"))
+    }
+
+    fn workloads(
+        &self,
+        task: &ksmith_task::Task,
+        accelerator: bool,
+    ) -> Result<ksmith_task::Task, crate::backend::Unavailable> {
+        use ksmith_task::WorkloadSet;
+        if accelerator {
+            return Ok(task
+                .for_set(WorkloadSet::Gpu)
+                .unwrap_or_else(|| task.clone()));
+        }
+        task.for_set(WorkloadSet::Interpret).ok_or_else(|| {
+            crate::backend::Unavailable::NoWorkloads(format!(
+                "{} candidates run in the interpreter on this CPU, which needs small workloads: add [[workloads]] with set = \"interpret\"",
+                self.language.name()
+            ))
+        })
+    }
+
+    fn build(
+        &self,
+        ctx: &crate::backend::BuildContext<'_>,
+        _task: &ksmith_task::Task,
+        solution: &Solution,
+    ) -> Result<Result<crate::backend::Product, crate::c::BuildFailure>, crate::c::BackendError>
+    {
+        let module =
+            stage(solution, ctx.cache_dir).map_err(|source| crate::c::BackendError::Io {
+                path: ctx.cache_dir.to_path_buf(),
+                source,
+            })?;
+        Ok(Ok(crate::backend::Product {
+            kind: crate::backend::ProductKind::Module,
+            command: vec![format!("python: import {}", module.display())],
+            path: module,
+            cached: true,
+            seconds: 0.0,
+            log: String::new(),
+            diagnostics: Vec::new(),
+            ptxas: Vec::new(),
+        }))
+    }
+
+    fn runner_address_space(&self) -> u64 {
+        // The interpreters (JAX/XLA, Triton) map far more address space than a C kernel.
+        32 << 30
+    }
+
+    fn syntax(&self) -> crate::backend::Syntax {
+        crate::backend::Syntax::Python
+    }
+
+    fn prompt_facts(&self, task: &ksmith_task::Task, entry: &str) -> crate::backend::PromptFacts {
+        crate::backend::PromptFacts {
+            language: self.language.name(),
+            device: "GPU (interpreter on a CPU)",
+            fence: "python",
+            signature: crate::backend::python_signature(task, entry),
+        }
+    }
+
+    fn binding(&self) -> crate::backend::Binding {
+        if self.language == ksmith_task::Language::Triton {
+            crate::backend::Binding::Triton
+        } else {
+            crate::backend::Binding::Pallas
+        }
+    }
+}

@@ -14,8 +14,6 @@ pub use package::{write_package, Written};
 pub use select::{choose_best, choose_eval, Choice};
 pub use verify::{check_c_kernel, check_choice, policy_summary, verify_package, VerifySettings};
 
-use ksmith_task::Language;
-use serde::Serialize;
 use std::path::PathBuf;
 
 /// Why an export could not be made.
@@ -76,49 +74,8 @@ pub enum DeployError {
     },
 }
 
-/// How the package reaches a kernel from JAX.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Binding {
-    /// A C kernel as an XLA FFI target on the CPU platform.
-    CpuFfi,
-    /// A CUDA kernel as an XLA FFI target on the CUDA platform.
-    CudaFfi,
-    /// A Pallas entry function, called directly (it is JAX code).
-    Pallas,
-    /// A Triton launcher whose launches are replayed through `jax_triton.triton_call`.
-    Triton,
-}
-
-impl Binding {
-    /// The binding for a solution language.
-    pub fn of(language: Language) -> Binding {
-        match language {
-            Language::C => Binding::CpuFfi,
-            Language::Cuda => Binding::CudaFfi,
-            Language::Pallas => Binding::Pallas,
-            Language::Triton => Binding::Triton,
-        }
-    }
-
-    /// The name in the manifest.
-    pub fn name(self) -> &'static str {
-        match self {
-            Binding::CpuFfi => "cpu_ffi",
-            Binding::CudaFfi => "cuda_ffi",
-            Binding::Pallas => "pallas",
-            Binding::Triton => "triton",
-        }
-    }
-
-    /// The JAX backend (`jax.default_backend()`) the kernel runs on.
-    pub fn backend(self) -> &'static str {
-        match self {
-            Binding::CpuFfi => "cpu",
-            Binding::CudaFfi | Binding::Pallas | Binding::Triton => "gpu",
-        }
-    }
-}
+/// How the package reaches a kernel from JAX (each backend names its own).
+pub use ksmith_backend::backend::Binding;
 
 const PY_KEYWORDS: [&str; 38] = [
     "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
@@ -162,8 +119,8 @@ mod tests {
 
     #[test]
     fn bindings_follow_the_language_and_name_their_backend() {
-        assert_eq!(Binding::of(Language::C), Binding::CpuFfi);
-        assert_eq!(Binding::of(Language::Cuda).backend(), "gpu");
+        assert_eq!(Binding::of(ksmith_task::Language::C), Binding::CpuFfi);
+        assert_eq!(Binding::of(ksmith_task::Language::Cuda).backend(), "gpu");
         assert_eq!(Binding::CpuFfi.backend(), "cpu");
         for b in [
             Binding::CpuFfi,

@@ -3,123 +3,116 @@
 
 use crate::protocol::{self, Product};
 use crate::*;
+use ksmith_backend::backend::{self, BuildContext, Device, ProductKind, SourcePolicy, Unavailable};
 
 impl Judge {
-    /// The task restricted to the workload set the solution's backend runs here: C uses the
-    /// CPU set; Triton and Pallas the interpret set on a CPU; GPU backends on a GPU the gpu set
-    /// (else the CPU set).
+    /// The task restricted to the workloads the solution's backend runs here (C: the task's
+    /// own; Triton and Pallas: the interpret set on a CPU; GPU backends on a GPU: the gpu set),
+    /// or why its kernels cannot run on this machine.
     pub(crate) fn task_for(
         &mut self,
         task: &Task,
         solution: &Solution,
     ) -> Result<Task, JudgeError> {
-        let lang = solution.language;
-        if lang == Language::C {
-            return Ok(task.clone());
-        }
-        let gpu = self.has_gpu()?;
-        if lang == Language::Cuda {
-            let why = match (ksmith_backend::cuda::nvcc(), gpu) {
-                (None, _) => Some("nvcc not found (set NVCC or put nvcc on PATH)"),
-                (Some(_), false) => Some("no GPU visible to the harness"),
-                _ => None,
-            };
-            if let Some(why) = why {
-                return Err(JudgeError::Unavailable {
-                    backend: "cuda",
-                    why: why.into(),
-                });
-            }
-        }
-        if gpu {
-            return Ok(task
-                .for_set(WorkloadSet::Gpu)
-                .unwrap_or_else(|| task.clone()));
-        }
-        task.for_set(WorkloadSet::Interpret).ok_or_else(|| JudgeError::Task {
-            task: task.name.clone(),
-            message: format!(
-                "{} candidates run in the interpreter on this CPU, which needs small workloads: add [[workloads]] with set = \"interpret\"",
-                lang.name()
-            ),
-        })
+        let backend = backend::for_language(solution.language);
+        let unavailable = |why: Unavailable| match why {
+            Unavailable::NoWorkloads(message) => JudgeError::Task {
+                task: task.name.clone(),
+                message,
+            },
+            why => JudgeError::Unavailable {
+                backend: solution.language.name(),
+                why: why.to_string(),
+            },
+        };
+        backend.toolchain().map_err(unavailable)?;
+        let accelerator = backend.device() == Device::Gpu && self.has_gpu()?;
+        backend.workloads(task, accelerator).map_err(unavailable)
     }
 
+    /// Stages 1-2 for any backend (static policy, build, the policy on the built product),
+    /// then the shared load and checks.
     pub(crate) fn cascade(
         &mut self,
         task: &Task,
         solution: &Solution,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, JudgeError> {
+        let backend = backend::for_language(solution.language);
         // Policy and build share the device: they are never timed.
         self.hold(Work::Build)?;
-        if solution.language.is_python() {
-            return self.cascade_python(task, solution, r);
+        // 1. Static policy on the source (Python: parsed by the trusted process).
+        match backend.source_policy(solution) {
+            SourcePolicy::Checked(found) => r.policy = found,
+            SourcePolicy::Trusted => {
+                if let Some(v) = self.trusted_policy(task, solution, r)? {
+                    return Ok(Some(v));
+                }
+            }
         }
-        if solution.language == Language::Cuda {
-            return self.cascade_cuda(task, solution, r);
-        }
-        // 1. Static policy on the source.
-        r.policy = solution
-            .sources
-            .iter()
-            .flat_map(|(n, s)| c::check_source(n, s))
-            .collect();
         if let Some(v) = policy_verdict(r) {
             return Ok(Some(v));
         }
-        // The trusted side compiles what timing will need while the build and the runner's
-        // start take their time.
-        self.start_warm(task)?;
+        // A kernel timed on the CPU: the trusted side compiles what timing will need while the
+        // build and the runner's start take their time.
+        if backend.device() == Device::Cpu {
+            self.start_warm(task)?;
+        }
         // The runner's interpreter starts while the compiler works (neither is timed); it is
         // this candidate's alone, and gets the library in its own directory once built. That
         // directory is an in-memory file system of its own only with a user namespace;
         // without one it is on the host's (perhaps `noexec`) temporary file system, so the
         // runner starts after the build and reads the library where it was built.
         let started = Instant::now();
-        let early = if ksmith_sandbox::isolation().user_namespace {
-            Some(self.spawn_runner(task, 0, Vec::new())?)
+        let early = if backend.runner_starts_early() && ksmith_sandbox::isolation().user_namespace {
+            Some(self.spawn_runner(task, backend.runner_address_space(), Vec::new())?)
         } else {
             None
         };
         self.split.runner_s += started.elapsed().as_secs_f64();
-        // 2. Build, then the policy on the library's imports.
+        // 2. Build, then the policy on what was built.
         self.enter(r, Stage::Build);
-        let built = match c::build(
-            &self.compiler,
-            task,
-            solution,
-            &[],
-            &self.config.cache_dir.join("build"),
-        )? {
-            Ok(b) => b,
+        if let Some((module, requirements)) = backend.python_requirement() {
+            self.env
+                .ensure_module(module, requirements, &|m| eprintln!("ksmith: {m}"))?;
+        }
+        let ctx = BuildContext {
+            compiler: &self.compiler,
+            cache_dir: &self.config.cache_dir.join("build"),
+        };
+        let product = match backend.build(&ctx, task, solution)? {
+            Ok(p) => p,
             Err(f) => return Ok(Some(compile_failure(f, r))),
         };
-        r.build = Some(build_info(&built, Vec::new()));
-        if let Some(v) = c::check_library(&built.library) {
-            r.policy = v;
-            if let Some(v) = r.policy.first() {
-                // Every refused name in one line: the first one's reason, the others named.
-                let mut detail = v.message.clone();
-                let others: Vec<String> = r.policy[1..]
-                    .iter()
-                    .map(|o| format!("`{}`", o.name))
-                    .collect();
-                if !others.is_empty() {
-                    detail.push_str(&format!("; also refused: {}", others.join(", ")));
-                }
-                return Ok(Some(Verdict::new(
-                    Status::PolicyRejected,
-                    Reason::ForbiddenCall,
-                    detail,
-                )));
+        r.build = Some(build_info(&product));
+        let refused = backend.product_policy(&product);
+        if let Some(first) = refused.first() {
+            // Every refused name in one line: the first one's reason, the others named.
+            let mut detail = first.message.clone();
+            let others: Vec<String> = refused[1..]
+                .iter()
+                .map(|o| format!("`{}`", o.name))
+                .collect();
+            if !others.is_empty() {
+                detail.push_str(&format!("; also refused: {}", others.join(", ")));
             }
+            r.policy = refused;
+            return Ok(Some(Verdict::new(
+                Status::PolicyRejected,
+                Reason::ForbiddenCall,
+                detail,
+            )));
         }
         // 3. Load in the sandbox.
-        let product = Product::C {
-            library: built.library.display().to_string(),
-        };
-        self.load_and_check(task, solution, r, 0, product, early)
+        let product = protocol::Product::new(solution.language, &product);
+        self.load_and_check(
+            task,
+            solution,
+            r,
+            backend.runner_address_space(),
+            product,
+            early,
+        )
     }
 
     /// Starts a sandboxed runner for `task` (see [`ksmith_harness::spawn_runner`]) that may
@@ -168,14 +161,14 @@ impl Judge {
         let starting = match early {
             Some(s) => s,
             None => {
-                let built = Path::new(product.path()).parent().map(Path::to_path_buf);
+                let built = Path::new(&product.path).parent().map(Path::to_path_buf);
                 self.spawn_runner(task, min_address_space, built.into_iter().collect())?
             }
         };
         let mut runner = starting.greeted(&self.env)?;
-        if let Some(built) = product.library().filter(|_| copy_library) {
-            match copy_to_runner(&runner, Path::new(built), "kernel", "so", 0o500) {
-                Ok((_, seen)) => product.set_path(seen),
+        if copy_library && product.kind == ProductKind::Library {
+            match copy_to_runner(&runner, Path::new(&product.path), "kernel", "so", 0o500) {
+                Ok((_, seen)) => product.path = seen,
                 // The runner's directory is in memory and bounded: a library that does not fit
                 // is the candidate's (builds are capped, so this is a backstop).
                 Err(e) if e.kind() == std::io::ErrorKind::StorageFull => {
@@ -232,19 +225,19 @@ impl Judge {
         Ok(verdict)
     }
 
-    /// Triton and Pallas: AST policy and syntax check in the trusted process, then the module
-    /// is staged and imported by the sandboxed runner.
-    pub(crate) fn cascade_python(
+    /// A Python candidate's static policy and syntax check, run by the trusted process on the
+    /// parsed source (never imported): a syntax error is the build's verdict; violations are
+    /// recorded in `r` for the caller.
+    fn trusted_policy(
         &mut self,
         task: &Task,
         solution: &Solution,
         r: &mut EvalResult,
     ) -> Result<Option<Verdict>, JudgeError> {
-        let backend = solution.language.name();
         let reply = self.trusted_ask(
             task,
             &protocol::Policy {
-                backend,
+                backend: solution.language.name(),
                 sources: &solution.sources,
             },
         )?;
@@ -269,87 +262,24 @@ impl Judge {
                 message: v.message,
             })
             .collect();
-        if let Some(d) = diagnostics.first() {
-            self.enter(r, Stage::Build);
-            let detail = d.to_string();
-            r.build = Some(BuildInfo {
-                cached: false,
-                seconds: 0.0,
-                command: vec!["python: ast.parse".into()],
-                diagnostics,
-                log: String::new(),
-                ptxas: Vec::new(),
-            });
-            return Ok(Some(Verdict::new(
-                Status::CompileError,
-                Reason::SyntaxError,
-                detail,
-            )));
-        }
-        if let Some(v) = policy_verdict(r) {
-            return Ok(Some(v));
-        }
+        let Some(d) = diagnostics.first() else {
+            return Ok(None);
+        };
         self.enter(r, Stage::Build);
-        if solution.language == Language::Triton {
-            self.env
-                .ensure_module("triton", "requirements-triton.txt", &|m| {
-                    eprintln!("ksmith: {m}")
-                })?;
-        }
-        let module = ksmith_backend::python::stage(solution, &self.config.cache_dir.join("build"))
-            .map_err(|e| JudgeError::Task {
-                task: task.name.clone(),
-                message: format!("cannot stage the module: {e}"),
-            })?;
+        let detail = d.to_string();
         r.build = Some(BuildInfo {
-            cached: true,
+            cached: false,
             seconds: 0.0,
-            command: vec![format!("python: import {}", module.display())],
-            diagnostics: Vec::new(),
+            command: vec!["python: ast.parse".into()],
+            diagnostics,
             log: String::new(),
             ptxas: Vec::new(),
         });
-        // The interpreters (JAX/XLA, Triton) map far more address space than a C kernel.
-        let module = module.display().to_string();
-        let product = if solution.language == Language::Triton {
-            Product::Triton { module }
-        } else {
-            Product::Pallas { module }
-        };
-        self.load_and_check(task, solution, r, 32 << 30, product, None)
-    }
-
-    /// CUDA: source policy, nvcc build (register/smem/spill facts kept), then the host launcher
-    /// is called by the GPU runner on device buffers.
-    pub(crate) fn cascade_cuda(
-        &mut self,
-        task: &Task,
-        solution: &Solution,
-        r: &mut EvalResult,
-    ) -> Result<Option<Verdict>, JudgeError> {
-        if let Some(v) = cuda_policy(solution, r) {
-            return Ok(Some(v));
-        }
-        self.enter(r, Stage::Build);
-        let nvcc = ksmith_backend::cuda::nvcc().ok_or(JudgeError::Unavailable {
-            backend: "cuda",
-            why: "nvcc not found".into(),
-        })?;
-        let built = match ksmith_backend::cuda::build(
-            &nvcc,
-            solution,
-            &self.config.cache_dir.join("build"),
-        )? {
-            Ok(b) => b,
-            Err(f) => return Ok(Some(compile_failure(f, r))),
-        };
-        let ptxas = ksmith_backend::cuda::parse_ptxas(&built.log);
-        r.build = Some(build_info(&built, ptxas));
-        // CUDA maps huge virtual ranges.
-        let product = Product::Cuda {
-            library: built.library.display().to_string(),
-        };
-        self.load_and_check(task, solution, r, 256 << 30, product, None)
+        Ok(Some(Verdict::new(
+            Status::CompileError,
+            Reason::SyntaxError,
+            detail,
+        )))
     }
 
     pub(crate) fn runner_limits(&self, task: &Task) -> Limits {
@@ -387,21 +317,6 @@ impl Judge {
             ..Limits::default()
         }
     }
-}
-
-/// The CUDA sources' static policy (C rules plus vendor libraries, side streams, device
-/// control), recorded in `r`; the first violation as a verdict.
-pub(crate) fn cuda_policy(solution: &Solution, r: &mut EvalResult) -> Option<Verdict> {
-    r.policy = solution
-        .sources
-        .iter()
-        .flat_map(|(n, s)| {
-            c::check_source(n, s)
-                .into_iter()
-                .chain(ksmith_backend::cuda::check_source(n, s))
-        })
-        .collect();
-    policy_verdict(r)
 }
 
 /// Copies `src` into the runner's private directory as `{name}-{random}.{ext}` with `mode`;

@@ -25,7 +25,7 @@ pub use result::*;
 pub use timing::Race;
 pub use together::{Comparison, Relative};
 
-use cascade::{copy_to_runner, cuda_policy, SCRATCH_SLACK};
+use cascade::{copy_to_runner, SCRATCH_SLACK};
 use checks::axis_values;
 use scheduler::{Access, DeviceScheduler, Lease, SchedulerError, Work};
 use verdict::*;
@@ -36,7 +36,7 @@ use ksmith_backend::hw::Hardware;
 use ksmith_backend::Diagnostic;
 use ksmith_harness::{random_u64, CallError, HarnessError, Peer, PythonEnv};
 use ksmith_sandbox::{signal_name, Exit, Limits};
-use ksmith_task::{Language, Solution, Task, WorkloadSet};
+use ksmith_task::{Solution, Task};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -393,11 +393,17 @@ impl Judge {
         self.trusted()?;
         let task = &match self.task_for(task, solution) {
             Ok(t) => t,
-            // The static policy needs no device: a CUDA candidate that breaks it is rejected
-            // on any machine, not reported unavailable.
-            Err(e @ JudgeError::Unavailable { .. }) if solution.language == Language::Cuda => {
+            // The static policy needs no device: a candidate that breaks it is rejected on any
+            // machine, not reported unavailable.
+            Err(e @ JudgeError::Unavailable { .. }) => {
+                let backend = ksmith_backend::backend::for_language(solution.language);
                 let mut r = self.blank_result(task, solution);
-                match cuda_policy(solution, &mut r) {
+                if let ksmith_backend::backend::SourcePolicy::Checked(found) =
+                    backend.source_policy(solution)
+                {
+                    r.policy = found;
+                }
+                match policy_verdict(&r) {
                     Some(v) => {
                         apply_verdict(&mut r, Some(v));
                         r.elapsed_s = start.elapsed().as_secs_f64();
@@ -408,7 +414,9 @@ impl Judge {
             }
             Err(e) => return Err(e),
         };
-        self.on_gpu = solution.language != Language::C && self.has_gpu()?;
+        self.on_gpu = ksmith_backend::backend::for_language(solution.language).device()
+            == ksmith_backend::backend::Device::Gpu
+            && self.has_gpu()?;
         if self.on_gpu && self.gpu_roofline.is_none() {
             self.gpu_roofline = Some(self.measure_gpu()?);
         }

@@ -5,7 +5,9 @@
 //! (from the runner: the candidate's `protocol_violation`).
 
 use crate::{Reason, Status};
+use ksmith_backend::backend::ProductKind;
 use ksmith_harness::{Command, Empty};
+use ksmith_task::Language;
 use ksmith_task::TensorSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -300,43 +302,39 @@ impl Command for Calibrate {
     type Reply = Empty;
 }
 
-/// What the runner loads: a built library or a staged module.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "backend", rename_all = "lowercase")]
-pub(crate) enum Product {
-    /// A C shared library.
-    C { library: String },
-    /// A CUDA shared library with an `extern "C"` host launcher.
-    Cuda { library: String },
-    /// A staged Triton module.
-    Triton { module: String },
-    /// A staged Pallas module.
-    Pallas { module: String },
+/// What the runner loads: a built library or a staged module, for its backend.
+#[derive(Debug, Clone)]
+pub(crate) struct Product {
+    /// The solution's language: the runner's loader for it.
+    pub backend: Language,
+    /// Library or module.
+    pub kind: ProductKind,
+    /// Where the runner finds it.
+    pub path: String,
 }
 
 impl Product {
-    /// The library's path, for backends that build one.
-    pub(crate) fn library(&self) -> Option<&str> {
-        match self {
-            Product::C { library } | Product::Cuda { library } => Some(library),
-            _ => None,
+    /// The runner's view of what `backend` built.
+    pub(crate) fn new(backend: Language, built: &ksmith_backend::backend::Product) -> Product {
+        Product {
+            backend,
+            kind: built.kind,
+            path: built.path.display().to_string(),
         }
     }
+}
 
-    /// The built file (library or module).
-    pub(crate) fn path(&self) -> &str {
-        match self {
-            Product::C { library } | Product::Cuda { library } => library,
-            Product::Triton { module } | Product::Pallas { module } => module,
-        }
-    }
-
-    /// Points the product at `path` (a copy in the runner's directory).
-    pub(crate) fn set_path(&mut self, path: String) {
-        match self {
-            Product::C { library } | Product::Cuda { library } => *library = path,
-            Product::Triton { module } | Product::Pallas { module } => *module = path,
-        }
+impl Serialize for Product {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("backend", self.backend.name())?;
+        let field = match self.kind {
+            ProductKind::Library => "library",
+            ProductKind::Module => "module",
+        };
+        m.serialize_entry(field, &self.path)?;
+        m.end()
     }
 }
 
@@ -474,8 +472,10 @@ mod tests {
 
     #[test]
     fn requests_carry_their_command_and_fields() {
-        let product = Product::C {
-            library: "/x/kernel.so".into(),
+        let product = Product {
+            backend: Language::C,
+            kind: ProductKind::Library,
+            path: "/x/kernel.so".into(),
         };
         let v = request_value(&Load {
             product: &product,

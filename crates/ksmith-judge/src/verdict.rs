@@ -178,17 +178,14 @@ pub(crate) fn compile_failure(f: c::BuildFailure, r: &mut EvalResult) -> Verdict
 }
 
 /// Build facts of a successful build.
-pub(crate) fn build_info(
-    built: &c::Built,
-    ptxas: Vec<ksmith_backend::cuda::PtxasFacts>,
-) -> BuildInfo {
+pub(crate) fn build_info(built: &ksmith_backend::backend::Product) -> BuildInfo {
     BuildInfo {
         cached: built.cached,
         seconds: built.seconds,
         command: built.command.clone(),
         diagnostics: built.diagnostics.clone(),
         log: built.log.clone(),
-        ptxas,
+        ptxas: built.ptxas.clone(),
     }
 }
 

@@ -7,6 +7,7 @@
 //! normalized match never stands in for a verdict.
 
 use crate::node::NodeId;
+use ksmith_backend::backend::Syntax;
 use ksmith_task::Language;
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -20,9 +21,9 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 /// byte for byte in both. CRLF counts as a newline.
 pub fn normalize(source: &str, language: Language) -> String {
     let src = source.replace("\r\n", "\n").replace('\r', "\n");
-    match language {
-        Language::C | Language::Cuda => normalize_c(&src),
-        Language::Triton | Language::Pallas => normalize_python(&src),
+    match ksmith_backend::backend::for_language(language).syntax() {
+        Syntax::CLike => normalize_c(&src),
+        Syntax::Python => normalize_python(&src),
     }
 }
 

@@ -17,7 +17,8 @@ pub use dtype::DType;
 pub use flags::{check_flag, check_flags, FlagClass};
 pub use formula::{Formula, FormulaError};
 pub use solution::{
-    is_safe_source_path, Language, Solution, Tunable, MAX_SOURCES, MAX_SOURCE_BYTES, SOLUTION_FILE,
+    is_safe_source_path, Language, Solution, Tunable, LANGUAGES, MAX_SOURCES, MAX_SOURCE_BYTES,
+    SOLUTION_FILE,
 };
 pub use task::TASK_FILE as TASK_FILE_NAME;
 pub use task::{

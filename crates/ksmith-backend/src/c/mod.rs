@@ -413,3 +413,92 @@ pub fn build_with(
         seconds,
     }))
 }
+
+/// The CPU backend: C built with the system compiler into a shared library.
+pub struct CBackend;
+
+impl crate::backend::Backend for CBackend {
+    fn language(&self) -> ksmith_task::Language {
+        ksmith_task::Language::C
+    }
+
+    fn device(&self) -> crate::backend::Device {
+        crate::backend::Device::Cpu
+    }
+
+    fn source_policy(&self, solution: &Solution) -> crate::backend::SourcePolicy {
+        crate::backend::SourcePolicy::Checked(
+            solution
+                .sources
+                .iter()
+                .flat_map(|(n, s)| check_source(n, s))
+                .collect(),
+        )
+    }
+
+    fn workloads(
+        &self,
+        task: &Task,
+        _accelerator: bool,
+    ) -> Result<Task, crate::backend::Unavailable> {
+        Ok(task.clone())
+    }
+
+    fn build(
+        &self,
+        ctx: &crate::backend::BuildContext<'_>,
+        task: &Task,
+        solution: &Solution,
+    ) -> Result<Result<crate::backend::Product, BuildFailure>, BackendError> {
+        Ok(build(ctx.compiler, task, solution, &[], ctx.cache_dir)?
+            .map(|b| b.into_product(Vec::new())))
+    }
+
+    fn product_policy(&self, product: &crate::backend::Product) -> Vec<PolicyViolation> {
+        check_library(&product.path).unwrap_or_else(|| {
+            vec![PolicyViolation {
+                file: "kernel.so".into(),
+                line: 0,
+                name: String::new(),
+                message: "the built library could not be read as ELF, so its imports and instructions could not be checked: refused".into(),
+            }]
+        })
+    }
+
+    fn runner_starts_early(&self) -> bool {
+        true
+    }
+
+    fn syntax(&self) -> crate::backend::Syntax {
+        crate::backend::Syntax::CLike
+    }
+
+    fn prompt_facts(&self, task: &Task, entry: &str) -> crate::backend::PromptFacts {
+        crate::backend::PromptFacts {
+            language: "C",
+            device: "CPU",
+            fence: "c",
+            signature: prototype(task, entry),
+        }
+    }
+
+    fn binding(&self) -> crate::backend::Binding {
+        crate::backend::Binding::CpuFfi
+    }
+}
+
+impl Built {
+    /// The build as the runner's product, with `ptxas` facts (CUDA).
+    pub fn into_product(self, ptxas: Vec<crate::cuda::PtxasFacts>) -> crate::backend::Product {
+        crate::backend::Product {
+            kind: crate::backend::ProductKind::Library,
+            path: self.library,
+            cached: self.cached,
+            seconds: self.seconds,
+            command: self.command,
+            log: self.log,
+            diagnostics: self.diagnostics,
+            ptxas,
+        }
+    }
+}

@@ -34,31 +34,9 @@ pub fn task_brief(t: &Task, entry: &str, language: Language) -> Value {
         .map(|o| format!("{}: atol {:e}, rtol {:e}", o.tensor.name, o.atol, o.rtol))
         .collect::<Vec<_>>()
         .join("; ");
-    let proto = ksmith_backend::c::prototype(t, entry);
-    let (language, device, fence, signature) = match language {
-        Language::C => ("C", "CPU", "c", proto),
-        Language::Cuda => (
-            "CUDA C++",
-            "GPU",
-            "cuda",
-            format!("extern \"C\" {proto}  // device pointers"),
-        ),
-        Language::Triton | Language::Pallas => {
-            let args: Vec<&str> = t
-                .inputs
-                .iter()
-                .map(|i| i.name.as_str())
-                .chain(t.outputs.iter().map(|o| o.tensor.name.as_str()))
-                .chain(t.axes.iter().map(|a| a.name.as_str()))
-                .collect();
-            let sig = format!(
-                "def {}({}): ...  # inputs, then preallocated outputs, then axes",
-                entry,
-                args.join(", ")
-            );
-            (language.name(), "GPU (interpreter on a CPU)", "python", sig)
-        }
-    };
+    let facts = ksmith_backend::backend::for_language(language).prompt_facts(t, entry);
+    let (language, device, fence, signature) =
+        (facts.language, facts.device, facts.fence, facts.signature);
     json!({
         "name": t.name, "description": t.description, "language": language, "device": device,
         "signature": signature, "workloads": workloads, "tolerance": tolerance, "fence": fence,
