@@ -1,11 +1,13 @@
 //! Backends: how a candidate is built for a device and what the device's roofline is.
-//! `c`: C on CPU; `python`: Triton and Pallas modules; `cuda`: nvcc discovery; `hw`: the
-//! measured roofline.
+//! `c`: C on CPU; `python`: Triton and Pallas modules staged; `triton`: Triton compiled ahead
+//! of time for a named GPU; `cuda`: nvcc discovery and builds for a named GPU (no device
+//! needed for either); `hw`: the measured roofline.
 
 pub mod c;
 pub mod cuda;
 pub mod hw;
 pub mod python;
+pub mod triton;
 
 /// One compiler or policy message tied to a place in the source.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
