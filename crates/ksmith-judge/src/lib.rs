@@ -4,6 +4,7 @@
 //! alternating rounds (+ re-check of timed outputs) → roofline figures.
 
 mod fresh;
+mod gpu;
 mod measure;
 mod parallel;
 pub mod remote;
@@ -118,7 +119,12 @@ pub enum JudgeError {
         /// Backend name.
         backend: &'static str,
         /// What is missing.
+        reason: result::NotRunReason,
+        /// In words.
         why: String,
+        /// The build's facts when the candidate built before the missing piece was needed
+        /// ("built; not run: no device").
+        built: Option<Box<BuildInfo>>,
     },
     /// An isolation layer is missing and the user did not accept judging without it.
     #[error("untrusted code is not judged here: isolation is incomplete ({0}); fix the machine (see `ksmith hw`) or pass --unsafe-no-sandbox to judge anyway (recorded in every result)")]
@@ -747,19 +753,6 @@ impl Judge {
         self.trusted()?;
         let task = &match self.task_for(task, solution) {
             Ok(t) => t,
-            // The static policy needs no device: a CUDA candidate that breaks it is rejected
-            // on any machine, not reported unavailable.
-            Err(e @ JudgeError::Unavailable { .. }) if solution.language == Language::Cuda => {
-                let mut r = self.blank_result(task, solution);
-                match cuda_policy(solution, &mut r) {
-                    Some(v) => {
-                        apply_verdict(&mut r, Some(v));
-                        r.elapsed_s = start.elapsed().as_secs_f64();
-                        return Ok(r);
-                    }
-                    None => return Err(e),
-                }
-            }
             Err(e) => return Err(e),
         };
         self.on_gpu = solution.language != Language::C && self.has_gpu()?;
@@ -824,18 +817,9 @@ impl Judge {
             return Ok(task.clone());
         }
         let gpu = self.has_gpu()?;
-        if lang == Language::Cuda {
-            let why = match (ksmith_backend::cuda::nvcc(), gpu) {
-                (None, _) => Some("nvcc not found (set NVCC or put nvcc on PATH)"),
-                (Some(_), false) => Some("no GPU visible to the harness"),
-                _ => None,
-            };
-            if let Some(why) = why {
-                return Err(JudgeError::Unavailable {
-                    backend: "cuda",
-                    why: why.into(),
-                });
-            }
+        // Without a GPU a CUDA candidate is checked and built, not run (`cascade_cuda`).
+        if lang == Language::Cuda && !gpu {
+            return Ok(task.clone());
         }
         if gpu {
             return Ok(task
@@ -862,7 +846,9 @@ impl Judge {
         let v = reply?.map_err(|e| match e {
             CallError::Remote { message, .. } => JudgeError::Unavailable {
                 backend: "gpu",
+                reason: result::NotRunReason::NoDevice,
                 why: message,
+                built: None,
             },
             e => JudgeError::Harness(HarnessError::from(e)),
         })?;
@@ -1135,6 +1121,12 @@ impl Judge {
             log: String::new(),
             ptxas: Vec::new(),
         });
+        if solution.language == Language::Triton {
+            let cache = self.config.cache_dir.join("build");
+            if let Some(f) = gpu::triton_build(&self.env, task, solution, &module, &cache, r)? {
+                return Ok(Some(compile_failure(f, r)));
+            }
+        }
         // The interpreters (JAX/XLA, Triton) map far more address space than a C kernel.
         let load = json!({"backend": backend, "module": module.display().to_string()});
         self.load_and_check(task, solution, r, 32 << 30, load, None)
@@ -1152,20 +1144,18 @@ impl Judge {
             return Ok(Some(v));
         }
         self.enter(r, Stage::Build);
-        let nvcc = ksmith_backend::cuda::nvcc().ok_or(JudgeError::Unavailable {
-            backend: "cuda",
-            why: "nvcc not found".into(),
-        })?;
-        let built = match ksmith_backend::cuda::build(
-            &nvcc,
-            solution,
-            &self.config.cache_dir.join("build"),
-        )? {
+        let nvcc = gpu::nvcc(&self.env)?;
+        let (target, _) = gpu::target()?;
+        let cache = self.config.cache_dir.join("build");
+        let built = match ksmith_backend::cuda::build(&nvcc, target, solution, &cache)? {
             Ok(b) => b,
             Err(f) => return Ok(Some(compile_failure(f, r))),
         };
         let ptxas = ksmith_backend::cuda::parse_ptxas(&built.log);
         r.build = Some(build_info(&built, ptxas));
+        if !self.on_gpu {
+            return Err(gpu::not_run("cuda", target, r));
+        }
         // CUDA maps huge virtual ranges.
         let load = json!({"backend": "cuda", "library": built.library.display().to_string()});
         self.load_and_check(task, solution, r, 256 << 30, load, None)
