@@ -20,14 +20,9 @@ import os
 import sys
 import traceback
 
-# The interpreter would run the kernels on the host instead of compiling them.
-os.environ.pop("TRITON_INTERPRET", None)
-# Triton 3.9 warns when it is unset; 1 is its default (fused multiply-add allowed).
-os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from .protocol import HarnessError  # noqa: E402
+from .protocol import HarnessError
 
 # Autotuned kernels: at most this many configs compiled (each is a full compile).
 MAX_CONFIGS = 16
@@ -94,6 +89,11 @@ def _message(err):
 
 def run(req):
     """Compiles every kernel the entry launches; returns the result as a JSON-ready dict."""
+    # The interpreter would run the kernels on the host instead of compiling them (Triton reads
+    # this when a kernel is decorated, so before the candidate is imported).
+    os.environ.pop("TRITON_INTERPRET", None)
+    # Triton 3.9 warns when it is unset; 1 is its default (fused multiply-add allowed).
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     module_path = os.path.abspath(req["module"])
     module_name = os.path.basename(module_path)
     result = {"status": "compiled", "kernels": [], "ptxas_log": "", "diagnostics": [], "note": ""}

@@ -751,10 +751,7 @@ impl Judge {
         // judge times.
         self.hold(Work::Reference)?;
         self.trusted()?;
-        let task = &match self.task_for(task, solution) {
-            Ok(t) => t,
-            Err(e) => return Err(e),
-        };
+        let task = &self.task_for(task, solution)?;
         self.on_gpu = solution.language != Language::C && self.has_gpu()?;
         if self.on_gpu && self.gpu_roofline.is_none() {
             self.gpu_roofline = Some(self.measure_gpu()?);
