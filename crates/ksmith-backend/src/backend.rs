@@ -58,12 +58,51 @@ pub struct Product {
     pub ptxas: Vec<PtxasFacts>,
 }
 
+/// What the managed Python environment offers a build.
+#[derive(Debug, Clone, Default)]
+pub struct PythonTools {
+    /// The interpreter.
+    pub python: PathBuf,
+    /// The directory holding `ksmith_harness/`.
+    pub harness_dir: PathBuf,
+    /// Installation prefixes whose packages may hold a toolkit (nvcc's wheel).
+    pub prefixes: Vec<PathBuf>,
+    /// What a sandboxed Python must read: its installation and the harness.
+    pub read: Vec<PathBuf>,
+}
+
+/// Something a backend needs installed in the managed Python environment before it builds
+/// (installed from a pinned requirements file under `harness/` on first use).
+#[derive(Debug, Clone, Copy)]
+pub enum Requirement {
+    /// A module its runner or its build imports.
+    Module {
+        /// The module.
+        module: &'static str,
+        /// The pinned requirements file.
+        file: &'static str,
+    },
+    /// A tool found on the machine or in the environment's packages, as `present` tells.
+    Tool {
+        /// The tool, in words.
+        what: &'static str,
+        /// The pinned requirements file.
+        file: &'static str,
+        /// Whether it is there, given the environment's installation prefixes.
+        present: fn(&[PathBuf]) -> bool,
+    },
+}
+
 /// What a build needs from the machine.
 pub struct BuildContext<'a> {
     /// The C compiler (the CPU backend's).
     pub compiler: &'a Compiler,
     /// The build cache directory.
     pub cache_dir: &'a Path,
+    /// The managed Python environment's tools.
+    pub python: &'a PythonTools,
+    /// The GPU to build for (GPU backends; resolved by the caller).
+    pub gpu_target: Option<crate::cuda::GpuTarget>,
 }
 
 /// Why a backend's kernels cannot run here.
@@ -159,15 +198,20 @@ pub trait Backend: Send + Sync {
     /// The static policy on the sources, or that the trusted process runs it.
     fn source_policy(&self, solution: &Solution) -> SourcePolicy;
 
-    /// The Python module and pinned requirements file (under `harness/`) its runner needs
-    /// installed in the managed environment before the build, if any.
-    fn python_requirement(&self) -> Option<(&'static str, &'static str)> {
+    /// What it needs installed in the managed Python environment before it builds, if any.
+    fn requirement(&self) -> Option<Requirement> {
         None
     }
 
-    /// Whether its tools are on this machine (checked before anything is built).
-    fn toolchain(&self) -> Result<(), Unavailable> {
+    /// Whether its tools are here (checked, after [`Backend::requirement`], before the build).
+    fn toolchain(&self, _python: &PythonTools) -> Result<(), Unavailable> {
         Ok(())
+    }
+
+    /// Whether its kernels can run on a machine without the device they are built for (in an
+    /// interpreter); if not, they are built and reported "not run: no device".
+    fn runs_without_device(&self) -> bool {
+        true
     }
 
     /// The task restricted to the workloads its kernels run on here, given whether an
@@ -277,10 +321,13 @@ mod tests {
             .workloads(&task, true)
             .unwrap();
         assert!(sets(&gpu).iter().all(|s| *s == WorkloadSet::Gpu));
-        assert!(matches!(
-            for_language(Language::Cuda).workloads(&task, false),
-            Err(Unavailable::NoDevice(_))
-        ));
+        // Built without a GPU, then reported not run.
+        let cuda = for_language(Language::Cuda);
+        assert_eq!(
+            cuda.workloads(&task, false).unwrap().workloads.len(),
+            task.workloads.len()
+        );
+        assert!(!cuda.runs_without_device());
         let mut cpu_only = task.clone();
         cpu_only.other_workloads.clear();
         assert!(matches!(

@@ -1,13 +1,15 @@
 //! Backends: how a candidate is built for a device and what the device's roofline is.
 //! `backend`: the one interface every backend implements and their registry; `c`: C on CPU;
-//! `python`: Triton and Pallas modules; `cuda`: nvcc discovery and builds; `hw`: the measured
-//! roofline.
+//! `python`: Triton and Pallas modules staged; `triton`: Triton compiled ahead of time for a
+//! named GPU; `cuda`: nvcc discovery and builds for a named GPU (no device needed for either);
+//! `hw`: the measured roofline.
 
 pub mod backend;
 pub mod c;
 pub mod cuda;
 pub mod hw;
 pub mod python;
+pub mod triton;
 
 /// One compiler or policy message tied to a place in the source.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -55,9 +55,13 @@ impl crate::backend::Backend for PythonBackend {
         crate::backend::SourcePolicy::Trusted
     }
 
-    fn python_requirement(&self) -> Option<(&'static str, &'static str)> {
-        (self.language == ksmith_task::Language::Triton)
-            .then_some(("triton", "requirements-triton.txt"))
+    fn requirement(&self) -> Option<crate::backend::Requirement> {
+        (self.language == ksmith_task::Language::Triton).then_some(
+            crate::backend::Requirement::Module {
+                module: "triton",
+                file: "requirements-triton.txt",
+            },
+        )
     }
 
     fn workloads(
@@ -82,7 +86,7 @@ impl crate::backend::Backend for PythonBackend {
     fn build(
         &self,
         ctx: &crate::backend::BuildContext<'_>,
-        _task: &ksmith_task::Task,
+        task: &ksmith_task::Task,
         solution: &Solution,
     ) -> Result<Result<crate::backend::Product, crate::c::BuildFailure>, crate::c::BackendError>
     {
@@ -91,7 +95,7 @@ impl crate::backend::Backend for PythonBackend {
                 path: ctx.cache_dir.to_path_buf(),
                 source,
             })?;
-        Ok(Ok(crate::backend::Product {
+        let staged = crate::backend::Product {
             kind: crate::backend::ProductKind::Module,
             command: vec![format!("python: import {}", module.display())],
             path: module,
@@ -100,7 +104,46 @@ impl crate::backend::Backend for PythonBackend {
             log: String::new(),
             diagnostics: Vec::new(),
             ptxas: Vec::new(),
-        }))
+        };
+        if self.language != ksmith_task::Language::Triton {
+            return Ok(Ok(staged));
+        }
+        // Triton's kernels compiled ahead of time for the target, in the build sandbox (the
+        // candidate's host code runs there once, on stand-ins): a kernel that does not compile
+        // is the build's failure, wherever it would run.
+        let target = ctx.gpu_target.unwrap_or(crate::cuda::GpuTarget::DEFAULT);
+        let req = crate::triton::AotRequest {
+            python: &ctx.python.python,
+            harness_dir: &ctx.python.harness_dir,
+            read: ctx.python.read.clone(),
+            target,
+            module: &staged.path,
+            entry: &solution.entry_point,
+            workload: crate::triton::workload_of(task),
+        };
+        let what = format!("triton: compile for {target} ahead of time");
+        Ok(
+            match crate::triton::compile(&req, solution, ctx.cache_dir)? {
+                crate::triton::AotOutcome::Built(b) => Ok(crate::backend::Product {
+                    cached: b.cached,
+                    seconds: b.seconds,
+                    command: vec![what],
+                    log: format!("triton {}\n{}", b.triton, b.log),
+                    ptxas: b.facts,
+                    ..staged
+                }),
+                crate::triton::AotOutcome::Failed(mut f) => {
+                    f.command = vec![what];
+                    Err(f)
+                }
+                crate::triton::AotOutcome::Skipped(why, detail) => Ok(crate::backend::Product {
+                    cached: false,
+                    command: vec![what],
+                    log: format!("not compiled ahead of time ({why:?}): {detail}\n"),
+                    ..staged
+                }),
+            },
+        )
     }
 
     fn runner_address_space(&self) -> u64 {

@@ -320,7 +320,7 @@ fn judge_item(
                 row.eval_id = Some(e.id);
                 row.result = Some(e.result);
             }
-            Err(EvaluatorError::Judge(JudgeError::Unavailable { backend, why })) => {
+            Err(EvaluatorError::Judge(JudgeError::Unavailable { backend, why, .. })) => {
                 // Not recorded: the same run on a machine with the backend evaluates it.
                 row.unavailable = Some(format!("{backend}: {why}"));
             }

@@ -778,9 +778,21 @@ fn cmd_eval(
     };
     let evaluated = ksmith_search::Evaluator::new(&mut judge, &mut store)
         .with_reuse(reuse)
-        .evaluate(&task, &solution, &ksmith_search::Purpose::Plain)
-        .map_err(eval_err);
+        .evaluate(&task, &solution, &ksmith_search::Purpose::Plain);
     progress.finish();
+    let evaluated = match evaluated {
+        // Built, but nothing here runs it: the build's facts, and the environment's exit code.
+        Err(ksmith_search::EvaluatorError::Judge(ksmith_judge::JudgeError::Unavailable {
+            backend,
+            reason,
+            why,
+            built: Some(build),
+        })) => {
+            report::print_not_run(&task, &solution, backend, reason, &why, &build, json);
+            return Ok(EXIT_ENV);
+        }
+        e => e.map_err(eval_err),
+    };
     let ksmith_search::Evaluated { id, result, reused } = evaluated?;
     if json {
         let mut v = serde_json::to_value(&result).map_err(env_err)?;

@@ -57,6 +57,61 @@ pub(crate) fn status_text(r: &EvalResult) -> String {
     }
 }
 
+/// One line per GPU kernel built: ptxas's registers and spills, shared memory.
+fn print_kernel_facts(b: &ksmith_judge::BuildInfo) {
+    for k in &b.ptxas {
+        say!(
+            "  kernel {}: {} registers, {} B shared memory, {} B spilled",
+            one(&k.kernel),
+            k.registers,
+            k.smem_bytes,
+            k.spill_bytes
+        );
+    }
+}
+
+/// Prints a candidate that built but could not run here ("built; not run: no device"), or
+/// its JSON: `{"not_run": {"backend", "reason", "why"}, "task", "solution", "build"}`.
+pub(crate) fn print_not_run(
+    task: &Task,
+    solution: &ksmith_task::Solution,
+    backend: &str,
+    reason: ksmith_judge::NotRunReason,
+    why: &str,
+    build: &ksmith_judge::BuildInfo,
+    as_json: bool,
+) {
+    if as_json {
+        crate::term::json(&json!({
+            "not_run": {"backend": backend, "reason": reason, "why": why},
+            "task": task.name,
+            "solution": solution.name,
+            "solution_hash": solution.content_hash,
+            "build": build,
+        }));
+        return;
+    }
+    say!(
+        "{} [{}] on task {}: BUILT, NOT RUN ({})",
+        one(&solution.name),
+        one(&solution.content_hash[..solution.content_hash.len().min(8)]),
+        one(&task.name),
+        reason.as_str()
+    );
+    say!("  {backend}: {}", one(why));
+    say!(
+        "  build: {:.2} s{}: {}",
+        build.seconds,
+        if build.cached { " (cached)" } else { "" },
+        one(&build.command.join(" "))
+    );
+    print_kernel_facts(build);
+    for d in build.diagnostics.iter().take(10) {
+        say!("  {}", continued(&d.to_string(), "    "));
+    }
+    say!("  not stored: a machine with the device judges it");
+}
+
 /// Prints one evaluation result.
 pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
     say!(
@@ -101,6 +156,7 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
                 b.seconds,
                 if b.cached { " (cached)" } else { "" }
             );
+            print_kernel_facts(b);
         }
     }
     if let Some(c) = &r.correctness {

@@ -2,7 +2,7 @@
 //! tasks, each asserted to get its exact status and reason from the real judge (real compiler,
 //! real sandbox, real JAX, real Triton interpreter). Each file's first line says
 //! `// task: NAME; expect: STATUS reason [line=N]` (`#` for Python). CUDA cases that need a GPU
-//! are checked for an honest "unavailable" on machines without one.
+//! are built and checked for an honest "not run: no device" on machines without one.
 
 mod common;
 
@@ -121,9 +121,10 @@ fn check(file: &str) {
         return check_same_speed(file, &task);
     }
     let store = shared_store();
-    // CUDA cases the static policy cannot decide need nvcc and a GPU: elsewhere the backend
-    // must say it is unavailable (exit 3), never pass or fail the candidate.
-    if file.ends_with(".cu") && status != "POLICY_REJECTED" && !has_nvcc() {
+    // CUDA cases the static policy cannot decide need a GPU: elsewhere they are built (nvcc
+    // from the managed environment) and the backend says they were not run (exit 3), never
+    // passing or failing the candidate.
+    if file.ends_with(".cu") && status != "POLICY_REJECTED" && !has_gpu() {
         let out = ksmith(
             &store,
             &[
@@ -134,11 +135,10 @@ fn check(file: &str) {
             ],
         );
         assert_eq!(out.status.code(), Some(3), "{file}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("cuda backend unavailable"),
-            "{file}: {}",
-            stderr(&out)
-        );
+        let v = json(&out);
+        assert_eq!(v["not_run"]["reason"], "no_device", "{file}: {v:#}");
+        assert_eq!(v["not_run"]["backend"], "cuda", "{file}: {v:#}");
+        assert!(v["status"].is_null(), "{file}: no verdict: {v:#}");
         return;
     }
     let task_dir = format!("tasks/starter/{task}");

@@ -659,7 +659,9 @@ impl Remote for ClusterRemote {
             return Err(match err.kind {
                 WorkerErrorKind::Unavailable => JudgeError::Unavailable {
                     backend: backend_name(err.backend.as_deref()),
+                    reason: ksmith_judge::NotRunReason::Remote,
                     why: format!("{} (on {device})", err.message),
+                    built: None,
                 },
                 WorkerErrorKind::Task => JudgeError::Task {
                     task: job.task.name.clone(),

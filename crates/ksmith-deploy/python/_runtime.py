@@ -128,6 +128,17 @@ def _cache_dir():
     return base
 
 
+def _wheel_nvcc():
+    """nvcc from the `nvidia-cuda-nvcc` wheel in this Python (CUDA 13's or 12's layout), if any:
+    JAX's CUDA plugins bring it along, and ksmith's judge builds with the same wheels."""
+    for base in sys.path:
+        for rel in ("nvidia/cu13/bin/nvcc", "nvidia/cuda_nvcc/bin/nvcc"):
+            path = os.path.join(base or ".", rel)
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+    return None
+
+
 def _tool_version(tool):
     try:
         out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
@@ -408,9 +419,9 @@ class Kernel:
             steps.append([cxx, "-shared", "-fopenmp", *objects, "ffi_handler.o", "-o", "lib.so"])
             versions = [_tool_version(cc), _tool_version(cxx)]
         else:
-            nvcc = os.environ.get("NVCC") or shutil.which("nvcc")
+            nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or _wheel_nvcc()
             if not nvcc:
-                raise KernelUnavailable("no nvcc (install the CUDA toolkit, or set NVCC)")
+                raise KernelUnavailable("no nvcc (install the CUDA toolkit or the nvidia-cuda-nvcc wheel, or set NVCC)")
             cu = [f for f in files if f.endswith(".cu")]
             steps = [[nvcc, "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", f"-I{include}", *flags, *cu, handler, "-o", "lib.so"]]
             versions = [_tool_version(nvcc)]

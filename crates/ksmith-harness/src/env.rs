@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
-const FILES: [(&str, &str); 18] = [
+const FILES: [(&str, &str); 20] = [
     (
         "ksmith_harness/__init__.py",
         include_str!("../../../harness/ksmith_harness/__init__.py"),
@@ -77,6 +77,14 @@ const FILES: [(&str, &str); 18] = [
     (
         "requirements-ray.txt",
         include_str!("../../../harness/requirements-ray.txt"),
+    ),
+    (
+        "requirements-cuda.txt",
+        include_str!("../../../harness/requirements-cuda.txt"),
+    ),
+    (
+        "ksmith_harness/tritonaot.py",
+        include_str!("../../../harness/ksmith_harness/tritonaot.py"),
     ),
 ];
 
@@ -205,13 +213,37 @@ impl PythonEnv {
                 .map(|s| s.success())
                 .unwrap_or(false)
         };
+        self.ensure_installed(module, requirements, &|| has(&self.python), progress)
+    }
+
+    /// The prefix of this environment's installation (`.../bin/python` → `...`): where a
+    /// package's files land (`lib/python3.X/site-packages`).
+    pub fn prefix(&self) -> Option<PathBuf> {
+        self.python
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+    }
+
+    /// Makes sure `what` is installed, as `present` tells: installs the pinned `requirements`
+    /// file into a managed environment on first use (under its lock, so concurrent ksmith
+    /// processes install once), or says how to install it into an unmanaged one.
+    pub fn ensure_installed(
+        &self,
+        what: &str,
+        requirements: &str,
+        present: &dyn Fn() -> bool,
+        progress: &dyn Fn(&str),
+    ) -> Result<(), HarnessError> {
+        let module = what;
+        let has = |_: &Path| present();
         if has(&self.python) {
             return Ok(());
         }
         let reqs = self.harness_dir.join(requirements);
         if !self.managed {
             return Err(setup_err(format!(
-                "Python interpreter {} lacks the `{module}` module that this backend needs; install it with `{} -m pip install -r {}`",
+                "Python interpreter {} lacks `{module}`, which this backend needs; install it with `{} -m pip install -r {}`",
                 self.python.display(),
                 self.python.display(),
                 reqs.display()

@@ -20,12 +20,19 @@ impl Judge {
                 task: task.name.clone(),
                 message,
             },
-            why => JudgeError::Unavailable {
+            Unavailable::Tool(why) => JudgeError::Unavailable {
                 backend: solution.language.name(),
-                why: why.to_string(),
+                reason: NotRunReason::NoCompiler,
+                why,
+                built: None,
+            },
+            Unavailable::NoDevice(why) => JudgeError::Unavailable {
+                backend: solution.language.name(),
+                reason: NotRunReason::NoDevice,
+                why,
+                built: None,
             },
         };
-        backend.toolchain().map_err(unavailable)?;
         let accelerator = backend.device() == Device::Gpu && self.has_gpu()?;
         backend.workloads(task, accelerator).map_err(unavailable)
     }
@@ -72,19 +79,26 @@ impl Judge {
         self.split.runner_s += started.elapsed().as_secs_f64();
         // 2. Build, then the policy on what was built.
         self.enter(r, Stage::Build);
-        if let Some((module, requirements)) = backend.python_requirement() {
-            self.env
-                .ensure_module(module, requirements, &|m| eprintln!("ksmith: {m}"))?;
-        }
+        let tools = gpu::tools(&self.env, backend)?;
+        let gpu_target = match backend.device() {
+            Device::Gpu => Some(gpu::target()?.0),
+            Device::Cpu => None,
+        };
         let ctx = BuildContext {
             compiler: &self.compiler,
             cache_dir: &self.config.cache_dir.join("build"),
+            python: &tools,
+            gpu_target,
         };
         let product = match backend.build(&ctx, task, solution)? {
             Ok(p) => p,
             Err(f) => return Ok(Some(compile_failure(f, r))),
         };
         r.build = Some(build_info(&product));
+        // Built for a device this machine does not have, and nothing here can run it.
+        if let (Some(target), false) = (gpu_target, self.on_gpu || backend.runs_without_device()) {
+            return Err(gpu::not_run(solution.language.name(), target, r));
+        }
         let refused = backend.product_policy(&product);
         if let Some(first) = refused.first() {
             // Every refused name in one line: the first one's reason, the others named.

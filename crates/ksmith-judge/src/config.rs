@@ -86,7 +86,12 @@ pub enum JudgeError {
         /// Backend name.
         backend: &'static str,
         /// What is missing.
+        reason: NotRunReason,
+        /// In words.
         why: String,
+        /// The build's facts when the candidate built before the missing piece was needed
+        /// ("built; not run: no device").
+        built: Option<Box<BuildInfo>>,
     },
     /// An isolation layer is missing and the user did not accept judging without it.
     #[error("untrusted code is not judged here: isolation is incomplete ({0}); fix the machine (see `ksmith hw`) or pass --unsafe-no-sandbox to judge anyway (recorded in every result)")]

@@ -7,6 +7,7 @@ mod cascade;
 mod checks;
 mod config;
 mod fresh;
+mod gpu;
 mod measure;
 mod parallel;
 mod protocol;

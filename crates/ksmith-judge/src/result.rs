@@ -196,6 +196,30 @@ impl<'de> Deserialize<'de> for Reason {
     }
 }
 
+/// Why a candidate was not judged on this machine. Not a [`Status`]: it says nothing about the
+/// candidate, so nothing is stored and the same candidate is judged where it can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotRunReason {
+    /// No compiler for its language here (nvcc) and none could be installed.
+    NoCompiler,
+    /// Built (its build facts are kept), but no device here runs it: "built; not run".
+    NoDevice,
+    /// A remote device said its backend is unavailable there (its message says why).
+    Remote,
+}
+
+impl NotRunReason {
+    /// The snake_case name used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotRunReason::NoCompiler => "no_compiler",
+            NotRunReason::NoDevice => "no_device",
+            NotRunReason::Remote => "remote",
+        }
+    }
+}
+
 /// The cascade stage an evaluation reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

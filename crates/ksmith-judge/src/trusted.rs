@@ -264,7 +264,9 @@ impl Judge {
         reply?.map_err(|e| match e {
             CallError::Remote { message, .. } => JudgeError::Unavailable {
                 backend: "gpu",
+                reason: NotRunReason::NoDevice,
                 why: message,
+                built: None,
             },
             e => JudgeError::Harness(HarnessError::from(e)),
         })

@@ -209,26 +209,52 @@ fn library_intact(dir: &Path) -> bool {
     }
 }
 
-/// Runs the compiler on untrusted sources and flags in the same sandbox as candidates: it may
-/// read the system and write only `work`. Returns whether it succeeded and its output.
-fn compile_sandboxed(command: &[String], work: &Path) -> std::io::Result<(bool, String)> {
+/// What a sandboxed build may see and use beyond the system and its work directory.
+#[derive(Debug, Clone)]
+pub struct Sandboxing {
+    /// Extra read-only (and executable) paths: a toolkit outside the system directories (nvcc
+    /// from a Python wheel, Triton's bundled ptxas).
+    pub read: Vec<PathBuf>,
+    /// Extra environment variables (the compiler sees nothing else but `LC_ALL=C`).
+    pub env: Vec<(String, String)>,
+    /// Address-space limit in bytes.
+    pub address_space: u64,
+}
+
+impl Default for Sandboxing {
+    fn default() -> Self {
+        Sandboxing {
+            read: Vec::new(),
+            env: Vec::new(),
+            // Enough for any honest kernel's compile; a hostile source that makes the compiler
+            // allocate without end stops here, not at the machine's memory.
+            address_space: 4 << 30,
+        }
+    }
+}
+
+/// Runs a compiler on untrusted sources and flags in the same sandbox as candidates: it may
+/// read the system and `extra.read`, and write only `work`. Returns whether it succeeded and
+/// its output. `timeout` bounds both wall and CPU time.
+pub fn run_sandboxed(
+    command: &[String],
+    work: &Path,
+    extra: &Sandboxing,
+    timeout: Duration,
+) -> std::io::Result<(bool, String)> {
     use ksmith_sandbox::{Exit, FsView, Limits, Recv, Sandboxed};
+    // C locale: plain ASCII quotes in diagnostics, whatever the user's locale.
+    let mut env = vec![("LC_ALL".to_string(), "C".to_string())];
+    env.extend(extra.env.iter().cloned());
     let limits = Limits {
-        cpu_seconds: BUILD_TIMEOUT.as_secs(),
-        // Enough for any honest kernel's compile; a hostile source that makes the compiler
-        // allocate without end stops here, not at the machine's memory. (nvcc's tools map
-        // large ranges up front.)
-        address_space: if command[0].contains("nvcc") {
-            16 << 30
-        } else {
-            4 << 30
-        },
+        cpu_seconds: timeout.as_secs(),
+        address_space: extra.address_space,
         file_size: MAX_BUILD_FILE_BYTES,
         open_files: 1024,
         processes: 256,
-        // C locale: plain ASCII quotes in diagnostics, whatever the user's locale.
-        env: vec![("LC_ALL".into(), "C".into())],
+        env,
         view: FsView {
+            read: extra.read.clone(),
             write: vec![work.to_path_buf()],
             ..FsView::default()
         },
@@ -237,9 +263,12 @@ fn compile_sandboxed(command: &[String], work: &Path) -> std::io::Result<(bool, 
         metadata_writes: true,
         ..Limits::default()
     };
-    let mut proc = Sandboxed::spawn(Path::new(&command[0]), &command[1..], &limits)
+    let Some(program) = command.first() else {
+        return Err(std::io::Error::other("empty compiler command"));
+    };
+    let mut proc = Sandboxed::spawn(Path::new(program), &command[1..], &limits)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let deadline = Instant::now() + BUILD_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let mut out = String::new();
     loop {
         match proc.recv(deadline.saturating_duration_since(Instant::now())) {
@@ -252,7 +281,7 @@ fn compile_sandboxed(command: &[String], work: &Path) -> std::io::Result<(bool, 
                 proc.kill();
                 return Ok((
                     false,
-                    format!("{out}the compiler ran past {BUILD_TIMEOUT:?} and was stopped\n"),
+                    format!("{out}the compiler ran past {timeout:?} and was stopped\n"),
                 ));
             }
         }
@@ -280,6 +309,16 @@ pub struct Toolchain {
 /// library exports the entry point.
 pub fn build_with(
     tool: &Toolchain,
+    solution: &Solution,
+    cache_dir: &Path,
+) -> Result<Result<Built, BuildFailure>, BackendError> {
+    build_sandboxed(tool, &Sandboxing::default(), solution, cache_dir)
+}
+
+/// [`build_with`] with the sandbox widened by `extra` (a toolkit outside the system paths).
+pub fn build_sandboxed(
+    tool: &Toolchain,
+    extra: &Sandboxing,
     solution: &Solution,
     cache_dir: &Path,
 ) -> Result<Result<Built, BuildFailure>, BackendError> {
@@ -342,7 +381,8 @@ pub fn build_with(
         std::fs::write(&p, s).map_err(|e| io(&p, e))?;
     }
     let start = Instant::now();
-    let (ok, log) = compile_sandboxed(&command, work.path()).map_err(|e| io(work.path(), e))?;
+    let (ok, log) = run_sandboxed(&command, work.path(), extra, BUILD_TIMEOUT)
+        .map_err(|e| io(work.path(), e))?;
     let seconds = start.elapsed().as_secs_f64();
     let diagnostics = parse(&log);
     let too_large = |log: String, diagnostics| {

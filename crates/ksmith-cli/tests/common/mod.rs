@@ -144,11 +144,12 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-/// Whether this machine has nvcc (`$NVCC`, else `nvcc`).
-pub fn has_nvcc() -> bool {
-    Command::new(std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into()))
-        .arg("--version")
+/// Whether this machine has a GPU that runs CUDA (`nvidia-smi -L` lists one). Without one,
+/// CUDA candidates are still built (nvcc comes from the managed environment) but not run.
+pub fn has_gpu() -> bool {
+    Command::new("nvidia-smi")
+        .arg("-L")
         .output()
-        .map(|o| o.status.success())
+        .map(|o| o.status.success() && !o.stdout.is_empty())
         .unwrap_or(false)
 }
