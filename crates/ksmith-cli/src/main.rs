@@ -634,13 +634,24 @@ impl Ctx {
                 path.display()
             );
         }
+        // A measurement is timed: alone on the device, against every ksmith process on the
+        // machine (`ksmith hw --refresh` too, which once ran during other runs' timed rounds).
+        let measuring = (!cached)
+            .then(|| self.scheduler())
+            .flatten()
+            .map(|s| s.acquire(Work::Roofline))
+            .transpose()
+            .map_err(env_err)?;
         let (hw, _) =
             hw::load_or_measure(&path, compiler, self.threads, refresh).map_err(env_err)?;
+        drop(measuring);
         Ok(hw)
     }
 
-    /// The CPU's device scheduler in the store's `locks/`, shared by every judge of this
-    /// process and, through its lock files, with other ksmith processes on the store.
+    /// The CPU's device scheduler, machine-wide (`DeviceScheduler::machine`: the lock files
+    /// in `KSMITH_LOCK_DIR` or `/tmp/ksmith-locks`), shared by every judge of this process and
+    /// with every other ksmith process on the machine, whatever its store or user; the store's
+    /// `locks/` only when the machine's directory cannot be used.
     /// `KSMITH_LEASE_LOG=FILE` appends every lease's interval to FILE (see
     /// `DeviceScheduler::with_log`; tests check processes against each other with it).
     fn scheduler(&self) -> Option<Arc<DeviceScheduler>> {
@@ -650,7 +661,11 @@ impl Ctx {
             return None;
         }
         // Each judge may have its own: leases meet in the lock files, not in memory.
-        match DeviceScheduler::open(&self.store_dir.join("locks"), Device::Cpu) {
+        let opened = DeviceScheduler::machine(Device::Cpu).or_else(|e| {
+            note!("ksmith: {e}; timing is kept apart only from ksmith processes on this store");
+            DeviceScheduler::open(&self.store_dir.join("locks"), Device::Cpu)
+        });
+        match opened {
             Ok(s) => Some(Arc::new(match std::env::var_os("KSMITH_LEASE_LOG") {
                 Some(log) => s.with_log(PathBuf::from(log)),
                 None => s,
@@ -708,15 +723,8 @@ impl Ctx {
         let env = PythonEnv::resolve(self.python.as_deref(), &|m| note!("ksmith: {m}"))
             .map_err(env_err)?;
         let scheduler = self.scheduler();
-        // A first roofline measurement is timed: alone on the device.
-        let measuring = scheduler
-            .as_ref()
-            .filter(|_| !self.store_dir.join("hw.json").exists())
-            .map(|s| s.acquire(Work::Roofline))
-            .transpose()
-            .map_err(env_err)?;
+        // A first roofline measurement takes its own lease (see `hardware`).
         let hw = self.hardware(&compiler, false)?;
-        drop(measuring);
         config.unsafe_no_sandbox = self.unsafe_no_sandbox;
         config.reference_timeout = self.reference_timeout;
         config.reference_memory = self.reference_memory;

@@ -46,6 +46,12 @@ pub(super) fn profile(
         let budget = std::time::Duration::from_millis(500);
         // The judge's own inputs for this workload, so generated index tables describe real work.
         let inputs = st.judge.prepared_inputs(&st.task, w).ok();
+        // Sampled alone on the device, as candidates are timed: a neighbour's work would
+        // distort the shares the analyst reads.
+        let lease = st
+            .judge
+            .device_lease(ksmith_judge::scheduler::Work::Profile)
+            .map_err(|e| Halt::Failed(e.into()))?;
         let profiled = ksmith_profile::profile_c(
             &st.task,
             &cand.solution,
@@ -55,6 +61,7 @@ pub(super) fn profile(
             budget,
             inputs.as_deref(),
         );
+        drop(lease);
         let header = format!("Profiled workload {w} ({axes}): {why}.\n");
         Ok(match profiled {
             Ok(p) => format!("{header}{}", p.summary()),
