@@ -831,10 +831,34 @@ fn cmd_eval_together(
     let mut judge = ctx.judge(opts)?;
     let progress = progress::Progress::new(&format!("eval {}", task.name), 0);
     judge.set_stage_hook(Some(progress::judge_hook(&progress, !opts.no_timing, true)));
-    let compared = compare_recorded(&mut judge, &mut store, &task, &solutions);
+    let mut compared = compare_recorded(&mut judge, &mut store, &task, &solutions);
+    // An undecided comparison (a wide interval across 1.00) is timed again with more rounds,
+    // at most `MORE_ROUNDS` times; the last comparison stands.
+    for k in 1..=ksmith_judge::decide::MORE_ROUNDS {
+        let Ok((_, cmp)) = &compared else { break };
+        let (_, decided) =
+            ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
+        if !decided.iter().any(|(_, d)| d.wants_more_rounds()) {
+            break;
+        }
+        note!(
+            "ksmith: undecided (a wide interval across 1.00): timing again with {}x the rounds",
+            1 << k
+        );
+        compared = judge.with_more_rounds(1 << k, |j| {
+            compare_recorded(j, &mut store, &task, &solutions)
+        });
+    }
     progress.finish();
     let (ids, cmp) = compared?;
     if json {
+        // Every solution against the first (the incumbent), by the decision rule.
+        let (winner, decided) =
+            ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
+        let decisions: Vec<serde_json::Value> = decided
+            .iter()
+            .map(|(i, d)| serde_json::json!({"solution": cmp.results[*i].solution, "index": i, "decision": d, "text": d.text()}))
+            .collect();
         let results: Vec<serde_json::Value> = cmp
             .results
             .iter()
@@ -845,7 +869,10 @@ fn cmd_eval_together(
                 v
             })
             .collect();
-        term::json(&serde_json::json!({"results": results, "versus": cmp.versus}));
+        term::json(
+            &serde_json::json!({"results": results, "versus": cmp.versus,
+            "decisions": decisions, "winner": winner}),
+        );
     } else {
         for (r, id) in cmp.results.iter().zip(&ids) {
             report::print_result(r, Some(*id));

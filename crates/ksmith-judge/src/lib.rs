@@ -3,6 +3,8 @@
 //! workload → full check (every workload, several seeds) → timing against the XLA baseline in
 //! alternating rounds (+ re-check of timed outputs) → roofline figures.
 
+pub mod decide;
+mod disturb;
 mod fresh;
 mod measure;
 mod parallel;
@@ -46,7 +48,7 @@ pub enum Flush {
 
 /// Version of the checking and timing method: part of every evaluation key, so results measured
 /// by an older method are never reused. Bump it when the cascade or the timing changes.
-pub const METHOD_VERSION: u32 = 8;
+pub const METHOD_VERSION: u32 = 9;
 
 /// Judge settings. Frozen for the judge's lifetime.
 #[derive(Debug, Clone)]
@@ -1455,6 +1457,7 @@ impl Judge {
                 geomean(perf.iter().map(|p| p.speedup_interval.1)),
             ),
             noisy: perf.iter().any(|p| p.noisy),
+            never_quiet: perf.iter().any(|p| p.disturbance.rounds_disturbed_kept > 0),
             roofline_fraction: geomean(perf.iter().map(|p| p.roofline_fraction)),
             workloads: perf,
             eliminated,
