@@ -62,8 +62,7 @@ fn rounds_a_busy_neighbour_disturbed_are_recorded() {
     let kept = d["rounds_disturbed_kept"].as_u64().unwrap();
     assert!(dropped + kept > 0, "no round seen disturbed: {d}");
     assert!(
-        d["candidate_wait_share"].as_f64().unwrap() >= 0.0
-            && d["max_runnable"].as_u64().is_some(),
+        d["candidate_wait_share"].as_f64().unwrap() >= 0.0 && d["max_runnable"].as_u64().is_some(),
         "{d}"
     );
     // Kept disturbed rounds are said at the top level.
