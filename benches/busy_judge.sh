@@ -12,6 +12,7 @@
 # and undecided, how often the old rule (the point estimate above 1.00) would have been right,
 # rounds dropped and comparisons marked never quiet, and the median wall time per comparison.
 #   bash benches/busy_judge.sh [KSMITH] [REPEATS]
+# SETTINGS="busy aa-busy" runs only those settings.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 ksmith=${1:-$root/target/debug/ksmith}
@@ -85,26 +86,28 @@ PY
     done
 }
 
-run alone "$naive" "$fast" better
-second_store_on
-run two-stores "$naive" "$fast" better
-busy_off
-busy_on
-run busy "$naive" "$fast" better
-run aa-busy "$fast" "$work/fast_copy" not
+settings=" ${SETTINGS:-alone two-stores busy aa-busy} "
+want() { [[ $settings == *" $1 "* ]]; }
+if want alone; then run alone "$naive" "$fast" better; fi
+if want two-stores; then second_store_on; run two-stores "$naive" "$fast" better; busy_off; fi
+if want busy || want aa-busy; then busy_on; fi
+if want busy; then run busy "$naive" "$fast" better; fi
+if want aa-busy; then run aa-busy "$fast" "$work/fast_copy" not; fi
 busy_off
 cp "$rows" "$root/benches/results/busy_judge-rows.jsonl" 2>/dev/null || true
 
 python3 - "$rows" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| setting | runs | right (rule) | wrong (rule) | undecided | right (point > 1.00) | rounds dropped | never quiet | median s |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| setting | runs | errors | right (rule) | wrong (rule) | undecided | right (point > 1.00) | rounds dropped | never quiet | median s |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for s in ["alone", "two-stores", "busy", "aa-busy"]:
     rs = [r for r in rows if r["setting"] == s]
     if not rs:
         continue
     def right(r):
+        if r["decision"] == "error":
+            return False
         return r["decision"] == "better" if r["expected"] == "better" else r["decision"] != "better"
     def wrong(r):
         return r["decision"] != "undecided" and r["decision"] != "error" and not right(r)
@@ -112,7 +115,7 @@ for s in ["alone", "two-stores", "busy", "aa-busy"]:
         if r["point"] is None:
             return False
         return (r["point"] > 1.0) == (r["expected"] == "better")
-    print(f"| {s} | {len(rs)} | {sum(map(right, rs))} | {sum(map(wrong, rs))} | "
+    print(f"| {s} | {len(rs)} | {sum(r['decision'] == 'error' for r in rs)} | {sum(map(right, rs))} | {sum(map(wrong, rs))} | "
           f"{sum(r['decision'] == 'undecided' for r in rs)} | {sum(map(point_right, rs))} | "
           f"{sum(r['dropped'] for r in rs)} | {sum(r['never_quiet'] for r in rs)} | "
           f"{statistics.median(r['wall_s'] for r in rs):.0f} |")
