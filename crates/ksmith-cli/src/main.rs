@@ -634,13 +634,24 @@ impl Ctx {
                 path.display()
             );
         }
+        // A measurement is timed: alone on the device, against every ksmith process on the
+        // machine (`ksmith hw --refresh` too, which once ran during other runs' timed rounds).
+        let measuring = (!cached)
+            .then(|| self.scheduler())
+            .flatten()
+            .map(|s| s.acquire(Work::Roofline))
+            .transpose()
+            .map_err(env_err)?;
         let (hw, _) =
             hw::load_or_measure(&path, compiler, self.threads, refresh).map_err(env_err)?;
+        drop(measuring);
         Ok(hw)
     }
 
-    /// The CPU's device scheduler in the store's `locks/`, shared by every judge of this
-    /// process and, through its lock files, with other ksmith processes on the store.
+    /// The CPU's device scheduler, machine-wide (`DeviceScheduler::machine`: the lock files
+    /// in `KSMITH_LOCK_DIR` or `/tmp/ksmith-locks`), shared by every judge of this process and
+    /// with every other ksmith process on the machine, whatever its store or user; the store's
+    /// `locks/` only when the machine's directory cannot be used.
     /// `KSMITH_LEASE_LOG=FILE` appends every lease's interval to FILE (see
     /// `DeviceScheduler::with_log`; tests check processes against each other with it).
     fn scheduler(&self) -> Option<Arc<DeviceScheduler>> {
@@ -650,7 +661,11 @@ impl Ctx {
             return None;
         }
         // Each judge may have its own: leases meet in the lock files, not in memory.
-        match DeviceScheduler::open(&self.store_dir.join("locks"), Device::Cpu) {
+        let opened = DeviceScheduler::machine(Device::Cpu).or_else(|e| {
+            note!("ksmith: {e}; timing is kept apart only from ksmith processes on this store");
+            DeviceScheduler::open(&self.store_dir.join("locks"), Device::Cpu)
+        });
+        match opened {
             Ok(s) => Some(Arc::new(match std::env::var_os("KSMITH_LEASE_LOG") {
                 Some(log) => s.with_log(PathBuf::from(log)),
                 None => s,
@@ -708,15 +723,8 @@ impl Ctx {
         let env = PythonEnv::resolve(self.python.as_deref(), &|m| note!("ksmith: {m}"))
             .map_err(env_err)?;
         let scheduler = self.scheduler();
-        // A first roofline measurement is timed: alone on the device.
-        let measuring = scheduler
-            .as_ref()
-            .filter(|_| !self.store_dir.join("hw.json").exists())
-            .map(|s| s.acquire(Work::Roofline))
-            .transpose()
-            .map_err(env_err)?;
+        // A first roofline measurement takes its own lease (see `hardware`).
         let hw = self.hardware(&compiler, false)?;
-        drop(measuring);
         config.unsafe_no_sandbox = self.unsafe_no_sandbox;
         config.reference_timeout = self.reference_timeout;
         config.reference_memory = self.reference_memory;
@@ -835,10 +843,34 @@ fn cmd_eval_together(
     let mut judge = ctx.judge(opts)?;
     let progress = progress::Progress::new(&format!("eval {}", task.name), 0);
     judge.set_stage_hook(Some(progress::judge_hook(&progress, !opts.no_timing, true)));
-    let compared = compare_recorded(&mut judge, &mut store, &task, &solutions);
+    let mut compared = compare_recorded(&mut judge, &mut store, &task, &solutions);
+    // An undecided comparison (a wide interval across 1.00) is timed again with more rounds,
+    // at most `MORE_ROUNDS` times; the last comparison stands.
+    for k in 1..=ksmith_judge::decide::MORE_ROUNDS {
+        let Ok((_, cmp)) = &compared else { break };
+        let (_, decided) =
+            ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
+        if !decided.iter().any(|(_, d)| d.wants_more_rounds()) {
+            break;
+        }
+        note!(
+            "ksmith: undecided (a wide interval across 1.00): timing again with {}x the rounds",
+            1 << k
+        );
+        compared = judge.with_more_rounds(1 << k, |j| {
+            compare_recorded(j, &mut store, &task, &solutions)
+        });
+    }
     progress.finish();
     let (ids, cmp) = compared?;
     if json {
+        // Every solution against the first (the incumbent), by the decision rule.
+        let (winner, decided) =
+            ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
+        let decisions: Vec<serde_json::Value> = decided
+            .iter()
+            .map(|(i, d)| serde_json::json!({"solution": cmp.results[*i].solution, "index": i, "decision": d, "text": d.text()}))
+            .collect();
         let results: Vec<serde_json::Value> = cmp
             .results
             .iter()
@@ -849,7 +881,10 @@ fn cmd_eval_together(
                 v
             })
             .collect();
-        term::json(&serde_json::json!({"results": results, "versus": cmp.versus}));
+        term::json(
+            &serde_json::json!({"results": results, "versus": cmp.versus,
+            "decisions": decisions, "winner": winner}),
+        );
     } else {
         for (r, id) in cmp.results.iter().zip(&ids) {
             report::print_result(r, Some(*id));

@@ -236,6 +236,34 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         if p.noisy {
             say!("  noisy: the machine disturbed some rounds (an interval wider than ±10%); re-run on a quieter machine for a precise figure");
         }
+        let dropped: usize = p
+            .workloads
+            .iter()
+            .map(|w| w.disturbance.rounds_dropped)
+            .sum();
+        if dropped > 0 {
+            say!("  {dropped} round(s) dropped and timed again: other work on the machine disturbed them (run-queue wait or steal beyond the judge's thresholds)");
+        }
+        if p.never_quiet {
+            say!("  never quiet: the machine stayed busy past the redo cap; some figures rest on disturbed rounds, so no decision is taken on them (undecided)");
+        }
+        for w in &p.workloads {
+            if let Some(d) = &w.disagreement {
+                say!(
+                    "  workload {}: the ratio of medians {:.2}x lies outside the paired interval ({:.2}-{:.2}): {} ({:?} calls spread {:.1}x p90/p10); the paired figure is the one decisions use",
+                    w.workload,
+                    d.ratio_of_medians,
+                    w.speedup_interval.0,
+                    w.speedup_interval.1,
+                    match d.why {
+                        ksmith_judge::DisagreeWhy::Bimodal => "a side ran at two speeds",
+                        ksmith_judge::DisagreeWhy::Drift => "the rounds drifted",
+                    },
+                    d.wider_side,
+                    d.spread
+                );
+            }
+        }
     }
     if r.status != Status::Passed && !r.log.trim().is_empty() {
         let lines: Vec<&str> = r.log.lines().collect();
@@ -859,8 +887,23 @@ pub(crate) fn print_comparison(cmp: &ksmith_judge::Comparison, ids: &[i64]) {
     }
     say!("timed side by side (the same rounds and baseline calls for every candidate):");
     say!("{t}");
-    if let Some(best) = cmp.fastest_against(reference) {
-        say!("fastest: {}", one(&cmp.results[best].solution));
+    // The decision rule's answer, the reference as the incumbent: a faster point estimate
+    // inside a wide interval is no winner.
+    let (winner, decided) = ksmith_judge::decide::choose_against(
+        reference,
+        (0..cmp.results.len()).filter(|&i| cmp.results[i].status == ksmith_judge::Status::Passed),
+        &cmp.versus,
+    );
+    for (i, d) in &decided {
+        say!(
+            "{} against {}: {}",
+            one(&cmp.results[*i].solution),
+            one(&cmp.results[reference].solution),
+            d.text()
+        );
+    }
+    if !decided.is_empty() {
+        say!("winner: {}", one(&cmp.results[winner].solution));
     }
 }
 

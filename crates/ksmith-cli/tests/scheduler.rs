@@ -1,5 +1,6 @@
-//! Two `ksmith eval` processes on one store never time at the same time: each process's
-//! judge takes its device leases through the lock files in `STORE/locks/`, and
+//! Two `ksmith eval` processes never time at the same time, on one store or on two: each
+//! process's judge takes its device leases through the machine's lock files (here in a
+//! private `KSMITH_LOCK_DIR`, so the test waits for no other ksmith on the machine), and
 //! `KSMITH_LEASE_LOG` makes every lease append its interval (pid, work, access, wall-clock
 //! start and end in ns, written while the lease is still held) to one file.
 
@@ -42,28 +43,50 @@ fn parse(log: &str) -> Vec<Logged> {
 
 #[test]
 fn two_eval_processes_on_one_store_never_time_at_once() {
+    two_processes_never_time_at_once(false);
+}
+
+/// The lock is the machine's, not the store's: processes with different stores (two users'
+/// runs, a helper beside a run) keep apart too.
+#[test]
+fn two_eval_processes_on_two_stores_never_time_at_once() {
+    two_processes_never_time_at_once(true);
+}
+
+fn two_processes_never_time_at_once(two_stores: bool) {
     let tmp = tempfile::tempdir().unwrap();
-    let store = fresh_store(tmp.path());
+    let store_a = fresh_store(tmp.path());
+    let store_b = if two_stores {
+        let other = tmp.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        fresh_store(&other)
+    } else {
+        store_a.clone()
+    };
+    assert_eq!(two_stores, store_a != store_b);
+    let locks = tmp.path().join("machine-locks");
     let task = small_task("vector_add", tmp.path(), WORKLOADS);
     let log = tmp.path().join("leases.log");
     let fast = root().join("tasks/starter/vector_add/solutions/fast");
     let naive = root().join("tasks/starter/vector_add/solutions/naive");
     // References computed once first, so the two racing processes spend their time on the
     // device rather than in the reference.
-    let warm = ksmith(
-        &store,
-        &[
-            "eval",
-            task.to_str().unwrap(),
-            fast.to_str().unwrap(),
-            "--no-timing",
-        ],
-    );
-    assert!(warm.status.success(), "{}", text(&warm));
-    let spawn = |solution: &std::path::Path| {
+    for store in [&store_a, &store_b] {
+        let warm = ksmith(
+            store,
+            &[
+                "eval",
+                task.to_str().unwrap(),
+                fast.to_str().unwrap(),
+                "--no-timing",
+            ],
+        );
+        assert!(warm.status.success(), "{}", text(&warm));
+    }
+    let spawn = |solution: &std::path::Path, store: &std::path::Path| {
         Command::new(env!("CARGO_BIN_EXE_ksmith"))
             .arg("--store")
-            .arg(&store)
+            .arg(store)
             .args([
                 "eval",
                 task.to_str().unwrap(),
@@ -73,13 +96,14 @@ fn two_eval_processes_on_one_store_never_time_at_once() {
                 "30",
             ])
             .env("KSMITH_LEASE_LOG", &log)
+            .env("KSMITH_LOCK_DIR", &locks)
             .current_dir(root())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn ksmith")
     };
-    let (a, b) = (spawn(&fast), spawn(&naive));
+    let (a, b) = (spawn(&fast, &store_a), spawn(&naive, &store_b));
     let pids = [a.id(), b.id()];
     for child in [a, b] {
         let o = child.wait_with_output().unwrap();
@@ -95,6 +119,9 @@ fn two_eval_processes_on_one_store_never_time_at_once() {
         );
     }
     let leases = parse(&std::fs::read_to_string(&log).unwrap());
+    // The leases were the machine directory's, not the stores'.
+    assert!(locks.join("device-cpu.lock").exists());
+    assert!(!store_a.join("locks/device-cpu.lock").exists());
     for pid in pids {
         let mine: Vec<&Logged> = leases.iter().filter(|l| l.pid == pid).collect();
         assert!(

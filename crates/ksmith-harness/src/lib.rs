@@ -348,6 +348,11 @@ impl Peer {
         }
     }
 
+    /// Every thread id of the peer's processes (host namespace), for its scheduler counters.
+    pub fn thread_ids(&mut self) -> Vec<i32> {
+        self.proc.thread_ids()
+    }
+
     /// Lets the peer's processes run again.
     pub fn thaw(&self) {
         self.stopped.set(false);

@@ -1,6 +1,7 @@
 //! Step 6 of the cascade: timing every workload in alternating rounds against the XLA baseline,
 //! re-checking the outputs of timed calls, and (when racing) dropping clearly slower candidates.
 
+use crate::disturb::{self, Probe, Turn};
 use crate::fresh::{self, Refresh};
 use crate::slots::{Dirs, Slot, TensorSpec};
 use crate::timing::{Paired, RoundPlan, NOISY};
@@ -65,9 +66,15 @@ pub(crate) struct Timer {
     pub(crate) plan: RoundPlan,
     pub(crate) cand: Vec<u64>,
     pub(crate) base: Vec<u64>,
-    /// Per round: the baseline's median / the candidate's median.
+    /// Per kept round: the baseline's median / the candidate's median.
     pub(crate) ratios: Vec<f64>,
+    /// Per round timed (kept or dropped): its ratio when kept, so candidates timed together
+    /// are paired round by round.
+    pub(crate) per_round: Vec<Option<f64>>,
+    /// Rounds timed, dropped ones included.
     pub(crate) rounds: usize,
+    /// What else ran during the rounds; which were dropped.
+    pub(crate) record: disturb::Record,
 }
 
 impl Drop for Timer {
@@ -93,6 +100,21 @@ impl Timer {
     /// The paired speedup so far.
     pub(crate) fn paired(&self) -> Option<Paired> {
         Paired::from_ratios(&self.ratios)
+    }
+
+    /// Rounds kept (dropped ones are timed again).
+    pub(crate) fn kept(&self) -> usize {
+        self.ratios.len()
+    }
+
+    /// Whether another round is needed: fewer kept than the plan wants, within the round cap
+    /// (dropped rounds do not count against it; their redos are capped by the record).
+    pub(crate) fn wants_round(&self, max_rounds: usize) -> bool {
+        self.kept() < max_rounds
+            && self.rounds < max_rounds + disturb::REDO_CAP
+            && !self
+                .plan
+                .done(self.kept(), &self.cand, &self.base, self.paired())
     }
 }
 
@@ -189,6 +211,38 @@ fn expect(runner: &mut Peer, want: u8, timeout: Duration) -> Result<SystemTime, 
             m.byte
         ))),
     }
+}
+
+/// The ratio of the two medians against the paired speedup's interval: `None` when it lies
+/// inside (with 2% of slack for rounding), else which side spread more and why the figures
+/// differ. The paired figure weighs each round once; pooled medians weigh rounds by their
+/// call counts, so a side with two speeds (a kernel at 1.2 ms in some rounds and 12 ms in
+/// others) or drift between rounds moves one figure and not the other.
+fn disagreement(
+    c: &Timing,
+    b: &Timing,
+    of_medians: f64,
+    paired: &Paired,
+) -> Option<crate::Disagreement> {
+    if of_medians >= paired.low / 1.02 && of_medians <= paired.high * 1.02 {
+        return None;
+    }
+    let spread = |t: &Timing| t.p90_ms / t.p10_ms.max(1e-9);
+    let (wider_side, spread) = if spread(c) >= spread(b) {
+        (crate::Side::Candidate, spread(c))
+    } else {
+        (crate::Side::Baseline, spread(b))
+    };
+    Some(crate::Disagreement {
+        ratio_of_medians: of_medians,
+        wider_side,
+        spread,
+        why: if spread > 2.0 {
+            crate::DisagreeWhy::Bimodal
+        } else {
+            crate::DisagreeWhy::Drift
+        },
+    })
 }
 
 /// Nanoseconds from `a` to `b` (0 if the clock stepped back).
@@ -320,7 +374,9 @@ impl Judge {
         let mut eliminated = None;
         if let Some(race) = self.race.clone() {
             for t in &mut timers {
-                while t.rounds < race.min_rounds.min(self.config.max_rounds) {
+                while t.kept() < race.min_rounds.min(self.config.max_rounds)
+                    && t.rounds < self.config.max_rounds + disturb::REDO_CAP
+                {
                     self.at = Some(t.w);
                     self.round(task, runner, t, channel)?;
                     if let Some(v) = self.timed_recheck(task, t, r)? {
@@ -340,9 +396,7 @@ impl Judge {
         if eliminated.is_none() {
             for i in 0..timers.len() {
                 let t = &mut timers[i];
-                while t.rounds < self.config.max_rounds
-                    && !t.plan.done(t.rounds, &t.cand, &t.base, t.paired())
-                {
+                while t.wants_round(self.config.max_rounds) {
                     self.at = Some(t.w);
                     self.round(task, runner, t, channel)?;
                     if let Some(v) = self.timed_recheck(task, t, r)? {
@@ -479,7 +533,9 @@ impl Judge {
             cand: Vec::new(),
             base: Vec::new(),
             ratios: Vec::new(),
+            per_round: Vec::new(),
             rounds: 0,
+            record: Default::default(),
         })
     }
 
@@ -497,8 +553,12 @@ impl Judge {
     }
 
     /// The baseline's calls of one round of `t`'s workload (every sandbox stopped); their
-    /// times, not yet added to any timer.
-    pub(crate) fn baseline_turn(&mut self, task: &Task, t: &Timer) -> Result<Vec<u64>, Failure> {
+    /// times, not yet added to any timer, and what else ran meanwhile.
+    pub(crate) fn baseline_turn(
+        &mut self,
+        task: &Task,
+        t: &Timer,
+    ) -> Result<(Vec<u64>, Turn), Failure> {
         let warmup = if t.rounds == 0 { 2 } else { 0 };
         let cache_dir = self.ref_cache();
         let breq = protocol::Baseline {
@@ -513,8 +573,15 @@ impl Judge {
             cache_dir: &cache_dir,
         };
         let started = Instant::now();
+        let tids = self
+            .trusted
+            .as_mut()
+            .map(Peer::thread_ids)
+            .unwrap_or_default();
+        let probe = Probe::now(&tids);
         let b = self.trusted_ask(task, &breq).map_err(Failure::Judge)?;
         let base_round = b.samples_ns;
+        let turn = probe.turn(&tids, base_round.len(), base_round.iter().sum());
         self.baseline_cold = match b.eviction {
             protocol::Eviction::Lines => ColdCache::Lines,
             protocol::Eviction::Buffer => ColdCache::Buffer,
@@ -522,23 +589,24 @@ impl Judge {
         };
         let timed_ns: u64 = base_round.iter().sum();
         self.split.baseline_s += (started.elapsed().as_secs_f64() - timed_ns as f64 / 1e9).max(0.0);
-        Ok(base_round)
+        Ok((base_round, turn))
     }
 
     /// The candidate's calls of one round, paired with the baseline's `base_round` (timed just
     /// before, in the same window): each call on a fresh input set, timed by the judge's clock.
+    /// A round either side of which other work disturbed is dropped (see `disturb`).
     pub(crate) fn candidate_turn(
         &mut self,
         task: &Task,
         runner: &mut Peer,
         t: &mut Timer,
         channel: ChannelCost,
-        base_round: &[u64],
+        base: &(Vec<u64>, Turn),
     ) -> Result<(), Failure> {
+        let (base_round, base_turn) = (&base.0[..], &base.1);
         let mut warmup = if t.rounds == 0 { 2 } else { 0 };
         let w = t.w;
         let axes = &task.workloads[w].axes;
-        t.base.extend(base_round);
         let n = t.cand_reps();
         if t.slots.len() < n {
             let started = Instant::now();
@@ -608,6 +676,9 @@ impl Judge {
             p.freeze();
         }
         let pending = runner.send(&creq).map_err(Failure::Candidate)?;
+        // The runner's threads (its OpenMP workers exist after the first round's warm-up).
+        let tids = runner.thread_ids();
+        let mut probe = None;
         let mut calls = Vec::with_capacity(n);
         let mut digests = Vec::with_capacity(n);
         let mut tails = Vec::with_capacity(n);
@@ -643,6 +714,10 @@ impl Judge {
             }
             parts.evict_s += poisoned.elapsed().as_secs_f64();
             self.split.buffers_s += started.elapsed().as_secs_f64();
+            if k == warmup {
+                // From the first timed call: the warm-up's start-up waits are not the round's.
+                probe = Some(Probe::now(&tids));
+            }
             let started = Instant::now();
             let clocked = clocked_call(runner, slot as u8, timeout);
             let wall = started.elapsed().as_secs_f64();
@@ -675,6 +750,9 @@ impl Judge {
                 self.split.buffer_parts.hash_s += s;
             }
         }
+        let cand_turn = probe.map_or_else(Turn::default, |p| {
+            p.turn(&tids, calls.len(), calls.iter().sum())
+        });
         if let Some(p) = &self.trusted {
             p.thaw();
         }
@@ -701,10 +779,26 @@ impl Judge {
                 reply.inproc_ns
             );
         }
-        if let (Some(b), Some(c)) = (RoundPlan::median(base_round), RoundPlan::median(&calls)) {
-            t.ratios.push(b / c.max(1.0));
+        if std::env::var_os("KSMITH_TRACE_DISTURBANCE").is_some() {
+            eprintln!(
+                "[disturbance] workload {w} round {}: baseline {base_turn:?} disturbed {}; candidate {cand_turn:?} disturbed {}",
+                t.rounds,
+                base_turn.disturbed(),
+                cand_turn.disturbed()
+            );
         }
-        t.cand.extend(calls);
+        let ratio = match (RoundPlan::median(base_round), RoundPlan::median(&calls)) {
+            (Some(b), Some(c)) => Some(b / c.max(1.0)),
+            _ => None,
+        };
+        // The round's calls were checked like any other's; only its times are dropped.
+        let keep = t.record.round(base_turn, &cand_turn);
+        if keep {
+            t.ratios.extend(ratio);
+            t.base.extend(base_round);
+            t.cand.extend(calls);
+        }
+        t.per_round.push(ratio.filter(|_| keep));
         t.rounds += 1;
         Ok(())
     }
@@ -781,11 +875,13 @@ impl Judge {
         let b = Timing::from_ns(&t.base);
         let secs = c.median_ms / 1e3;
         let floor = self.floor_seconds(task, t.w, t.flush);
+        let of_medians = b.median_ms / c.median_ms.max(1e-9);
         let paired = t.paired().unwrap_or(Paired {
-            speedup: b.median_ms / c.median_ms.max(1e-9),
-            low: b.median_ms / c.median_ms.max(1e-9),
-            high: b.median_ms / c.median_ms.max(1e-9),
+            speedup: of_medians,
+            low: of_medians,
+            high: of_medians,
         });
+        let disagreement = disagreement(&c, &b, of_medians, &paired);
         WorkloadPerf {
             workload: t.w,
             axes: task.workloads[t.w].axes.clone(),
@@ -802,6 +898,8 @@ impl Judge {
             } else {
                 ColdCache::Hot
             },
+            disturbance: t.record.summary(),
+            disagreement,
             candidate: c,
             baseline: b,
         }

@@ -1,5 +1,6 @@
 //! The evaluation result: what `ksmith eval --json` prints and the store keeps.
 
+pub use crate::disturb::Disturbances;
 use ksmith_backend::c::PolicyViolation;
 use ksmith_backend::Diagnostic;
 use serde::{Deserialize, Serialize};
@@ -366,6 +367,49 @@ pub struct WorkloadPerf {
     /// always evicted line by line).
     #[serde(default)]
     pub baseline_cold: ColdCache,
+    /// What else ran during the timed rounds, and the rounds dropped for it.
+    #[serde(default)]
+    pub disturbance: Disturbances,
+    /// Set when the ratio of the two medians falls outside the paired speedup's interval:
+    /// which figure disagrees and why.
+    #[serde(default)]
+    pub disagreement: Option<Disagreement>,
+}
+
+/// The ratio of medians and the paired speedup of one workload disagree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Disagreement {
+    /// Baseline median / candidate median, over every kept call.
+    pub ratio_of_medians: f64,
+    /// The side whose calls spread more (p90 / p10).
+    pub wider_side: Side,
+    /// That side's p90 / p10.
+    pub spread: f64,
+    /// Why the two figures differ.
+    pub why: DisagreeWhy,
+}
+
+/// One side of a timed comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// The candidate kernel.
+    Candidate,
+    /// The XLA baseline.
+    Baseline,
+}
+
+/// Why the ratio of medians left the paired interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DisagreeWhy {
+    /// A side's calls spread over more than 2x (two speeds, e.g. a kernel sometimes 10x
+    /// slower): pooling every call weighs rounds by their call counts, the paired figure
+    /// weighs each round once. The paired figure is the one decisions use.
+    Bimodal,
+    /// The machine or the kernel drifted between rounds: rounds of different speed, paired
+    /// against their own baseline calls, pool into a different median.
+    Drift,
 }
 
 /// How caches were made cold before a timed call.
@@ -416,6 +460,11 @@ pub struct Performance {
     /// Some workload's figure is noisy (see [`WorkloadPerf::noisy`]).
     #[serde(default)]
     pub noisy: bool,
+    /// The machine never became quiet enough: some workload kept rounds that other work
+    /// disturbed (its redo cap was reached; see [`WorkloadPerf::disturbance`]). No decision
+    /// rests on these figures.
+    #[serde(default)]
+    pub never_quiet: bool,
     /// Geometric mean of roofline fractions.
     pub roofline_fraction: f64,
     /// Per workload.

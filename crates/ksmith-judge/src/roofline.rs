@@ -48,6 +48,7 @@ impl Judge {
                 geomean(perf.iter().map(|p| p.speedup_interval.1)),
             ),
             noisy: perf.iter().any(|p| p.noisy),
+            never_quiet: perf.iter().any(|p| p.disturbance.rounds_disturbed_kept > 0),
             roofline_fraction: geomean(perf.iter().map(|p| p.roofline_fraction)),
             workloads: perf,
             eliminated,

@@ -1,6 +1,9 @@
 //! One scheduler per device: builds, loads and correctness checks share the device, timing
 //! holds it alone. Judges in threads of one process and in other processes on the same machine
-//! meet through two lock files in one directory (the store's `locks/`):
+//! meet through two lock files in one directory, the machine's ([`machine_lock_dir`]:
+//! `KSMITH_LOCK_DIR`, else `/tmp/ksmith-locks`), whatever their store or user: a lock kept in
+//! each store let runs with other stores, and a roofline measured by another process, time
+//! during a candidate's rounds.
 //!
 //! - `device-NAME.lock`: the device itself, `flock` shared by builds and checks, exclusive
 //!   while timing. Every lease opens its own file description, so the lock works between
@@ -21,6 +24,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -81,6 +85,8 @@ pub enum Work {
     Timing,
     /// Measuring the device's roofline.
     Roofline,
+    /// Sampling a candidate with the profiler (its shares are distorted by neighbours too).
+    Profile,
 }
 
 impl Work {
@@ -88,7 +94,7 @@ impl Work {
     pub fn access(self) -> Access {
         match self {
             Work::Reference | Work::Build | Work::Load | Work::Check => Access::Shared,
-            Work::Calibrate | Work::Timing | Work::Roofline => Access::Exclusive,
+            Work::Calibrate | Work::Timing | Work::Roofline | Work::Profile => Access::Exclusive,
         }
     }
 
@@ -102,6 +108,7 @@ impl Work {
             Work::Calibrate => "calibrate",
             Work::Timing => "timing",
             Work::Roofline => "roofline",
+            Work::Profile => "profile",
         }
     }
 }
@@ -133,6 +140,113 @@ pub struct LeaseEvent {
 
 /// Told of every lease granted and released (tests, diagnostics).
 pub type LeaseObserver = Arc<dyn Fn(&LeaseEvent) + Send + Sync>;
+
+/// The machine-wide lock directory when `KSMITH_LOCK_DIR` is not set: in `/tmp`, which every
+/// user can reach (a directory under `/run` would need root to create).
+pub const DEFAULT_LOCK_DIR: &str = "/tmp/ksmith-locks";
+
+/// The directory every KernelSmith process on this machine takes its device leases in:
+/// `KSMITH_LOCK_DIR` when set (tests, a site's own choice), else [`DEFAULT_LOCK_DIR`]. Created
+/// if missing: the default one sticky and world-writable (mode 1777, like `/tmp`), so that every
+/// user can add lock files and none can remove another's; an existing one is used only when it
+/// is a real directory (no symlink) that its owner (us or root) controls or that is sticky and
+/// world-writable.
+pub fn machine_lock_dir() -> Result<PathBuf, SchedulerError> {
+    match std::env::var_os("KSMITH_LOCK_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            std::fs::create_dir_all(&dir).map_err(|source| SchedulerError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            Ok(dir)
+        }
+        None => {
+            let dir = PathBuf::from(DEFAULT_LOCK_DIR);
+            shared_dir(&dir)?;
+            Ok(dir)
+        }
+    }
+}
+
+/// Makes or checks a directory every user shares (see [`machine_lock_dir`]).
+fn shared_dir(dir: &Path) -> Result<(), SchedulerError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let err = |source| SchedulerError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    match std::fs::DirBuilder::new().mode(0o1777).create(dir) {
+        Ok(()) => {
+            // The umask took bits off: set them on the directory just made, after checking
+            // through a descriptor that it is ours (not a name swapped in meanwhile).
+            let d = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(dir)
+                .map_err(err)?;
+            let m = d.metadata().map_err(err)?;
+            if m.uid() == me {
+                d.set_permissions(std::fs::Permissions::from_mode(0o1777))
+                    .map_err(err)?;
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(err(e)),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(err)?;
+    let shared = m.mode() & 0o1002 == 0o1002;
+    if !m.is_dir() || !(shared || m.uid() == me || m.uid() == 0) {
+        return Err(err(std::io::Error::other(format!(
+            "not a directory every user may add lock files to (owner uid {}, mode {:o}); set KSMITH_LOCK_DIR",
+            m.uid(),
+            m.mode() & 0o7777
+        ))));
+    }
+    Ok(())
+}
+
+/// Opens (creating if missing) a lock file that may belong to another user: read-only (`flock`
+/// needs no more, so nothing is ever written through a name someone else controls), never
+/// through a symlink (`O_NOFOLLOW`), never blocking on a FIFO planted in its place
+/// (`O_NONBLOCK`), and only a regular file. A file this process creates (`O_EXCL`) is made
+/// readable by all, whatever the umask, so other users' processes can lock it too; nobody
+/// else's file is ever changed. Opening an existing file without `O_CREAT` also passes
+/// `fs.protected_regular`, which refuses `O_CREAT` on another user's file in a sticky directory.
+pub(crate) fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::PermissionsExt;
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    for _ in 0..8 {
+        match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+            Ok(f) => {
+                if !f.metadata()?.is_file() {
+                    return Err(std::io::Error::other("the lock file is not a regular file"));
+                }
+                return Ok(f);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        // Created read-write only because the standard library wants write access for
+        // `create_new`; the descriptor is dropped and the file opened read-only above.
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(flags)
+            .mode(0o644)
+            .open(path)
+        {
+            Ok(f) => f.set_permissions(std::fs::Permissions::from_mode(0o644))?,
+            // Another process made it first: open theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(
+        "the lock file kept appearing and disappearing",
+    ))
+}
 
 /// Lock file problems.
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +291,12 @@ impl std::fmt::Debug for DeviceScheduler {
 }
 
 impl DeviceScheduler {
+    /// The machine's scheduler of `device`: lock files in [`machine_lock_dir`], so every
+    /// KernelSmith process on the machine (any store, any user) meets every other.
+    pub fn machine(device: Device) -> Result<DeviceScheduler, SchedulerError> {
+        DeviceScheduler::open(&machine_lock_dir()?, device)
+    }
+
     /// The scheduler of `device` with its lock files in `dir` (created if missing).
     pub fn open(dir: &Path, device: Device) -> Result<DeviceScheduler, SchedulerError> {
         std::fs::create_dir_all(dir).map_err(|source| SchedulerError::Io {
@@ -223,16 +343,10 @@ impl DeviceScheduler {
     }
 
     fn open_file(&self, path: &Path) -> Result<File, SchedulerError> {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|source| SchedulerError::Io {
-                path: path.to_path_buf(),
-                source,
-            })
+        open_lock_file(path).map_err(|source| SchedulerError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// Locks a fresh file description of `path`, retrying a wait a signal interrupted.
@@ -357,6 +471,16 @@ impl Drop for Lease {
     }
 }
 
+impl crate::Judge {
+    /// A lease on this judge's device for work done outside the judge (the profiler's
+    /// sampling), after dropping any lease the judge still holds (one lease at a time, so it
+    /// never waits for itself); `None` without a scheduler.
+    pub fn device_lease(&mut self, work: Work) -> Result<Option<Lease>, SchedulerError> {
+        self.lease = None;
+        self.scheduler.clone().map(|s| s.acquire(work)).transpose()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,6 +527,61 @@ mod tests {
         assert_eq!(Work::Timing.access(), Access::Exclusive);
         assert_eq!(Work::Calibrate.access(), Access::Exclusive);
         assert_eq!(Work::Check.access(), Access::Shared);
+    }
+
+    #[test]
+    fn lock_files_refuse_symlinks_and_fifos_and_are_readable_by_all() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A name planted as a symlink to a file the attacker wants clobbered or locked.
+        let target = dir.path().join("victim");
+        std::fs::write(&target, b"keep").expect("victim");
+        let link = dir.path().join("device-cpu.lock");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        assert!(open_lock_file(&link).is_err(), "followed a symlink");
+        assert_eq!(std::fs::read(&target).expect("victim"), b"keep");
+        // A FIFO: refused at once, never waited on.
+        let fifo = dir.path().join("device-gpu0.lock");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666))
+            .expect("mkfifo");
+        assert!(open_lock_file(&fifo).is_err(), "opened a FIFO");
+        // A new file is made readable by everyone whatever the umask (another user locks it).
+        let fresh = dir.path().join("device-gpu1.lock");
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+        let made = open_lock_file(&fresh);
+        nix::sys::stat::umask(old);
+        made.expect("created");
+        let mode = std::fs::metadata(&fresh)
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o644);
+        // An existing file someone else may own is opened read-only, unchanged.
+        std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+        open_lock_file(&fresh).expect("read-only open");
+        let mode = std::fs::metadata(&fresh)
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o444, "changed a file it did not create");
+    }
+
+    #[test]
+    fn the_machine_directory_is_shared_and_overridable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = dir.path().join("ksmith-locks");
+        shared_dir(&shared).expect("made");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&shared)
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o1777, "sticky and world-writable");
+        shared_dir(&shared).expect("an existing one is accepted");
+        // A symlink in its place is refused.
+        let link = dir.path().join("linked");
+        std::os::unix::fs::symlink(&shared, &link).expect("symlink");
+        assert!(shared_dir(&link).is_err());
     }
 
     #[test]

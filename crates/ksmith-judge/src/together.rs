@@ -32,6 +32,10 @@ pub struct Relative {
     pub interval: (f64, f64),
     /// Whether a workload's interval is wider than the noise threshold.
     pub noisy: bool,
+    /// Some round it rests on was disturbed by other work and kept (the machine never became
+    /// quiet enough to redo it): no decision rests on it (see [`crate::decide`]).
+    #[serde(default)]
+    pub disturbed: bool,
 }
 
 /// The outcome of [`Judge::compare`].
@@ -187,11 +191,9 @@ impl Judge {
             loop {
                 let live: Vec<usize> = (0..k).filter(|&c| alive[c]).collect();
                 let Some(&lead) = live.first() else { break };
-                let done = live.iter().all(|&c| {
-                    let t = &timers[c][w];
-                    t.plan.done(t.rounds, &t.cand, &t.base, t.paired())
-                });
-                if round >= self.config.max_rounds || done {
+                let max = self.config.max_rounds;
+                let done = live.iter().all(|&c| !timers[c][w].wants_round(max));
+                if round >= max + crate::disturb::REDO_CAP || done {
                     break;
                 }
                 let base_round = match self.baseline_turn(task, &timers[lead][w]) {
@@ -268,8 +270,13 @@ impl Judge {
                 }
                 let per: Vec<Paired> = (0..task.workloads.len())
                     .filter_map(|w| {
-                        let (ra, rb) = (&timers[a][w].ratios, &timers[b][w].ratios);
-                        let rel: Vec<f64> = ra.iter().zip(rb).map(|(x, y)| x / y).collect();
+                        // Round by round, only rounds both kept.
+                        let (ra, rb) = (&timers[a][w].per_round, &timers[b][w].per_round);
+                        let rel: Vec<f64> = ra
+                            .iter()
+                            .zip(rb)
+                            .filter_map(|(x, y)| Some((*x)? / (*y)?))
+                            .collect();
                         Paired::from_ratios(&rel)
                     })
                     .collect();
@@ -281,6 +288,10 @@ impl Judge {
                             geomean(per.iter().map(|p| p.high)),
                         ),
                         noisy: per.iter().any(|p| p.width() > NOISY),
+                        disturbed: timers[a]
+                            .iter()
+                            .chain(&timers[b])
+                            .any(|t| t.record.never_quiet()),
                     });
                 }
             }

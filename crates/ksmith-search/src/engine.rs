@@ -747,9 +747,26 @@ impl Search {
         if let Some(sp) = speedup {
             let cell = s.graph.entries[idx].features.unwrap_or_default();
             s.archive.offer(cell, id, sp);
+            // A new best only when decided better than the best so far: the two figures come
+            // from separate windows, so their intervals are combined (`decide::Evidence::
+            // separate`); an undecided node leaves the best in place (finalists are re-timed
+            // side by side at the end anyway).
+            let beats = |b: NodeId| {
+                let figures = |n: NodeId| {
+                    let o = &s.graph.get(n)?.node.outcome;
+                    Some((o.speedup?, o.interval.unwrap_or((0.0, 0.0))))
+                };
+                match (figures(id), figures(b)) {
+                    (Some(c), Some(i)) => ksmith_judge::decide::decide(
+                        ksmith_judge::decide::Evidence::separate(c, i, false),
+                    )
+                    .adopt(),
+                    _ => false,
+                }
+            };
             if s.best
-                .and_then(|b| s.graph.speedup(b))
-                .is_none_or(|b| sp > b)
+                .filter(|&b| s.graph.speedup(b).is_some())
+                .is_none_or(beats)
             {
                 s.best = Some(id);
                 events.emit(Event::NewBest {

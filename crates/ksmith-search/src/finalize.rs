@@ -90,14 +90,25 @@ pub fn recheck(
 }
 
 /// The winner among the finalists that passed again and that `eligible` accepts (e.g. they
-/// also passed held-out shapes): the highest [`Rechecked::score`]; on a tie the earlier one
-/// (callers list the reference, or their preferred candidate, first).
+/// also passed held-out shapes). Timed together with the reference passing: the reference (the
+/// incumbent) unless a finalist is decided better than it in the same rounds
+/// ([`ksmith_judge::decide::choose_against`]); otherwise the highest [`Rechecked::score`], on a
+/// tie the earlier one (callers list the reference, or their preferred candidate, first).
 pub fn choose_winner(
     rechecked: &Rechecked,
     how: Recheck,
     reference: usize,
     eligible: impl Fn(usize) -> bool,
 ) -> Option<usize> {
+    let ok = |i: usize| rechecked.passed(i, how) && eligible(i);
+    if how == Recheck::TimedTogether && reference < rechecked.results.len() && ok(reference) {
+        let (w, _) = ksmith_judge::decide::choose_against(
+            reference,
+            (0..rechecked.results.len()).filter(|&i| ok(i)),
+            &rechecked.versus,
+        );
+        return Some(w);
+    }
     let scores: Vec<Option<f64>> = (0..rechecked.results.len())
         .map(|i| (rechecked.passed(i, how) && eligible(i)).then(|| rechecked.score(i, reference)))
         .collect();

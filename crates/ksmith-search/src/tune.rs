@@ -86,6 +86,9 @@ pub struct Confirmed {
     pub second: EvalResult,
     /// Against the untuned solution in the same rounds, when both were re-timed.
     pub vs_untuned: Option<ksmith_judge::Relative>,
+    /// The decision rule on `vs_untuned` (`ksmith_judge::decide`): only a configuration
+    /// decided better replaces the untuned solution.
+    pub decision: Option<ksmith_judge::decide::Decision>,
 }
 
 impl Confirmed {
@@ -310,10 +313,25 @@ pub fn search(
     } else {
         Vec::new()
     };
-    let best = match confirmed
-        .first()
-        .and_then(|c| Some((c.config.clone(), c.cost()?)))
-    {
+    // Re-timed with the untuned solution: it is the incumbent, and a configuration replaces it
+    // only when decided better in the same rounds (the cheapest such); else the untuned
+    // solution stays, even when a configuration's point estimate is lower.
+    let untuned = confirmed
+        .iter()
+        .find(|c| c.config.is_none())
+        .and_then(|u| u.cost());
+    let decided = untuned.map(|u| {
+        confirmed
+            .iter()
+            .filter(|c| c.decision.is_some_and(|d| d.adopt()))
+            .find_map(|c| Some((c.config.clone(), c.cost()?)))
+            .unwrap_or((None, u))
+    });
+    let best = match decided.or_else(|| {
+        confirmed
+            .first()
+            .and_then(|c| Some((c.config.clone(), c.cost()?)))
+    }) {
         Some(b) => Some(b),
         None => {
             // No confirmation: the cheaper of the best trial and the untuned solution.
@@ -389,11 +407,14 @@ fn confirm(
     let mut confirmed = Vec::new();
     for (i, ((config, first, _), second)) in finalists.into_iter().zip(cmp.results).enumerate() {
         let vs_untuned = (untuned_first && i > 0).then(|| cmp.versus[i][0]).flatten();
+        let decision = (untuned_first && i > 0)
+            .then(|| ksmith_judge::decide::decide_paired(vs_untuned.as_ref()));
         confirmed.push(Confirmed {
             config,
             first,
             second,
             vs_untuned,
+            decision,
         });
     }
     confirmed.sort_by(|a, b| cmp_cost(a.cost(), b.cost()));

@@ -35,6 +35,9 @@ struct TuneOutcome {
     /// The tuned configuration against the untuned kernel, timed side by side by the tuner.
     #[serde(default)]
     faster: Option<f64>,
+    /// The decision rule on that comparison (None in older journals).
+    #[serde(default)]
+    decision: Option<ksmith_judge::decide::Decision>,
 }
 
 /// The autotune planner declares tunables; the deterministic tuner searches them.
@@ -131,6 +134,7 @@ pub(super) fn autotune(
                     config: None,
                     note: e,
                     faster: None,
+                    decision: None,
                 })
             }
         };
@@ -151,12 +155,11 @@ pub(super) fn autotune(
         )
         .map_err(Halt::from)?;
         let config = o.best.and_then(|(c, _)| c);
-        let versus = config.as_ref().and_then(|c| {
-            o.confirmed
-                .iter()
-                .find(|k| k.config.as_ref() == Some(c))
-                .and_then(|k| k.vs_untuned)
-        });
+        let chosen = config
+            .as_ref()
+            .and_then(|c| o.confirmed.iter().find(|k| k.config.as_ref() == Some(c)));
+        let versus = chosen.and_then(|k| k.vs_untuned);
+        let decision = chosen.and_then(|k| k.decision);
         let mut note = match (&config, versus) {
             (Some(c), Some(v)) => format!(
                 "tuned {}, {:.2}x ({:.2}-{:.2}) against the untuned kernel in the same rounds",
@@ -164,6 +167,15 @@ pub(super) fn autotune(
                 v.speedup,
                 v.interval.0,
                 v.interval.1
+            ),
+            (None, _) if o.confirmed.iter().any(|k| k.decision.is_some()) => format!(
+                "the current values stayed: no configuration was decided better in the same rounds ({}); {} other configuration(s) tried",
+                o.confirmed
+                    .iter()
+                    .filter_map(|k| Some(format!("{}: {}", ksmith_tune::label(k.config.as_ref()?), k.decision?.text())))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                o.rows.len()
             ),
             (Some(c), None) => format!("tuned {}", ksmith_tune::label(c)),
             (None, _) => format!(
@@ -207,6 +219,7 @@ pub(super) fn autotune(
             config,
             note,
             faster: versus.map(|v| v.speedup),
+            decision,
         })
     })?;
     note!("ksmith:   autotune: {}", crate::term::one(&tuned.note));
@@ -227,9 +240,22 @@ pub(super) fn autotune(
     // The tuner's side-by-side figure decides when there is one (two separate evaluations'
     // speedups differ by more than the gain in a noisy window); the tuned kernel must pass again.
     let keep = j.passed()
-        && match tuned.faster {
-            Some(x) => x > 1.0,
-            None => j.speedup().unwrap_or(0.0) > cand.speedup().unwrap_or(0.0),
+        && match (tuned.decision, tuned.faster) {
+            (Some(d), _) => d.adopt(),
+            // An older journal's figure: its point only.
+            (None, Some(x)) => x > 1.0,
+            // No side-by-side figure: the two evaluations' intervals combined, by the same rule.
+            (None, None) => match (&j.result.performance, &cand.result.performance) {
+                (Some(t), Some(u)) => {
+                    ksmith_judge::decide::decide(ksmith_judge::decide::Evidence::separate(
+                        (t.speedup, t.speedup_interval),
+                        (u.speedup, u.speedup_interval),
+                        t.never_quiet || u.never_quiet,
+                    ))
+                    .adopt()
+                }
+                _ => false,
+            },
         };
     if !keep {
         let why = if j.passed() {

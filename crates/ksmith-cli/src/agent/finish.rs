@@ -129,6 +129,15 @@ pub(super) fn finalize(
             finalists.push((sn, sol));
         }
     }
+    // The run's best (adopted by the decision rule) is a finalist: it is the incumbent.
+    if let Some(sn) = snaps.iter().find(|sn| sn.iteration == bi) {
+        if !finalists
+            .iter()
+            .any(|(_, f)| f.content_hash == best.solution.content_hash)
+        {
+            finalists.push((sn, best.solution.clone()));
+        }
+    }
     let mut fresh = super::judge_opts(&s.opts.judge);
     fresh.fresh_seeds = true;
     let mut judge = st.ctx.judge(&fresh)?;
@@ -161,9 +170,33 @@ pub(super) fn finalize(
                 .map_or(0.0, |p| p.speedup)
         }
     };
-    let winner = (0..cmp.results.len())
-        .filter(|&i| passed_all(i))
-        .max_by(|&a, &b| score(a).total_cmp(&score(b)));
+    // The run's best stays the winner unless a finalist is decided better than it in the same
+    // rounds (`ksmith_judge::decide`); without it (it failed again), the best score.
+    let incumbent = finalists
+        .iter()
+        .position(|(_, f)| f.content_hash == best.solution.content_hash)
+        .filter(|&i| passed_all(i));
+    let winner = match incumbent {
+        Some(inc) => {
+            let (w, decided) = ksmith_judge::decide::choose_against(
+                inc,
+                (0..cmp.results.len()).filter(|&i| passed_all(i)),
+                &cmp.versus,
+            );
+            for (i, d) in &decided {
+                note!(
+                    "ksmith: finalist iteration {} against iteration {}: {}",
+                    finalists[*i].0.iteration,
+                    finalists[inc].0.iteration,
+                    d.text()
+                );
+            }
+            Some(w)
+        }
+        None => (0..cmp.results.len())
+            .filter(|&i| passed_all(i))
+            .max_by(|&a, &b| score(a).total_cmp(&score(b))),
+    };
     let calls = s.store.calls(&s.run.id).map_err(env_err)?;
     // Names, the reason and the snapshots' summaries (a model's words) are untrusted: escaped
     // for the markdown table and for the terminal it is also printed on.

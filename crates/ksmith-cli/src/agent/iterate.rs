@@ -11,6 +11,7 @@ use super::session::{Halt, Session};
 use crate::{env_err, Ctx, Exit};
 use anyhow::anyhow;
 use ksmith_agents::{parse_plan, Limit, Plan, Role};
+use ksmith_judge::decide::{decide, decide_paired, settle, Decision, Evidence, UndecidedWhy};
 use ksmith_judge::{EvalResult, Judge, Status};
 use ksmith_search::agent::state::PlanMode;
 use ksmith_store::{RunStatus, SnapshotRow};
@@ -482,6 +483,10 @@ fn named_snapshots(s: &Session, plan: &str, it: u32, best: Option<u32>, file: &s
 struct HeadToHead {
     /// The candidate's speedup over the best and its 95% interval; None when not both timed.
     versus: Option<(f64, f64, f64)>,
+    /// The decision rule's answer (`ksmith_judge::decide`), after more rounds when the first
+    /// timing left it undecided; None in journals written before decisions were kept.
+    #[serde(default)]
+    decision: Option<ksmith_judge::decide::Decision>,
 }
 
 fn head_to_head(
@@ -491,12 +496,39 @@ fn head_to_head(
     cand: &Solution,
 ) -> Result<HeadToHead, Halt> {
     note!("ksmith:   timing it against the best so far, side by side");
-    let cmp = judge
-        .compare_checked(task, &[best.clone(), cand.clone()])
+    let pair = [best.clone(), cand.clone()];
+    let mut cmp = judge
+        .compare_checked(task, &pair)
         .map_err(|e| Halt::Failed(e.into()))?;
+    let first = decide_paired(cmp.versus[1][0].as_ref());
+    // A wide interval across 1.00 buys more rounds (capped) before the decision.
+    let decision = settle(first, |k| {
+        note!(
+            "ksmith:   undecided: timing the two again with {}x the rounds",
+            1 << k
+        );
+        let again = judge
+            .with_more_rounds(1 << k, |j| j.compare_checked(task, &pair))
+            .map_err(|e| Halt::Failed(e.into()))?;
+        let d = decide_paired(again.versus[1][0].as_ref());
+        cmp = again;
+        Ok::<_, Halt>(Some(d))
+    })?;
     Ok(HeadToHead {
         versus: cmp.versus[1][0].map(|v| (v.speedup, v.interval.0, v.interval.1)),
+        decision: Some(decision),
     })
+}
+
+/// The candidate's speedup over the best from the figures each got alone (separate windows,
+/// intervals combined); None unless both were timed.
+fn separate(cand: &EvalResult, best: &EvalResult) -> Option<Evidence> {
+    let (c, b) = (cand.performance.as_ref()?, best.performance.as_ref()?);
+    Some(Evidence::separate(
+        (c.speedup, c.speedup_interval),
+        (b.speedup, b.speedup_interval),
+        c.never_quiet || b.never_quiet,
+    ))
 }
 
 /// A candidate derived from `base`: new source, same language, entry point and compiler flags.
@@ -697,16 +729,31 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     let (improved, versus) = match (&st.best, cand.speedup()) {
         (_, None) => (false, None),
         (None, Some(_)) => (true, None),
-        (Some((bi, b)), Some(x)) => {
+        (Some((bi, b)), Some(_)) => {
             let bi = *bi;
             let h: HeadToHead = s.event("head_to_head", |_| {
                 head_to_head(&mut st.judge, &st.task, &b.solution, &cand.solution)
             })?;
-            match h.versus {
-                Some(v) => (v.0 > 1.0, Some((bi, v))),
-                // Not timed together (one failed its re-check): the figures each got alone.
-                None => (x > b.speedup().unwrap_or(0.0), None),
-            }
+            let decision = match (h.decision, h.versus) {
+                (Some(d), _) => d,
+                (None, Some(v)) => decide(Evidence {
+                    speedup: v.0,
+                    low: v.1,
+                    high: v.2,
+                    paired: true,
+                    disturbed: false,
+                }),
+                // Not timed together (one failed its re-check): the figures each got alone,
+                // their intervals combined.
+                (None, None) => separate(&cand.result, &b.result).map_or(
+                    Decision::Undecided {
+                        evidence: None,
+                        why: UndecidedWhy::Unmeasured,
+                    },
+                    decide,
+                ),
+            };
+            (decision.adopt(), Some((bi, h.versus, decision)))
         }
     };
     let tuning = st
@@ -727,12 +774,17 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         plan.expected_speedup,
         st.best.as_ref().map(|(bi, b)| (*bi, b.speedup())),
         cand.speedup(),
-        versus.map(|(_, v)| v),
+        versus.and_then(|(_, v, _)| v),
     );
+    let decided = match versus {
+        Some((_, _, d)) if d.adopt() => format!(", new best ({})", d.text()),
+        Some((bi, _, d)) => format!("; iteration {bi} stays best ({})", d.text()),
+        None if improved => ", new best".to_string(),
+        None => String::new(),
+    };
     st.history.push(format!(
-        "iteration {it}: {summary} -> {}; {against}{}{fixes}{tuning}",
+        "iteration {it}: {summary} -> {}; {against}{decided}{fixes}{tuning}",
         outcome(&cand),
-        if improved { ", new best" } else { "" }
     ));
     // A failed iteration tells the next plan why (diagnostics, mismatch), not just the status.
     let last_outcome = if cand.passed() {
@@ -766,15 +818,8 @@ fn expected_vs_measured(
     };
     let measured = match (together, got, best_speedup) {
         (Some(v), _, _) => format!(
-            "measured {:.2}x ({:.2}-{:.2}) in the same rounds{}",
-            v.0,
-            v.1,
-            v.2,
-            if v.1 <= 1.0 && v.2 >= 1.0 {
-                ", no measurable difference"
-            } else {
-                ""
-            }
+            "measured {:.2}x ({:.2}-{:.2}) in the same rounds",
+            v.0, v.1, v.2
         ),
         (None, Some(x), Some(b)) if b > 0.0 => {
             format!("measured {:.2}x from separate windows", x / b)
@@ -796,8 +841,13 @@ mod tests {
             "expected 1.80x against iteration 2, measured 1.35x (1.20-1.50) in the same rounds"
         );
         assert_eq!(
-            expected_vs_measured(Some(1.8), Some((1, Some(0.5))), Some(0.7), Some((0.73, 0.12, 4.53))),
-            "expected 1.80x against iteration 1, measured 0.73x (0.12-4.53) in the same rounds, no measurable difference"
+            expected_vs_measured(
+                Some(1.8),
+                Some((1, Some(0.5))),
+                Some(0.7),
+                Some((0.73, 0.12, 4.53))
+            ),
+            "expected 1.80x against iteration 1, measured 0.73x (0.12-4.53) in the same rounds"
         );
         assert_eq!(
             expected_vs_measured(Some(1.8), Some((2, Some(2.0))), Some(3.0), None),

@@ -46,6 +46,12 @@ pub(super) fn profile(
         let budget = std::time::Duration::from_millis(500);
         // The judge's own inputs for this workload, so generated index tables describe real work.
         let inputs = st.judge.prepared_inputs(&st.task, w).ok();
+        // Sampled alone on the device, as candidates are timed: a neighbour's work would
+        // distort the shares the analyst reads.
+        let lease = st
+            .judge
+            .device_lease(ksmith_judge::scheduler::Work::Profile)
+            .map_err(|e| Halt::Failed(e.into()))?;
         let profiled = ksmith_profile::profile_c(
             &st.task,
             &cand.solution,
@@ -55,9 +61,31 @@ pub(super) fn profile(
             budget,
             inputs.as_deref(),
         );
+        drop(lease);
         let header = format!("Profiled workload {w} ({axes}): {why}.\n");
+        // The profiler's driver calls the kernel again and again on the same (warm) inputs;
+        // the judge times it on fresh inputs evicted from the caches before every call. Said,
+        // so the analyst does not read a warm profile as the judged kernel.
+        let judged_ms = cand.result.performance.as_ref().and_then(|p| {
+            p.workloads
+                .iter()
+                .find(|x| x.workload == w)
+                .map(|x| (x.candidate.median_ms, x.cache_flushed))
+        });
+        let compared = |p: &ksmith_profile::CpuProfile| match judged_ms {
+            Some((judged, flushed)) if p.calls > 0 && p.seconds > 0.0 => {
+                let profiled = p.seconds * 1e3 / p.calls as f64;
+                format!(
+                    "Profiled: {profiled:.3} ms per call over {} calls on the same warm inputs; judged: {judged:.3} ms median on fresh inputs{} for every call ({:.2}x the profiled time).\n",
+                    p.calls,
+                    if flushed { " evicted from the caches" } else { "" },
+                    judged / profiled.max(1e-9)
+                )
+            }
+            _ => String::new(),
+        };
         Ok(match profiled {
-            Ok(p) => format!("{header}{}", p.summary()),
+            Ok(p) => format!("{header}{}{}", compared(&p), p.summary()),
             Err(e) => format!("{header}profiling failed: {e}"),
         })
     })?;
