@@ -360,6 +360,8 @@ fn the_collection_changes_no_later_verdict() {
         v
     };
     let before = honest(&store);
+    // A second figure before the collection: a loaded machine once read one evaluation 5x off.
+    let before_again = honest(&store);
     let harness = |v: &serde_json::Value| v["environment"]["harness_version"].clone();
     let dir = root().join("crates/ksmith-cli/tests/adversarial");
     let mut files: Vec<String> = std::fs::read_dir(&dir)
@@ -402,13 +404,23 @@ fn the_collection_changes_no_later_verdict() {
         let at = |i: usize| p["speedup_interval"][i].as_f64().unwrap();
         (p["speedup"].as_f64().unwrap(), at(0), at(1))
     };
+    // Wide bounds: a loaded 2-core machine moves a memory-bound kernel's speedup by up to ~2x
+    // between two evaluations (and once 5x); a tampered harness or baseline moved it 10x, and
+    // it stays moved. So the figure after must be near one of the two before (or overlap its
+    // interval), measured again once if it is not: noise does not repeat, a tamper does.
+    let near = |a: &serde_json::Value, b: &serde_json::Value| {
+        let ((s0, lo0, hi0), (s1, lo1, hi1)) = (figure(a), figure(b));
+        (s1 > s0 / 4.0 && s1 < s0 * 4.0) || (lo1 <= hi0 && lo0 <= hi1)
+    };
+    let after = if near(&before, &after) || near(&before_again, &after) {
+        after
+    } else {
+        honest(&store)
+    };
     let (s0, lo0, hi0) = figure(&before);
     let (s1, lo1, hi1) = figure(&after);
-    // Wide bounds: a loaded 2-core machine moves a memory-bound kernel's speedup by up to ~2x
-    // between two evaluations; a tampered harness or baseline moved it 10x. Where the machine
-    // was too noisy for that, the two intervals must at least overlap.
     assert!(
-        (s1 > s0 / 4.0 && s1 < s0 * 4.0) || (lo1 <= hi0 && lo0 <= hi1),
+        near(&before, &after) || near(&before_again, &after),
         "the honest solution's speedup moved from {s0:.2}x ({lo0:.2}-{hi0:.2}) to {s1:.2}x ({lo1:.2}-{hi1:.2})"
     );
     let (zeros_task, _, _, _) = expectation("zeros.c");
