@@ -241,6 +241,7 @@ adversarial!(
     dlvsym_fopen,
     inline_syscall,
     forged_interpreted,
+    disturb_own_slow_rounds,
 );
 
 /// The library policy names what it refused: the dynamic lookup a kernel imported (hidden from
