@@ -161,8 +161,7 @@ pub fn compile(
         "request.json".into(),
         "result.json".into(),
     ];
-    if let Some(reply) = std::fs::read(dir.join("result.json"))
-        .ok()
+    if let Some(reply) = ksmith_sandbox::read_untrusted(&dir.join("result.json"), MAX_RESULT)
         .and_then(|b| serde_json::from_slice::<Reply>(&b).ok())
     {
         crate::c::evict::touch(&dir);
@@ -196,9 +195,14 @@ pub fn compile(
     let (ok, log) = run_sandboxed(&command, work.path(), &extra, AOT_TIMEOUT)
         .map_err(|e| io(work.path(), e))?;
     let seconds = start.elapsed().as_secs_f64();
-    let reply = std::fs::read(work.path().join("result.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Reply>(&b).ok());
+    // The work directory is the candidate's (its host code ran there): its result is read
+    // like any file a sandbox made (no link followed, no FIFO waited on, bounded; red team
+    // 2026-12-06: a FIFO named `result.json` held the judge forever), and nothing else of it
+    // is kept.
+    let bytes = ksmith_sandbox::read_untrusted(&work.path().join("result.json"), MAX_RESULT);
+    let reply = bytes
+        .as_deref()
+        .and_then(|b| serde_json::from_slice::<Reply>(b).ok());
     let Some(reply) = reply.filter(|_| ok) else {
         let tail: String = log.lines().rev().take(20).collect::<Vec<_>>().join("\n");
         return Ok(AotOutcome::Skipped(
@@ -208,14 +212,33 @@ pub fn compile(
     };
     if reply.status != "compile_error" {
         // Only what compiled (or could not be tried) is reused; a failure is compiled again,
-        // as a C build's is.
-        let _ = std::fs::remove_dir_all(work.path().join("triton-cache"));
-        let staged = work.keep();
-        if std::fs::rename(&staged, &dir).is_err() {
+        // as a C build's is. The cache entry is made by the judge and holds the result alone:
+        // links, FIFOs or bulk the host code left in its directory never enter the cache.
+        if let Some(bytes) = &bytes {
+            keep_result(cache_dir, &dir, bytes);
+        }
+    }
+    drop(work);
+    Ok(outcome(reply, command, seconds, false))
+}
+
+/// Most bytes of a compile's result read (kernels' facts and diagnostics: kilobytes).
+const MAX_RESULT: usize = 4 << 20;
+
+/// Stores `bytes` as `dir/result.json`, made whole under a fresh name and renamed into place.
+fn keep_result(cache_dir: &Path, dir: &Path, bytes: &[u8]) {
+    let Ok(staged) = tempfile::Builder::new()
+        .prefix(".aot-")
+        .tempdir_in(cache_dir)
+    else {
+        return;
+    };
+    if std::fs::write(staged.path().join("result.json"), bytes).is_ok() {
+        let staged = staged.keep();
+        if std::fs::rename(&staged, dir).is_err() {
             let _ = std::fs::remove_dir_all(&staged);
         }
     }
-    Ok(outcome(reply, command, seconds, false))
 }
 
 fn outcome(reply: Reply, command: Vec<String>, seconds: f64, cached: bool) -> AotOutcome {

@@ -240,6 +240,8 @@ adversarial!(
     phase_detect,
     dlvsym_fopen,
     inline_syscall,
+    forged_interpreted,
+    disturb_own_slow_rounds,
 );
 
 /// The library policy names what it refused: the dynamic lookup a kernel imported (hidden from
@@ -320,6 +322,7 @@ adversarial!(
     pallas_host_broadcast_matmul,
     pallas_host_operators,
     triton_host_arithmetic,
+    triton_aot_result_fifo,
 );
 
 #[test]

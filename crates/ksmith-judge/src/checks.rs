@@ -32,9 +32,26 @@ impl Judge {
         } else {
             measure::ChannelCost::default()
         };
+        let interpreted = interpreted_here(load.product.backend, self.on_gpu);
         let loaded = runner.ask(&load, timeout).map_err(Failure::Candidate)?;
         self.split.runner_s += started.elapsed().as_secs_f64();
-        let interpreted = loaded.interpreted;
+        // Whether the candidate runs in an interpreter decides whether it is timed (and its
+        // timed calls re-checked on fresh inputs): the judge knows it from the backend and
+        // the device, and a runner that says otherwise was patched by its candidate (red
+        // team 2026-12-06: a C kernel claimed it, skipped timing and passed wrong).
+        if loaded.interpreted != interpreted {
+            runner.kill();
+            return Err(Failure::Candidate(CallError::Protocol(format!(
+                "the runner's reply to `load` says interpreted = {}; a {} candidate {} here",
+                loaded.interpreted,
+                load.product.backend.name(),
+                if interpreted {
+                    "runs in its interpreter"
+                } else {
+                    "runs natively"
+                }
+            ))));
+        }
         let seeds = self.config.seeds.clone();
         let mut corr = Correctness {
             seeds: seeds.clone(),
@@ -354,9 +371,16 @@ pub(crate) fn axis_values(task: &Task, w: usize) -> Vec<i64> {
         .collect()
 }
 
+/// Whether a candidate of `language` runs in an interpreter here: an accelerator's language
+/// (Triton, Pallas) on a machine judging without one. Never the runner's word.
+pub(crate) fn interpreted_here(language: ksmith_task::Language, on_gpu: bool) -> bool {
+    ksmith_backend::backend::for_language(language).device() == ksmith_backend::backend::Device::Gpu
+        && !on_gpu
+}
+
 #[cfg(test)]
 mod tests {
-    use super::host_compute;
+    use super::{host_compute, interpreted_here};
     use crate::protocol::Run;
     use ksmith_harness::parse_reply;
     use serde_json::{json, Value};
@@ -364,6 +388,17 @@ mod tests {
     fn read(v: Value) -> Option<Vec<ksmith_backend::c::PolicyViolation>> {
         let ran = parse_reply::<Run>(json!({ "host_compute": v })).ok()?;
         host_compute(ran.host_compute)
+    }
+
+    #[test]
+    fn whether_a_candidate_is_interpreted_is_the_judges_own_knowledge() {
+        use ksmith_task::Language;
+        assert!(!interpreted_here(Language::C, false));
+        assert!(!interpreted_here(Language::C, true));
+        assert!(interpreted_here(Language::Triton, false));
+        assert!(interpreted_here(Language::Pallas, false));
+        assert!(!interpreted_here(Language::Triton, true));
+        assert!(!interpreted_here(Language::Cuda, true));
     }
 
     #[test]

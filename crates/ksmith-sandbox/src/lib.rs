@@ -995,18 +995,8 @@ impl Sandboxed {
     /// Reads at most `max` bytes of a file the child may have written in its directory, safely:
     /// never through a link, never blocking on a FIFO, only a regular file.
     pub fn read_private(&self, name: &str, max: usize) -> Option<String> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(self.work.join(name))
-            .ok()?;
-        if !f.metadata().ok()?.file_type().is_file() {
-            return None;
-        }
-        let mut buf = Vec::new();
-        f.take(max as u64).read_to_end(&mut buf).ok()?;
-        Some(String::from_utf8_lossy(&buf).into_owned())
+        read_untrusted(&self.work.join(name), max)
+            .map(|buf| String::from_utf8_lossy(&buf).into_owned())
     }
 
     /// Sends one protocol line.
@@ -1084,6 +1074,24 @@ fn status_to_exit(st: std::process::ExitStatus) -> Exit {
     }
 }
 
+/// Reads at most `max` bytes of a file a sandboxed process may have made (its name, its type
+/// and its size are the candidate's): never through a link, never blocking on a FIFO, only a
+/// regular file; `None` otherwise.
+pub fn read_untrusted(path: &Path, max: usize) -> Option<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    if !f.metadata().ok()?.file_type().is_file() {
+        return None;
+    }
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf).ok()?;
+    Some(buf)
+}
+
 /// Reads a possibly huge file keeping only its head and tail.
 pub fn read_truncated(path: &Path, max: usize) -> String {
     match std::fs::File::open(path) {
@@ -1126,6 +1134,21 @@ pub fn signal_name(sig: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a sandbox leaves under a name the judge reads: a link (to an endless device) or
+    /// a FIFO is refused without blocking, a regular file read up to the bound.
+    #[test]
+    fn files_a_sandbox_made_are_read_without_links_fifos_or_bulk() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n);
+        std::os::unix::fs::symlink("/dev/zero", p("link")).unwrap();
+        nix::unistd::mkfifo(&p("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        std::fs::write(p("big"), vec![b'x'; 100]).unwrap();
+        assert_eq!(read_untrusted(&p("link"), 10), None);
+        assert_eq!(read_untrusted(&p("fifo"), 10), None);
+        assert_eq!(read_untrusted(dir.path(), 10), None);
+        assert_eq!(read_untrusted(&p("big"), 10), Some(vec![b'x'; 10]));
+    }
 
     fn sh(script: &str, limits: &Limits) -> Sandboxed {
         Sandboxed::spawn(Path::new("/bin/sh"), &["-c".into(), script.into()], limits).unwrap()

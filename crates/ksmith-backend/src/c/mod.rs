@@ -233,6 +233,9 @@ impl Default for Sandboxing {
     }
 }
 
+/// Most bytes of a sandboxed build step's output kept (compilers' diagnostics: kilobytes).
+const MAX_BUILD_OUTPUT: usize = 4 << 20;
+
 /// Runs a compiler on untrusted sources and flags in the same sandbox as candidates: it may
 /// read the system and `extra.read`, and write only `work`. Returns whether it succeeded and
 /// its output. `timeout` bounds both wall and CPU time.
@@ -270,12 +273,17 @@ pub fn run_sandboxed(
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let deadline = Instant::now() + timeout;
     let mut out = String::new();
+    let mut dropped = 0usize;
     loop {
         match proc.recv(deadline.saturating_duration_since(Instant::now())) {
-            Recv::Line(l) => {
+            // Kept up to a bound and drained beyond it: what a build step prints is the
+            // candidate's when it runs the candidate's code (Triton's host code ahead of
+            // time), which could print gigabytes into the judge's memory until the timeout.
+            Recv::Line(l) if out.len() + l.len() < MAX_BUILD_OUTPUT => {
                 out.push_str(&l);
                 out.push('\n');
             }
+            Recv::Line(l) => dropped += l.len() + 1,
             Recv::Eof => break,
             Recv::Timeout => {
                 proc.kill();
@@ -285,6 +293,11 @@ pub fn run_sandboxed(
                 ));
             }
         }
+    }
+    if dropped > 0 {
+        out.push_str(&format!(
+            "[... {dropped} more bytes of output omitted ...]\n"
+        ));
     }
     let exit = proc.finish(Duration::from_secs(30));
     out.push_str(&proc.log(256 * 1024));
