@@ -200,8 +200,13 @@ def run(req):
 
 
 def main(argv):
-    with open(argv[1], encoding="utf-8") as f:
-        req = json.load(f)
+    # "-": the request is the one line on stdin (the judge runs this in an in-memory directory
+    # it cannot stage files into before the process starts).
+    if argv[1] == "-":
+        req = json.loads(sys.stdin.readline())
+    else:
+        with open(argv[1], encoding="utf-8") as f:
+            req = json.load(f)
     result = run(req)
     with open(argv[2], "w", encoding="utf-8") as f:
         json.dump(result, f)

@@ -3,7 +3,7 @@
 //! compiles every kernel the entry point launches on stand-in tensors, and reports ptxas's
 //! facts or compile errors placed in the source.
 
-use crate::c::{run_sandboxed, BackendError, BuildFailure, Sandboxing};
+use crate::c::{run_sandboxed_scratch, BackendError, BuildFailure, Sandboxing};
 use crate::cuda::{parse_ptxas, GpuTarget, PtxasFacts};
 use crate::Diagnostic;
 use ksmith_task::Solution;
@@ -158,7 +158,7 @@ pub fn compile(
         req.python.display().to_string(),
         "-m".into(),
         "ksmith_harness.tritonaot".into(),
-        "request.json".into(),
+        "-".into(),
         "result.json".into(),
     ];
     if let Some(reply) = ksmith_sandbox::read_untrusted(&dir.join("result.json"), MAX_RESULT)
@@ -168,12 +168,6 @@ pub fn compile(
         return Ok(outcome(reply, command, 0.0, true));
     }
     std::fs::create_dir_all(cache_dir).map_err(|e| io(cache_dir, e))?;
-    let work = tempfile::Builder::new()
-        .prefix(".aot-")
-        .tempdir_in(cache_dir)
-        .map_err(|e| io(cache_dir, e))?;
-    let req_path = work.path().join("request.json");
-    std::fs::write(&req_path, request.to_string()).map_err(|e| io(&req_path, e))?;
     let mut read = req.read.clone();
     if let Some(d) = req.module.parent() {
         read.push(d.to_path_buf());
@@ -183,23 +177,28 @@ pub fn compile(
         env: vec![
             ("PYTHONPATH".into(), req.harness_dir.display().to_string()),
             ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
-            (
-                "TRITON_CACHE_DIR".into(),
-                work.path().join("triton-cache").display().to_string(),
-            ),
+            // In its private directory (the working directory).
+            ("TRITON_CACHE_DIR".into(), "triton-cache".into()),
         ],
         // LLVM and Python map far more than they touch.
         address_space: 32 << 30,
     };
     let start = Instant::now();
-    let (ok, log) = run_sandboxed(&command, work.path(), &extra, AOT_TIMEOUT)
-        .map_err(|e| io(work.path(), e))?;
+    // The host code runs in an in-memory directory of bounded size: whatever it writes fills
+    // no disk (red team 2026-12-06: on the cache's file system it could write gigabytes for
+    // up to 300 s). Its result is read like any file a sandbox made (no link followed, no FIFO
+    // waited on, bounded: a FIFO named `result.json` once held the judge forever), and
+    // nothing else of the directory is kept.
+    let (ok, log, bytes) = run_sandboxed_scratch(
+        &command,
+        &extra,
+        AOT_TIMEOUT,
+        AOT_SCRATCH_BYTES,
+        &request.to_string(),
+        ("result.json", MAX_RESULT),
+    )
+    .map_err(|e| io(cache_dir, e))?;
     let seconds = start.elapsed().as_secs_f64();
-    // The work directory is the candidate's (its host code ran there): its result is read
-    // like any file a sandbox made (no link followed, no FIFO waited on, bounded; red team
-    // 2026-12-06: a FIFO named `result.json` held the judge forever), and nothing else of it
-    // is kept.
-    let bytes = ksmith_sandbox::read_untrusted(&work.path().join("result.json"), MAX_RESULT);
     let reply = bytes
         .as_deref()
         .and_then(|b| serde_json::from_slice::<Reply>(b).ok());
@@ -218,9 +217,12 @@ pub fn compile(
             keep_result(cache_dir, &dir, bytes);
         }
     }
-    drop(work);
     Ok(outcome(reply, command, seconds, false))
 }
+
+/// The in-memory directory of the ahead-of-time step: Triton's own cache of the kernels it
+/// compiles (kilobytes to a few MiB each) and LLVM's temporary files.
+const AOT_SCRATCH_BYTES: u64 = 512 << 20;
 
 /// Most bytes of a compile's result read (kernels' facts and diagnostics: kilobytes).
 const MAX_RESULT: usize = 4 << 20;

@@ -106,8 +106,19 @@ impl Probe {
                 / (wall_ns * cpus),
             // The judge itself is running while it reads.
             runnable: running.saturating_sub(1),
+            others_seen: None,
         }
     }
+}
+
+/// Runnable tasks on the machine besides the judge's own reading thread, read while the
+/// candidate is stopped (every thread of it confirmed stopped between timed calls): other
+/// work the candidate cannot have made. Its own threads can make each other wait (a crowd
+/// woken on purpose in the rounds it wants dropped: red team 2026-12-06,
+/// `disturb_own_slow_rounds.c`), so its wait counts as disturbance only when other work was
+/// seen during its turn.
+pub(crate) fn others_runnable() -> u32 {
+    machine().1.saturating_sub(1)
 }
 
 /// `USER_HZ`, the unit of /proc/stat's times.
@@ -136,6 +147,10 @@ pub(crate) struct Turn {
     pub steal_share: f64,
     /// Other runnable tasks at the turn's end.
     pub runnable: u32,
+    /// The candidate's turns: the most runnable tasks of others seen while it was stopped
+    /// between its calls (None: the baseline's turn, where the candidate is stopped
+    /// throughout and cannot cause the wait).
+    pub others_seen: Option<u32>,
 }
 
 impl Turn {
@@ -148,7 +163,9 @@ impl Turn {
     pub(crate) fn disturbed(&self) -> bool {
         let allowed =
             WAIT_SHARE * self.timed_ns as f64 + (self.calls as u64 * WAKE_ALLOW_NS) as f64;
-        self.wait_ns as f64 > allowed || self.steal_share > STEAL_SHARE
+        // A candidate's wait with no other work seen is its own threads' doing.
+        let by_others = self.others_seen.is_none_or(|n| n > 0);
+        (self.wait_ns as f64 > allowed && by_others) || self.steal_share > STEAL_SHARE
     }
 }
 
@@ -253,6 +270,22 @@ mod tests {
         // Tiny calls: their wake-ups are allowed even when they exceed the timed time.
         assert!(!turn(1.0, 10, 0.5).disturbed());
         let mut stolen = turn(0.0, 8, 60.0);
+        stolen.steal_share = 0.3;
+        assert!(stolen.disturbed());
+    }
+
+    #[test]
+    fn a_candidates_wait_with_no_other_work_seen_is_its_own() {
+        // Its own crowd of threads woken in the rounds it wants dropped: not a disturbance.
+        let mut crowd = turn(30.0, 8, 60.0);
+        crowd.others_seen = Some(0);
+        assert!(!crowd.disturbed());
+        // The same wait with another process runnable while it was stopped: disturbed.
+        crowd.others_seen = Some(1);
+        assert!(crowd.disturbed());
+        // Steal is never the candidate's.
+        let mut stolen = turn(0.0, 8, 60.0);
+        stolen.others_seen = Some(0);
         stolen.steal_share = 0.3;
         assert!(stolen.disturbed());
     }

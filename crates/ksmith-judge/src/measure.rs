@@ -679,6 +679,7 @@ impl Judge {
         // The runner's threads (its OpenMP workers exist after the first round's warm-up).
         let tids = runner.thread_ids();
         let mut probe = None;
+        let mut others_seen = 0u32;
         let mut calls = Vec::with_capacity(n);
         let mut digests = Vec::with_capacity(n);
         let mut tails = Vec::with_capacity(n);
@@ -688,6 +689,10 @@ impl Judge {
             let started = Instant::now();
             // The runner is stopped: its buffers are the judge's to fill.
             runner.stop().map_err(Failure::Candidate)?;
+            if k > warmup {
+                // Every thread of the candidate is stopped: what runs now is others' work.
+                others_seen = others_seen.max(disturb::others_runnable());
+            }
             // The warm-up slot is last in the runner's list.
             let slot = if k < warmup { sets } else { k - warmup };
             let buf = if k < warmup {
@@ -750,8 +755,11 @@ impl Judge {
                 self.split.buffer_parts.hash_s += s;
             }
         }
-        let cand_turn = probe.map_or_else(Turn::default, |p| {
-            p.turn(&tids, calls.len(), calls.iter().sum())
+        // After the last call the candidate is stopped again: one more look.
+        others_seen = others_seen.max(disturb::others_runnable());
+        let cand_turn = probe.map_or_else(Turn::default, |p| Turn {
+            others_seen: Some(others_seen),
+            ..p.turn(&tids, calls.len(), calls.iter().sum())
         });
         if let Some(p) = &self.trusted {
             p.thaw();

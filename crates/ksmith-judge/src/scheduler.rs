@@ -149,8 +149,10 @@ pub const DEFAULT_LOCK_DIR: &str = "/tmp/ksmith-locks";
 /// `KSMITH_LOCK_DIR` when set (tests, a site's own choice), else [`DEFAULT_LOCK_DIR`]. Created
 /// if missing: the default one sticky and world-writable (mode 1777, like `/tmp`), so that every
 /// user can add lock files and none can remove another's; an existing one is used only when it
-/// is a real directory (no symlink) that its owner (us or root) controls or that is sticky and
-/// world-writable.
+/// is a real directory (no symlink) owned by us or root: the owner of a directory may remove
+/// any file in it, sticky or not, so a directory another user made first would let that user
+/// replace a lock file and split the lock (two judges each holding "the" lock). Users who must
+/// share one device on one machine use a directory root made (see docs/judge.md).
 pub fn machine_lock_dir() -> Result<PathBuf, SchedulerError> {
     match std::env::var_os("KSMITH_LOCK_DIR").filter(|v| !v.is_empty()) {
         Some(dir) => {
@@ -196,10 +198,9 @@ fn shared_dir(dir: &Path) -> Result<(), SchedulerError> {
         Err(e) => return Err(err(e)),
     }
     let m = std::fs::symlink_metadata(dir).map_err(err)?;
-    let shared = m.mode() & 0o1002 == 0o1002;
-    if !m.is_dir() || !(shared || m.uid() == me || m.uid() == 0) {
+    if !m.is_dir() || !(m.uid() == me || m.uid() == 0) {
         return Err(err(std::io::Error::other(format!(
-            "not a directory every user may add lock files to (owner uid {}, mode {:o}); set KSMITH_LOCK_DIR",
+            "not a directory of this user's or root's (owner uid {}, mode {:o}): another user could replace its lock files; set KSMITH_LOCK_DIR",
             m.uid(),
             m.mode() & 0o7777
         ))));
@@ -210,18 +211,28 @@ fn shared_dir(dir: &Path) -> Result<(), SchedulerError> {
 /// Opens (creating if missing) a lock file that may belong to another user: read-only (`flock`
 /// needs no more, so nothing is ever written through a name someone else controls), never
 /// through a symlink (`O_NOFOLLOW`), never blocking on a FIFO planted in its place
-/// (`O_NONBLOCK`), and only a regular file. A file this process creates (`O_EXCL`) is made
-/// readable by all, whatever the umask, so other users' processes can lock it too; nobody
-/// else's file is ever changed. Opening an existing file without `O_CREAT` also passes
-/// `fs.protected_regular`, which refuses `O_CREAT` on another user's file in a sticky directory.
+/// (`O_NONBLOCK`), only a regular file, and only one owned by us or root: in a sticky
+/// directory a file's owner may unlink it, so another user's lock file could be replaced under
+/// a judge holding it. A file this process creates (`O_EXCL`) is made readable by all,
+/// whatever the umask, so root-run and other processes can lock it too; nobody else's file is
+/// ever changed. Opening an existing file without `O_CREAT` also passes `fs.protected_regular`,
+/// which refuses `O_CREAT` on another user's file in a sticky directory.
 pub(crate) fn open_lock_file(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let me = nix::unistd::geteuid().as_raw();
     for _ in 0..8 {
         match OpenOptions::new().read(true).custom_flags(flags).open(path) {
             Ok(f) => {
-                if !f.metadata()?.is_file() {
+                let m = f.metadata()?;
+                if !m.is_file() {
                     return Err(std::io::Error::other("the lock file is not a regular file"));
+                }
+                if m.uid() != me && m.uid() != 0 {
+                    return Err(std::io::Error::other(format!(
+                        "the lock file belongs to uid {}, who could replace it while it is held",
+                        m.uid()
+                    )));
                 }
                 return Ok(f);
             }
@@ -349,21 +360,40 @@ impl DeviceScheduler {
         })
     }
 
-    /// Locks a fresh file description of `path`, retrying a wait a signal interrupted.
+    /// Locks a fresh file description of `path`, retrying a wait a signal interrupted, and
+    /// again when the name no longer leads to the file locked (it was replaced meanwhile: a
+    /// lock on the old file would not exclude a judge locking the new one).
     fn lock(&self, path: &Path, arg: FlockArg) -> Result<Flock<File>, SchedulerError> {
-        let mut file = self.open_file(path)?;
-        loop {
-            match Flock::lock(file, arg) {
-                Ok(l) => return Ok(l),
-                Err((f, Errno::EINTR)) => file = f,
-                Err((_, errno)) => {
-                    return Err(SchedulerError::Lock {
-                        path: path.to_path_buf(),
-                        errno,
-                    })
+        use std::os::unix::fs::MetadataExt;
+        let io = |source| SchedulerError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        for _ in 0..16 {
+            let mut file = self.open_file(path)?;
+            let locked = loop {
+                match Flock::lock(file, arg) {
+                    Ok(l) => break l,
+                    Err((f, Errno::EINTR)) => file = f,
+                    Err((_, errno)) => {
+                        return Err(SchedulerError::Lock {
+                            path: path.to_path_buf(),
+                            errno,
+                        })
+                    }
                 }
+            };
+            let held = locked.metadata().map_err(io)?;
+            match std::fs::symlink_metadata(path) {
+                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => return Ok(locked),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(e)),
             }
         }
+        Err(io(std::io::Error::other(
+            "the lock file was replaced again and again while being locked",
+        )))
     }
 
     /// Waits for a lease for `work` (see the module documentation for the order).
@@ -564,6 +594,26 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o444, "changed a file it did not create");
+    }
+
+    #[test]
+    fn lock_files_and_directories_another_user_owns_are_refused() {
+        // Their owner could replace them while a judge holds the lock (a split lock). Only
+        // root can give a file away; elsewhere there is nothing to test.
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let other = nix::unistd::Uid::from_raw(54_321);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let theirs = dir.path().join("device-cpu.lock");
+        std::fs::write(&theirs, b"").expect("file");
+        nix::unistd::chown(&theirs, Some(other), None).expect("chown");
+        let e = open_lock_file(&theirs).expect_err("another user's lock file");
+        assert!(e.to_string().contains("uid 54321"), "{e}");
+        let shared = dir.path().join("ksmith-locks");
+        shared_dir(&shared).expect("made");
+        nix::unistd::chown(&shared, Some(other), None).expect("chown");
+        assert!(shared_dir(&shared).is_err(), "another user's directory");
     }
 
     #[test]

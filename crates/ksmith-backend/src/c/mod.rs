@@ -245,7 +245,7 @@ pub fn run_sandboxed(
     extra: &Sandboxing,
     timeout: Duration,
 ) -> std::io::Result<(bool, String)> {
-    use ksmith_sandbox::{Exit, FsView, Limits, Recv, Sandboxed};
+    use ksmith_sandbox::{FsView, Limits, Sandboxed};
     // C locale: plain ASCII quotes in diagnostics, whatever the user's locale.
     let mut env = vec![("LC_ALL".to_string(), "C".to_string())];
     env.extend(extra.env.iter().cloned());
@@ -271,6 +271,54 @@ pub fn run_sandboxed(
     };
     let mut proc = Sandboxed::spawn(Path::new(program), &command[1..], &limits)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(drain(&mut proc, timeout))
+}
+
+/// Runs a build step that executes the candidate's own code (Triton's host code, ahead of
+/// time) in the same sandbox, in an in-memory private directory of at most `scratch_bytes`
+/// (where it may write whatever it likes, and nothing on disk): `input` is its one line on
+/// stdin, and `result`, a file it writes there, is read back safely (no link, no FIFO, at
+/// most `max_result` bytes). Returns whether it succeeded, its output and the result.
+pub fn run_sandboxed_scratch(
+    command: &[String],
+    extra: &Sandboxing,
+    timeout: Duration,
+    scratch_bytes: u64,
+    input: &str,
+    (result, max_result): (&str, usize),
+) -> std::io::Result<(bool, String, Option<Vec<u8>>)> {
+    use ksmith_sandbox::{FsView, Limits, Sandboxed};
+    let mut env = vec![("LC_ALL".to_string(), "C".to_string())];
+    env.extend(extra.env.iter().cloned());
+    let limits = Limits {
+        cpu_seconds: timeout.as_secs(),
+        address_space: extra.address_space,
+        file_size: MAX_BUILD_FILE_BYTES.min(scratch_bytes),
+        open_files: 1024,
+        processes: 256,
+        env,
+        view: FsView {
+            read: extra.read.clone(),
+            ..FsView::default()
+        },
+        scratch_bytes: Some(scratch_bytes),
+        ..Limits::default()
+    };
+    let Some(program) = command.first() else {
+        return Err(std::io::Error::other("empty build command"));
+    };
+    let mut proc = Sandboxed::spawn(Path::new(program), &command[1..], &limits)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    proc.send(input)?;
+    let (ok, out) = drain(&mut proc, timeout);
+    let bytes = ksmith_sandbox::read_untrusted(&proc.dir().join(result), max_result);
+    Ok((ok, out, bytes))
+}
+
+/// Reads a build step's output until it ends or `timeout` passes (then it is killed); returns
+/// whether it exited 0 and what it printed (bounded).
+fn drain(proc: &mut ksmith_sandbox::Sandboxed, timeout: Duration) -> (bool, String) {
+    use ksmith_sandbox::{Exit, Recv};
     let deadline = Instant::now() + timeout;
     let mut out = String::new();
     let mut dropped = 0usize;
@@ -287,10 +335,10 @@ pub fn run_sandboxed(
             Recv::Eof => break,
             Recv::Timeout => {
                 proc.kill();
-                return Ok((
+                return (
                     false,
                     format!("{out}the compiler ran past {timeout:?} and was stopped\n"),
-                ));
+                );
             }
         }
     }
@@ -301,7 +349,7 @@ pub fn run_sandboxed(
     }
     let exit = proc.finish(Duration::from_secs(30));
     out.push_str(&proc.log(256 * 1024));
-    Ok((exit == Exit::Code(0), out))
+    (exit == Exit::Code(0), out)
 }
 
 /// One compiler invocation that produces `kernel.so` from a solution's sources.
