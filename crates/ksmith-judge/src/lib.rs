@@ -8,6 +8,7 @@ mod measure;
 mod parallel;
 pub mod remote;
 mod result;
+mod roofline;
 pub mod scheduler;
 mod slots;
 mod timing;
@@ -46,7 +47,7 @@ pub enum Flush {
 
 /// Version of the checking and timing method: part of every evaluation key, so results measured
 /// by an older method are never reused. Bump it when the cascade or the timing changes.
-pub const METHOD_VERSION: u32 = 8;
+pub const METHOD_VERSION: u32 = 9;
 
 /// Judge settings. Frozen for the judge's lifetime.
 #[derive(Debug, Clone)]
@@ -417,21 +418,6 @@ impl Judge {
     pub fn with_hw_cache(mut self, path: PathBuf) -> Judge {
         self.hw_path = Some(path);
         self
-    }
-
-    /// Measures the roofline again (once per judge) and keeps the higher peaks: a roofline
-    /// measured while the machine was busy is too low and would flag honest kernels.
-    fn recheck_roofline(&mut self) {
-        if self.hw_rechecked {
-            return;
-        }
-        self.hw_rechecked = true;
-        if let Ok(fresh) = ksmith_backend::hw::measure(&self.compiler, self.config.threads) {
-            self.hw.merge_max(&fresh);
-            if let Some(p) = &self.hw_path {
-                let _ = self.hw.save(p);
-            }
-        }
     }
 
     /// The settings.
@@ -1434,20 +1420,8 @@ impl Judge {
         eliminated: Option<Elimination>,
         r: &mut EvalResult,
     ) -> Option<Verdict> {
-        if perf
-            .iter()
-            .any(|p| p.roofline_fraction > self.config.plausibility_margin)
-        {
-            // Before accusing the candidate, make sure the roofline itself is not stale.
-            if !self.on_gpu {
-                self.recheck_roofline();
-            }
-            for p in &mut perf {
-                let floor = self.floor_seconds(task, p.workload, p.cache_flushed);
-                p.floor_ms = floor * 1e3;
-                p.roofline_fraction = floor / (p.candidate.median_ms / 1e3).max(1e-12);
-            }
-        }
+        // Beyond the floor: measured again, then flagged, raised or implausible (roofline.rs).
+        self.settle_roofline(task, &mut perf, eliminated.is_some(), r);
         let performance = Performance {
             speedup: geomean(perf.iter().map(|p| p.speedup)),
             speedup_interval: (

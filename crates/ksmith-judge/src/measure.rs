@@ -803,6 +803,7 @@ impl Judge {
             },
             candidate: c,
             baseline: b,
+            beyond_roofline: None,
         }
     }
 }

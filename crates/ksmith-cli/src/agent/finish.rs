@@ -299,7 +299,7 @@ pub(super) fn finalize(
                 .collect::<Vec<_>>()
                 .join(" ");
             md.push_str(&format!(
-                "| {axes} | {:.3} | {:.3} | {:.2}x ({:.2}-{:.2}) | {:.1} | {:.1} | {:.3} | {:.0}% | {} |\n",
+                "| {axes} | {:.3} | {:.3} | {:.2}x ({:.2}-{:.2}) | {:.1} | {:.1} | {:.3} | {} | {} |\n",
                 wp.candidate.median_ms,
                 wp.baseline.median_ms,
                 wp.speedup,
@@ -308,7 +308,7 @@ pub(super) fn finalize(
                 wp.gflops,
                 wp.gbps,
                 wp.floor_ms,
-                wp.roofline_fraction * 100.0,
+                wp.roofline_cell(),
                 if wp.cache_flushed { "yes" } else { "no" }
             ));
         }

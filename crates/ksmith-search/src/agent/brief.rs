@@ -2,7 +2,7 @@
 //! failed candidate's diagnostics, rendered from typed results.
 
 use ksmith_backend::hw::Hardware;
-use ksmith_judge::{EvalResult, Status};
+use ksmith_judge::{BeyondOutcome, EvalResult, Status};
 use ksmith_task::{Language, Task};
 use serde_json::{json, Value};
 
@@ -86,10 +86,12 @@ pub fn axes_text(task: &Task, values: &std::collections::BTreeMap<String, i64>) 
         .join(" ")
 }
 
-/// A cache size in KiB or MiB.
+/// A cache size in KiB or MiB (one decimal where it is not whole).
 fn kib(bytes: u64) -> String {
     if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
     } else {
         format!("{} KiB", bytes >> 10)
     }
@@ -106,24 +108,43 @@ fn busy_note(load: Option<f64>, cores: usize) -> String {
     }
 }
 
-/// The machine in one line: cores, caches, SIMD, measured peaks, compile flags.
+/// The machine in one line: cores, SIMD, measured peaks and cache levels (the reported caches
+/// alongside), which floor a workload gets, compile flags.
 pub fn machine_line(hw: &Hardware) -> String {
-    let caches = hw
+    let reported = hw
         .caches
         .iter()
         .filter(|c| c.kind != "Instruction")
         .map(|c| format!("L{} {}", c.level, kib(c.bytes)))
         .collect::<Vec<_>>()
         .join(", ");
+    // Never below DRAM: a level the judge would not use is not shown.
+    let levels = hw
+        .levels
+        .iter()
+        .filter(|l| l.bandwidth > hw.dram_bandwidth)
+        .map(|l| {
+            format!(
+                "up to {} at {:.0} GB/s",
+                kib(l.capacity_bytes),
+                l.bandwidth / 1e9
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let levels = if levels.is_empty() {
+        "none faster than DRAM".to_string()
+    } else {
+        levels
+    };
     format!(
-        "{} ({} cores, caches {caches}, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32, memory bandwidth {:.1} GB/s (cache-resident {:.1} GB/s; both a triad a[i] = b[i] + s*c[i] on every core, stores counted once). Flags: -O3 -march=native -fopenmp.",
+        "{} ({} cores, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32; memory bandwidth {:.1} GB/s (the best of read, copy and triad loops with plain and streaming stores, on every core and on one, over buffers far past the caches; every array counted once, as the task's byte formula counts it); measured cache levels (working sets of all cores together, read on every core): {levels} (the system reports {reported}; on a VM that may be far more than this machine's share). A workload's floor: its bytes at the memory bandwidth when its inputs are evicted before each call, else at the smallest measured level that holds them; FLOPs at the peak. Flags: -O3 -march=native -fopenmp.",
         hw.cpu,
         hw.cores,
         hw.vector_bits,
         hw.simd.join(" "),
         hw.peak_fp32_flops / 1e9,
         hw.dram_bandwidth / 1e9,
-        hw.cache_bandwidth / 1e9
     )
 }
 
@@ -137,14 +158,23 @@ pub fn timing_text(task: &Task, r: &EvalResult) -> String {
         .iter()
         .map(|w| {
             let axes = axes_text(task, &w.axes);
+            // Beyond the floor: said in words, with what the judge made of it.
+            let beyond = match &w.beyond_roofline {
+                Some(b) if b.outcome != BeyondOutcome::StaleFloor => format!(
+                    " (ABOVE the measured floor; {}: the floor is now {:.0}% of this speed)",
+                    b.outcome.describe(),
+                    w.roofline_fraction * 100.0
+                ),
+                _ => String::new(),
+            };
             format!(
-                "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x), {:.1} GFLOP/s, {:.1} GB/s, {:.0}% of roofline (floor {:.3} ms)",
+                "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x), {:.1} GFLOP/s, {:.1} GB/s, {} of roofline (floor {:.3} ms){beyond}",
                 w.candidate.median_ms,
                 w.baseline.median_ms,
                 w.speedup,
                 w.gflops,
                 w.gbps,
-                w.roofline_fraction * 100.0,
+                w.roofline_cell(),
                 w.floor_ms
             )
         })
