@@ -130,8 +130,8 @@ pub struct Hardware {
     pub simd: Vec<String>,
     /// Compiler version lines (`cc`, `gcc`, `clang` when present).
     pub compilers: Vec<String>,
-    /// The floor's DRAM bandwidth (bytes/s): the best of [`Hardware::streams`], raised by
-    /// kernels that beat it (see [`Hardware::raises`]).
+    /// Measured DRAM bandwidth (bytes/s): the best of [`Hardware::streams`] and the sweep's
+    /// largest set (the floor's own is [`Hardware::dram_floor_bandwidth`], raises included).
     pub dram_bandwidth: f64,
     /// Every stream kernel's figure over buffers past the measured caches.
     pub streams: Vec<StreamFigure>,
@@ -140,7 +140,8 @@ pub struct Hardware {
     /// Cache levels derived from where the sweep's bandwidth drops, smallest first (each
     /// faster than DRAM; none when nothing was faster).
     pub levels: Vec<MemoryLevel>,
-    /// FMA-loop peak with the widest SIMD, all cores (FLOP/s).
+    /// FMA-loop peak with the widest SIMD, all cores (FLOP/s; the floor's own is
+    /// [`Hardware::peak_floor_flops`], raises included).
     pub peak_fp32_flops: f64,
     /// SIMD width the peak loop used.
     pub vector_bits: u32,
@@ -152,7 +153,8 @@ pub struct Hardware {
     pub load_at_measure: Option<f64>,
     /// How it was measured.
     pub method: Method,
-    /// Floors raised because a correct kernel ran faster than them, oldest first.
+    /// Floors raised because a correct kernel ran faster than them, oldest first (kept apart
+    /// from the measured figures: `implausible_speed` is judged against those).
     #[serde(default)]
     pub raises: Vec<FloorRaise>,
     /// Identity used to invalidate the cache: CPU, cores, compiler.
@@ -325,7 +327,6 @@ impl Hardware {
                 self.raises.push(r.clone());
             }
         }
-        self.apply_raises();
         self.measured_at = other.measured_at;
         self.method = other.method.clone();
         // The kept peaks come from the quieter of the two.

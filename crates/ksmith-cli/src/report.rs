@@ -310,13 +310,17 @@ pub(crate) fn print_hw(hw: &Hardware) {
         );
     }
     say!("simd:             {}", hw.simd.join(" "));
+    let dram = hw.dram_floor_bandwidth();
     say!(
-        "DRAM bandwidth:   {:.1} GB/s (the floor: best of the streams below{})",
-        hw.dram_bandwidth / 1e9,
-        if hw.raises.iter().any(|r| r.term == FloorTerm::Dram) {
-            ", raised by a kernel"
+        "DRAM bandwidth:   {:.1} GB/s (the floor: {})",
+        dram / 1e9,
+        if dram > hw.dram_bandwidth {
+            format!(
+                "raised by a kernel from the measured {:.1} GB/s",
+                hw.dram_bandwidth / 1e9
+            )
         } else {
-            ""
+            "the best of the streams below".into()
         }
     );
     for s in &hw.streams {
@@ -350,17 +354,19 @@ pub(crate) fn print_hw(hw: &Hardware) {
                 "                 "
             },
             bytes_human(l.capacity_bytes),
-            l.bandwidth.max(hw.dram_bandwidth) / 1e9
+            hw.peak(FloorTerm::Cache {
+                capacity_bytes: l.capacity_bytes
+            }) / 1e9
         );
     }
     say!(
         "peak FP32:        {:.1} GFLOP/s ({}-bit FMA)",
-        hw.peak_fp32_flops / 1e9,
+        hw.peak_floor_flops() / 1e9,
         hw.vector_bits
     );
     say!(
         "ridge point:      {:.1} FLOP/byte",
-        hw.peak_fp32_flops / hw.dram_bandwidth.max(1.0)
+        hw.peak_floor_flops() / dram.max(1.0)
     );
     for r in &hw.raises {
         say!(

@@ -101,12 +101,19 @@ pub(crate) fn settle(
             continue;
         }
         let after = p.roofline_fraction;
-        let outcome = if after > margin {
+        let seconds = p.candidate.median_ms / 1e3;
+        // Implausible against the measured floor, raises aside: otherwise each kernel could
+        // go the margin beyond the last one's raise.
+        let measured = raise_on.as_deref().map_or(after, |hw| {
+            hw.measured_floor(flops, bytes, p.cache_flushed).seconds / seconds.max(1e-12)
+        });
+        let outcome = if after.max(measured) > margin {
+            // The fraction the implausibility check of step 7 reads.
+            p.roofline_fraction = after.max(measured);
             BeyondOutcome::Implausible
         } else if after <= LIMIT {
             BeyondOutcome::StaleFloor
         } else if let Some(hw) = raise_on.as_deref_mut() {
-            let seconds = p.candidate.median_ms / 1e3;
             raised.extend(hw.raise(flops, bytes, p.cache_flushed, seconds, by(p.workload)));
             let floor = hw.floor_seconds(flops, bytes, p.cache_flushed);
             p.floor_ms = floor * 1e3;
@@ -223,7 +230,7 @@ mod tests {
         assert_eq!(b.remeasured_fraction, Some(first[1]));
         // The floor is now the kernel's own rate: 100%, and 25 GB/s for every later kernel.
         assert!((perf[1].roofline_fraction - 1.0).abs() < 1e-9);
-        assert!((hw.dram_bandwidth - 25e9).abs() < 1.0);
+        assert!((hw.dram_floor_bandwidth() - 25e9).abs() < 1.0);
         assert_eq!(raised.len(), 1);
         assert_eq!(raised[0].term, FloorTerm::Dram);
         assert_eq!(raised[0].by, by(1));
@@ -256,8 +263,49 @@ mod tests {
             perf[0].beyond_roofline.as_ref().unwrap().outcome,
             BeyondOutcome::Implausible
         );
-        assert_eq!(hw.dram_bandwidth, 20e9);
+        assert_eq!(hw.dram_floor_bandwidth(), 20e9);
         assert!(perf[0].roofline_fraction > 2.5);
+    }
+
+    #[test]
+    fn kernels_cannot_ratchet_the_floor_past_the_margin_raise_after_raise() {
+        let mut hw = roofline();
+        let bytes = 200e6;
+        // 2.4x the measured floor: plausible, raises DRAM to 48 GB/s.
+        let mut perf = vec![workload(&hw, 0, bytes, 10.0 / 2.4)];
+        let first = vec![perf[0].roofline_fraction];
+        settle(
+            &mut perf,
+            &first,
+            &[(0.0, bytes)],
+            true,
+            2.5,
+            Some(&mut hw),
+            &by,
+        );
+        assert_eq!(
+            perf[0].beyond_roofline.as_ref().unwrap().outcome,
+            BeyondOutcome::FloorRaised
+        );
+        // 2.4x the raised floor is 5.8x the measured one: implausible.
+        let mut perf = vec![workload(&hw, 1, bytes, 10.0 / 2.4 / 2.4)];
+        let first = vec![perf[0].roofline_fraction];
+        assert!((first[0] - 2.4).abs() < 1e-9);
+        settle(
+            &mut perf,
+            &first,
+            &[(0.0, bytes)],
+            true,
+            2.5,
+            Some(&mut hw),
+            &by,
+        );
+        assert_eq!(
+            perf[0].beyond_roofline.as_ref().unwrap().outcome,
+            BeyondOutcome::Implausible
+        );
+        assert!(perf[0].roofline_fraction > 5.7);
+        assert_eq!(hw.raises.len(), 1);
     }
 
     #[test]

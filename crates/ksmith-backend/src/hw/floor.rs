@@ -126,30 +126,87 @@ impl Hardware {
             })
     }
 
-    /// The bandwidth of a memory term (never below DRAM's: a cache is not slower than memory,
-    /// whatever a disturbed measurement said).
-    fn term_bandwidth(&self, term: FloorTerm) -> f64 {
+    /// The measured peak of a term (bandwidth never below DRAM's: a cache is not slower than
+    /// memory, whatever a disturbed measurement said).
+    fn measured_peak(&self, term: FloorTerm) -> f64 {
         match term {
+            FloorTerm::Compute => self.peak_fp32_flops,
+            FloorTerm::Dram => self.dram_bandwidth,
             FloorTerm::Cache { capacity_bytes } => self
                 .levels
                 .iter()
                 .find(|l| l.capacity_bytes == capacity_bytes)
                 .map_or(0.0, |l| l.bandwidth)
                 .max(self.dram_bandwidth),
-            FloorTerm::Dram | FloorTerm::Compute => self.dram_bandwidth,
         }
+    }
+
+    /// The highest rate a kernel reached beyond a term's measured peak (0: none). A cache
+    /// level's raise applies to the level that now holds the raising workload's bytes, so it
+    /// survives a measurement that moved the capacities.
+    fn raised_peak(&self, term: FloorTerm) -> f64 {
+        self.raises
+            .iter()
+            .filter(|r| match (r.term, term) {
+                (FloorTerm::Compute, FloorTerm::Compute) | (FloorTerm::Dram, FloorTerm::Dram) => {
+                    true
+                }
+                (FloorTerm::Cache { .. }, FloorTerm::Cache { .. }) => {
+                    self.memory_term(r.bytes, r.flushed) == term
+                }
+                _ => false,
+            })
+            .map(|r| r.to)
+            .fold(0.0, f64::max)
+    }
+
+    /// A term's peak in the floor: measured, or raised by a kernel that beat it. Raised
+    /// bandwidths also lift every cache level below them (a cache is not slower than memory).
+    pub fn peak(&self, term: FloorTerm) -> f64 {
+        let peak = self.measured_peak(term).max(self.raised_peak(term));
+        match term {
+            FloorTerm::Cache { .. } => peak.max(self.raised_peak(FloorTerm::Dram)),
+            _ => peak,
+        }
+    }
+
+    /// The DRAM bandwidth of the floor (measured, or raised by a kernel).
+    pub fn dram_floor_bandwidth(&self) -> f64 {
+        self.peak(FloorTerm::Dram)
+    }
+
+    /// The peak FP32 of the floor (measured, or raised by a kernel).
+    pub fn peak_floor_flops(&self) -> f64 {
+        self.peak(FloorTerm::Compute)
     }
 
     /// Bandwidth that bounds a working set of `bytes` (see [`Hardware::memory_term`]).
     pub fn bandwidth_for(&self, bytes: f64, flushed: bool) -> f64 {
-        self.term_bandwidth(self.memory_term(bytes, flushed))
+        self.peak(self.memory_term(bytes, flushed))
     }
 
-    /// Roofline floor of a workload: the larger of FLOPs / peak and bytes / bandwidth.
+    /// Roofline floor of a workload: the larger of FLOPs / peak and bytes / bandwidth, with
+    /// the raised peaks.
     pub fn floor(&self, flops: f64, bytes: f64, flushed: bool) -> Floor {
+        self.floor_with(flops, bytes, flushed, |t| self.peak(t))
+    }
+
+    /// The floor from the measured peaks alone, raises aside: what `implausible_speed` is
+    /// judged against, so kernels cannot ratchet the floor up raise after raise.
+    pub fn measured_floor(&self, flops: f64, bytes: f64, flushed: bool) -> Floor {
+        self.floor_with(flops, bytes, flushed, |t| self.measured_peak(t))
+    }
+
+    fn floor_with(
+        &self,
+        flops: f64,
+        bytes: f64,
+        flushed: bool,
+        peak: impl Fn(FloorTerm) -> f64,
+    ) -> Floor {
         let term = self.memory_term(bytes, flushed);
-        let memory = bytes / self.term_bandwidth(term).max(1.0);
-        let compute = flops / self.peak_fp32_flops.max(1.0);
+        let memory = bytes / peak(term).max(1.0);
+        let compute = flops / peak(FloorTerm::Compute).max(1.0);
         if compute > memory {
             Floor {
                 seconds: compute,
@@ -171,7 +228,7 @@ impl Hardware {
     /// Raises the floor of a workload that a correct kernel ran in `seconds`, below it: each
     /// term above `seconds` gets the kernel's own rate as its peak. Returns the raises made
     /// (none when the kernel was not faster than the floor), already recorded in
-    /// [`Hardware::raises`].
+    /// [`Hardware::raises`]; the measured figures are kept as they are.
     pub fn raise(
         &mut self,
         flops: f64,
@@ -189,12 +246,8 @@ impl Hardware {
             .unwrap_or(0);
         let mut made = Vec::new();
         let memory = self.memory_term(bytes, flushed);
-        let terms = [
-            (FloorTerm::Compute, flops, self.peak_fp32_flops),
-            (memory, bytes, self.term_bandwidth(memory)),
-        ];
-        for (term, amount, peak) in terms {
-            let rate = amount / seconds;
+        for (term, amount) in [(FloorTerm::Compute, flops), (memory, bytes)] {
+            let (peak, rate) = (self.peak(term), amount / seconds);
             if amount > 0.0 && rate > peak {
                 made.push(FloorRaise {
                     at,
@@ -210,28 +263,6 @@ impl Hardware {
             }
         }
         self.raises.extend(made.iter().cloned());
-        self.apply_raises();
         made
-    }
-
-    /// Applies every recorded raise as a lower bound on the peak it raised (after a fresh
-    /// measurement or a merge, the raised floors stay raised). A raise of a cache level applies
-    /// to the level that now holds its workload's bytes.
-    pub fn apply_raises(&mut self) {
-        for r in &self.raises {
-            match r.term {
-                FloorTerm::Compute => self.peak_fp32_flops = self.peak_fp32_flops.max(r.to),
-                FloorTerm::Dram => self.dram_bandwidth = self.dram_bandwidth.max(r.to),
-                FloorTerm::Cache { .. } => {
-                    if let Some(l) = self
-                        .levels
-                        .iter_mut()
-                        .find(|l| r.bytes <= l.capacity_bytes as f64)
-                    {
-                        l.bandwidth = l.bandwidth.max(r.to);
-                    }
-                }
-            }
-        }
     }
 }

@@ -223,14 +223,20 @@ fn a_kernel_beating_the_floor_raises_it_to_its_own_rate_and_is_recorded() {
     // Not faster than the floor: nothing to raise.
     assert!(hw.raise(0.0, bytes, true, seconds * 2.0, by()).is_empty());
     assert_eq!(hw.raises.len(), 1);
+    // The measured figure stays: implausibility is judged against it, so a second kernel
+    // cannot go 2.5x beyond the first one's raise.
+    assert_eq!(hw.dram_bandwidth, 25e9);
+    assert!((hw.measured_floor(0.0, bytes, true).seconds - floor).abs() < 1e-12);
+    assert!((hw.dram_floor_bandwidth() - 30e9).abs() < 1e3);
+    // A raised DRAM figure lifts a cache level measured below it.
+    assert!(hw.bandwidth_for((64 << 10) as f64, false) >= 30e9);
     // A fresh measurement (lower, on a busy machine) keeps the raised floor.
-    let mut fresh = machine(2, Some(1.8), 20e9);
-    fresh.raises.clear();
+    let fresh = machine(2, Some(1.8), 20e9);
     let mut merged = fresh.clone();
     merged.merge_max(&hw);
-    assert!((merged.dram_bandwidth - 30e9).abs() < 1e3);
+    assert!((merged.dram_floor_bandwidth() - 30e9).abs() < 1e3);
     hw.merge_max(&fresh);
-    assert!((hw.dram_bandwidth - 30e9).abs() < 1e3);
+    assert!((hw.dram_floor_bandwidth() - 30e9).abs() < 1e3);
     assert_eq!(hw.raises.len(), 1);
 }
 
@@ -247,10 +253,13 @@ fn raises_of_a_cache_level_and_of_compute_apply_to_those_terms_only() {
         }
     );
     assert!((hw.bandwidth_for(bytes, false) - level * 1.5).abs() < 1e3);
-    assert_eq!(hw.dram_bandwidth, 25e9);
+    assert_eq!(hw.dram_floor_bandwidth(), 25e9);
     let made = hw.raise(2e9, 0.0, true, 1e-2, by());
     assert_eq!(made[0].term, FloorTerm::Compute);
-    assert!((hw.peak_fp32_flops - 2e11).abs() < 1.0);
+    assert!((hw.peak_floor_flops() - 2e11).abs() < 1.0);
+    assert_eq!(hw.peak_fp32_flops, 1e11);
+    // A workload in another level is not touched by the first level's raise.
+    assert_eq!(hw.bandwidth_for(16.0 * MIB as f64, false), 25e9 * 8.0);
 }
 
 #[test]
@@ -296,7 +305,7 @@ fn saving_merges_with_a_raise_another_judge_wrote_meanwhile() {
     mine.save_merged(&path).unwrap();
     let back = read_cached(&path).unwrap();
     assert_eq!(back.raises.len(), 1);
-    assert!((back.dram_bandwidth - 30e9).abs() < 1e3);
+    assert!((back.dram_floor_bandwidth() - 30e9).abs() < 1e3);
     assert_eq!(back.peak_fp32_flops, 2e11);
 }
 

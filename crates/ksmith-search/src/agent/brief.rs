@@ -1,7 +1,7 @@
 //! What the agents are told (moved from the CLI's agent loop): the task brief, the machine's roofline, per-workload timing and a
 //! failed candidate's diagnostics, rendered from typed results.
 
-use ksmith_backend::hw::Hardware;
+use ksmith_backend::hw::{FloorTerm, Hardware};
 use ksmith_judge::{BeyondOutcome, EvalResult, Status};
 use ksmith_task::{Language, Task};
 use serde_json::{json, Value};
@@ -118,33 +118,42 @@ pub fn machine_line(hw: &Hardware) -> String {
         .map(|c| format!("L{} {}", c.level, kib(c.bytes)))
         .collect::<Vec<_>>()
         .join(", ");
-    // Never below DRAM: a level the judge would not use is not shown.
+    // The floor's own figures (raises included); never a level at or below DRAM's.
+    let dram = hw.dram_floor_bandwidth();
     let levels = hw
         .levels
         .iter()
-        .filter(|l| l.bandwidth > hw.dram_bandwidth)
         .map(|l| {
-            format!(
-                "up to {} at {:.0} GB/s",
-                kib(l.capacity_bytes),
-                l.bandwidth / 1e9
-            )
+            let term = FloorTerm::Cache {
+                capacity_bytes: l.capacity_bytes,
+            };
+            (l.capacity_bytes, hw.peak(term))
         })
+        .filter(|&(_, bw)| bw > dram)
+        .map(|(capacity, bw)| format!("up to {} at {:.0} GB/s", kib(capacity), bw / 1e9))
         .collect::<Vec<_>>()
         .join(", ");
+    let raised = if hw.raises.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (raised from the measured {:.1} GB/s or a cache level's by kernels that ran faster: the floor is the fastest rate seen)",
+            hw.dram_bandwidth / 1e9
+        )
+    };
     let levels = if levels.is_empty() {
         "none faster than DRAM".to_string()
     } else {
         levels
     };
     format!(
-        "{} ({} cores, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32; memory bandwidth {:.1} GB/s (the best of read, copy and triad loops with plain and streaming stores, on every core and on one, over buffers far past the caches; every array counted once, as the task's byte formula counts it); measured cache levels (working sets of all cores together, read on every core): {levels} (the system reports {reported}; on a VM that may be far more than this machine's share). A workload's floor: its bytes at the memory bandwidth when its inputs are evicted before each call, else at the smallest measured level that holds them; FLOPs at the peak. Flags: -O3 -march=native -fopenmp.",
+        "{} ({} cores, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32; memory bandwidth {:.1} GB/s{raised} (the best of read, copy and triad loops with plain and streaming stores, on every core and on one, over buffers far past the caches; every array counted once, as the task's byte formula counts it); measured cache levels (working sets of all cores together, read on every core): {levels} (the system reports {reported}; on a VM that may be far more than this machine's share). A workload's floor: its bytes at the memory bandwidth when its inputs are evicted before each call, else at the smallest measured level that holds them; FLOPs at the peak. Flags: -O3 -march=native -fopenmp.",
         hw.cpu,
         hw.cores,
         hw.vector_bits,
         hw.simd.join(" "),
-        hw.peak_fp32_flops / 1e9,
-        hw.dram_bandwidth / 1e9,
+        hw.peak_floor_flops() / 1e9,
+        dram / 1e9,
     )
 }
 
