@@ -119,25 +119,42 @@ static float hsum(vf v) {
     return t;
 }
 
-/* Read bandwidth over the first n floats of a: each trial reads the set `inner` times on nt
- * threads; the best of `trials`. The clock starts after a barrier that every thread has reached
- * (a thread still waking up, or waiting for a core another process holds, is not timed) and
- * stops after the barrier that the last one reaches. */
-static double read_bw(const float *a, size_t n, int nt, long inner, int trials) {
+/* Bytes one timed trial moves at most. Trials are short (a millisecond or two) so that on a
+ * machine shared with other work some of them run undisturbed, and the best one is the figure;
+ * a set larger than this is timed a window at a time, the windows taken in turn, so the window
+ * timed was last touched a whole set ago and behaves as the whole set would. */
+#define WINDOW_BYTES ((size_t)48 << 20)
+
+/* Windows of `n` floats for `nt` threads: how many, and each one's length (STEP multiples). */
+static size_t windows(size_t n, size_t per_window, int nt, size_t *len) {
+    size_t k = n > per_window ? n / per_window : 1;
+    size_t unit = (size_t)STEP * (size_t)nt;
+    *len = n / k / unit * unit;
+    return k;
+}
+
+/* Read bandwidth of a set of the first n floats of a on nt threads: `trials` timed trials (at
+ * least one whole cycle of windows), each reading one window `inner` times, after `warm`
+ * untimed ones; the best trial. The clock starts after a barrier that every thread has
+ * reached (a thread still waking up, or waiting for a core another process holds, is not
+ * timed) and stops after the barrier that the last one reaches. */
+static double read_bw(const float *a, size_t n, int nt, long inner, int trials, int warm) {
     double best = 1e30, t0 = 0;
-    size_t counted = n / STEP * STEP;
+    size_t len;
+    size_t k = windows(n, WINDOW_BYTES / 4, nt, &len);
+    if (trials < (int)k) trials = (int)k;
 #pragma omp parallel num_threads(nt)
     {
         int id = omp_get_thread_num();
         size_t lo, hi;
-        slice(n, id, omp_get_num_threads(), &lo, &hi);
-        for (int r = 0; r < trials; r++) {
+        slice(len, id, omp_get_num_threads(), &lo, &hi);
+        for (int r = -warm; r < trials; r++) {
+            const float *p = a + (size_t)((r + warm) % (int)k) * len;
 #pragma omp barrier
 #pragma omp master
             t0 = omp_get_wtime();
-            const float *p = a;
             vf s = {0};
-            for (long k = 0; k < inner; k++) {
+            for (long j = 0; j < inner; j++) {
                 OPAQUE(p);
                 s = sum_range(p, lo, hi, s);
             }
@@ -146,11 +163,11 @@ static double read_bw(const float *a, size_t n, int nt, long inner, int trials) 
 #pragma omp master
             {
                 double t = omp_get_wtime() - t0;
-                if (t < best) best = t;
+                if (r >= 0 && t < best) best = t;
             }
         }
     }
-    return 4.0 * (double)counted * (double)inner / best;
+    return 4.0 * (double)len * (double)inner / best;
 }
 
 static int cmd_sweep(size_t min_bytes, size_t max_bytes, int per_octave) {
@@ -159,9 +176,9 @@ static int cmd_sweep(size_t min_bytes, size_t max_bytes, int per_octave) {
     if (!a) return 1;
     first_touch(a, nmax, 1.0f);
     int nt = omp_get_max_threads();
-    /* Each point reads at least this much per trial: small sets are read many times over, so
-     * the parallel region's start-up cost stays a small part of a trial. */
-    const double per_trial = 128.0 * 1024 * 1024;
+    /* A small set is read over and over within a trial, so the barriers' cost stays a small
+     * part of it. */
+    const double per_trial = 8.0 * 1024 * 1024;
     printf("{\"threads\": %d, \"points\": [", nt);
     int first = 1;
     size_t last = 0;
@@ -171,11 +188,12 @@ static int cmd_sweep(size_t min_bytes, size_t max_bytes, int per_octave) {
         if (bytes > max_bytes) break;
         if (bytes == 0 || bytes == last) continue;
         last = bytes;
-        long inner = (long)ceil(per_trial / (double)bytes);
-        int trials = bytes >= ((size_t)256 << 20) ? 3 : 7;
-        /* An untimed pass first: the set is then where its size lets it stay. */
-        read_bw(a, bytes / 4, nt, 1, 1);
-        double bw = read_bw(a, bytes / 4, nt, inner, trials);
+        long inner = bytes < per_trial ? (long)ceil(per_trial / (double)bytes) : 1;
+        size_t len;
+        size_t k = windows(bytes / 4, WINDOW_BYTES / 4, nt, &len);
+        /* Untimed first: one trial for a set read whole, one cycle of windows for a larger
+         * one (the set is then where its size lets it stay). */
+        double bw = read_bw(a, bytes / 4, nt, inner, 9, k > 1 ? (int)k : 1);
         printf("%s{\"bytes\": %zu, \"bytes_per_s\": %.6e}", first ? "" : ", ", bytes, bw);
         first = 0;
     }
@@ -187,19 +205,26 @@ static int cmd_sweep(size_t min_bytes, size_t max_bytes, int per_octave) {
 enum kernel { READ, COPY, TRIAD };
 static const char *kernel_name[] = {"read", "copy", "triad"};
 
-/* One stream kernel over n floats per array on nt threads, best of `trials`, counted bytes/s
+/* One stream kernel over n floats per array on nt threads, counted bytes/s: the best of
+ * `trials` trials (at least a whole cycle of windows), each over one window of every array
  * (timed between barriers, as `read_bw`). */
 static double stream(enum kernel k, int nontemporal, float *a, float *b, float *c, size_t n, int nt,
                      int trials) {
     double best = 1e30, t0 = 0;
+    int arrays = k == READ ? 1 : k == COPY ? 2 : 3;
+    size_t len;
+    size_t w = windows(n, WINDOW_BYTES / 4 / (size_t)arrays, nt, &len);
+    if (trials < (int)w) trials = (int)w;
 #pragma omp parallel num_threads(nt)
     {
         int id = omp_get_thread_num();
         size_t lo, hi;
-        slice(n, id, omp_get_num_threads(), &lo, &hi);
+        slice(len, id, omp_get_num_threads(), &lo, &hi);
         const vf s3 = (vf){0} + 3.0f;
         for (int r = 0; r < trials; r++) {
-            float *out = a;
+            size_t off = (size_t)(r % (int)w) * len;
+            float *out = a + off;
+            const float *x = b + off, *y = c + off;
             OPAQUE(out);
 #pragma omp barrier
 #pragma omp master
@@ -208,15 +233,15 @@ static double stream(enum kernel k, int nontemporal, float *a, float *b, float *
                 vf s = sum_range(out, lo, hi, (vf){0});
                 sink[id & 1023] = hsum(s);
             } else if (k == COPY && nontemporal) {
-                for (size_t i = lo; i < hi; i += VL) nt_store(out + i, *(const vf *)(b + i));
+                for (size_t i = lo; i < hi; i += VL) nt_store(out + i, *(const vf *)(x + i));
             } else if (k == COPY) {
-                for (size_t i = lo; i < hi; i += VL) *(vf *)(out + i) = *(const vf *)(b + i);
+                for (size_t i = lo; i < hi; i += VL) *(vf *)(out + i) = *(const vf *)(x + i);
             } else if (nontemporal) {
                 for (size_t i = lo; i < hi; i += VL)
-                    nt_store(out + i, *(const vf *)(b + i) + s3 * *(const vf *)(c + i));
+                    nt_store(out + i, *(const vf *)(x + i) + s3 * *(const vf *)(y + i));
             } else {
                 for (size_t i = lo; i < hi; i += VL)
-                    *(vf *)(out + i) = *(const vf *)(b + i) + s3 * *(const vf *)(c + i);
+                    *(vf *)(out + i) = *(const vf *)(x + i) + s3 * *(const vf *)(y + i);
             }
             nt_fence();
 #pragma omp barrier
@@ -227,9 +252,8 @@ static double stream(enum kernel k, int nontemporal, float *a, float *b, float *
             }
         }
     }
-    int arrays = k == READ ? 1 : k == COPY ? 2 : 3;
     sink[0] = a[n / 2];
-    return 4.0 * (double)(n / STEP * STEP) * arrays / best;
+    return 4.0 * (double)len * arrays / best;
 }
 
 static int cmd_streams(size_t bytes) {
@@ -251,7 +275,7 @@ static int cmd_streams(size_t bytes) {
             for (int nti = 0; nti < (k == READ ? 1 : 2); nti++) {
                 size_t n = k == READ ? n1 : k == COPY ? n2 : n3;
                 /* The read kernel reads `a`, the others write it (as STREAM does). */
-                double bw = stream((enum kernel)k, nti, a, b, c, n, nt, nt == 1 ? 2 : 4);
+                double bw = stream((enum kernel)k, nti, a, b, c, n, nt, 9);
                 printf("%s{\"kernel\": \"%s\", \"stores\": \"%s\", \"threads\": %d, \"bytes_per_s\": %.6e}",
                        first ? "" : ", ", kernel_name[k],
                        k == READ ? "none" : nti ? "streaming" : "plain", nt, bw);
@@ -269,27 +293,35 @@ static int cmd_streams(size_t bytes) {
 static volatile float seed_m = 0.999999f, seed_x = 1e-7f;
 static volatile float fma_sink;
 
-static double fma_peak(long iters) {
-    double best = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double t = omp_get_wtime();
+/* The FMA peak: `trials` short trials (a few milliseconds each, timed between barriers as
+ * `read_bw`, so some run undisturbed on a shared machine), the best one. */
+static double fma_peak(long iters, int trials) {
+    double best = 1e30, t0 = 0;
 #pragma omp parallel
-        {
-            vf acc[12];
-            vf m, x;
-            float ms = seed_m, xs = seed_x; /* runtime values: nothing can be constant-folded */
-            for (int k = 0; k < VL; k++) { m[k] = ms; x[k] = xs * (float)(k + 1); }
-            for (int j = 0; j < 12; j++) acc[j] = x * (float)(j + 1);
+    {
+        vf acc[12];
+        vf m, x;
+        float ms = seed_m, xs = seed_x; /* runtime values: nothing can be constant-folded */
+        for (int k = 0; k < VL; k++) { m[k] = ms; x[k] = xs * (float)(k + 1); }
+        for (int j = 0; j < 12; j++) acc[j] = x * (float)(j + 1);
+        for (int r = 0; r < trials; r++) {
+#pragma omp barrier
+#pragma omp master
+            t0 = omp_get_wtime();
             for (long i = 0; i < iters; i++) {
 #pragma GCC unroll 12
                 for (int j = 0; j < 12; j++) acc[j] = acc[j] * m + x;
             }
-            vf s = acc[0];
-            for (int j = 1; j < 12; j++) s += acc[j];
-            fma_sink = hsum(s); /* every lane of every accumulator is live */
+#pragma omp barrier
+#pragma omp master
+            {
+                double t = omp_get_wtime() - t0;
+                if (t < best) best = t;
+            }
         }
-        t = omp_get_wtime() - t;
-        if (t < best) best = t;
+        vf s = acc[0];
+        for (int j = 1; j < 12; j++) s += acc[j];
+        fma_sink = hsum(s); /* every lane of every accumulator is live */
     }
     return 2.0 * VL * 12.0 * (double)iters * omp_get_max_threads() / best;
 }
@@ -299,7 +331,7 @@ int main(int argc, char **argv) {
         return cmd_sweep(strtoull(argv[2], 0, 10), strtoull(argv[3], 0, 10), atoi(argv[4]));
     if (argc >= 3 && !strcmp(argv[1], "streams")) return cmd_streams(strtoull(argv[2], 0, 10));
     if (argc >= 2 && !strcmp(argv[1], "fma")) {
-        double peak = fma_peak(20000000);
+        double peak = fma_peak(1000000, 40);
         printf("{\"fp32_flops_per_s\": %.6e, \"threads\": %d, \"vector_bits\": %d}\n", peak,
                omp_get_max_threads(), VBYTES * 8);
         return 0;
