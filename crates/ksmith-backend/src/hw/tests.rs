@@ -316,3 +316,45 @@ fn stream_buffers_go_past_the_measured_caches_within_memory() {
     assert_eq!(stream_bytes(1 << 30, 1 << 30), 1 << 30);
     assert_eq!(stream_bytes(32 * MIB, 64 * MIB), 64 * MIB);
 }
+
+/// Measures for real (a few seconds; nothing about the figures is asserted but their shape, so
+/// a busy machine passes too).
+#[test]
+fn an_old_roofline_is_measured_again_under_the_device_lock_then_reused() {
+    let Ok(compiler) = Compiler::detect() else {
+        eprintln!("no C compiler: skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hw.json");
+    std::fs::write(
+        &path,
+        r#"{"cpu": "x", "cores": 2, "caches": [], "simd": [], "compilers": [],
+            "dram_bandwidth": 15.4e9, "cache_bandwidth": 16.1e9, "peak_fp32_flops": 3e11,
+            "vector_bits": 512, "threads": 2, "measured_at": 1, "fingerprint": "f"}"#,
+    )
+    .unwrap();
+    let mut held = 0;
+    let mut quiet = || -> Result<Option<Box<dyn std::any::Any>>, String> {
+        held += 1;
+        Ok(Some(Box::new(())))
+    };
+    let (hw, cached) = load_or_measure_quiet(&path, &compiler, 2, false, &mut quiet).unwrap();
+    assert!(!cached);
+    assert_eq!(held, 1);
+    assert_eq!(hw.format, HW_FORMAT);
+    assert_eq!(hw.method.device_lock, DeviceLock::Exclusive);
+    assert!(hw.dram_bandwidth > 0.0 && hw.peak_fp32_flops > 0.0);
+    assert_eq!(hw.streams.len(), 10, "{:?}", hw.streams);
+    assert!(hw.dram_bandwidth >= best_stream(&hw.streams));
+    assert!(hw.sweep.windows(2).all(|w| w[0].bytes < w[1].bytes));
+    assert!(hw.levels.iter().all(|l| l.bandwidth > hw.dram_bandwidth));
+    assert!(hw.method.seconds > 0.0);
+    // Cached now (unless the machine was busy then and quiet now: measured again, merged).
+    let (again, cached) =
+        load_or_measure_quiet(&path, &compiler, 2, false, &mut || Ok(None)).unwrap();
+    assert_eq!(again.format, HW_FORMAT);
+    if cached {
+        assert_eq!(again.measured_at, hw.measured_at);
+    }
+}
