@@ -53,11 +53,13 @@ KERNELS=(
     "tasks/ksbench/rmsnorm_llm seed" "tasks/ksbench/cross_entropy seed" "tasks/ksbench/swiglu_mlp seed"
     "tasks/ksbench/gemm seed" "tasks/ksbench/paged_attention_decode seed"
 )
-echo "## fractions of the floor (median of the kernel's timed calls; best of $EVAL_RUNS runs)"
+echo "## fractions of the floor, best of $EVAL_RUNS runs (spread): the judge's (its median call), and at its p10 call"
+echo "| task | solution | axes | evicted | % of floor (judge) | at p10 | GB/s | floor ms | beyond the floor |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for k in "${KERNELS[@]}"; do
     set -- $k
     for r in $(seq "$EVAL_RUNS"); do
-        "$KS" --store "$STORE" eval "$1" "$1/solutions/$2" --json 2>/dev/null > "$STORE.eval.$(basename "$1").$r.json" || true
+        "$KS" --store "$STORE" eval "$1" "$1/solutions/$2" --json --again 2>/dev/null > "$STORE.eval.$(basename "$1").$r.json" || true
     done
     python3 - "$STORE" "$(basename "$1")" "$2" "$EVAL_RUNS" <<'EOF'
 import json, sys
@@ -76,11 +78,12 @@ if runs:
     ws = runs[0]["performance"]["workloads"]
     for w in range(len(ws)):
         fr = [r["performance"]["workloads"][w]["roofline_fraction"] for r in runs]
+        p10 = [r["performance"]["workloads"][w]["floor_ms"] / r["performance"]["workloads"][w]["candidate"]["p10_ms"] for r in runs]
         gb = [r["performance"]["workloads"][w]["gbps"] for r in runs]
         fl = [r["performance"]["workloads"][w].get("beyond_roofline") for r in runs]
         axes = " ".join(f"{k}={v}" for k, v in ws[w]["axes"].items())
         flags = "; ".join(f"{f['outcome']} ({f['fraction']*100:.0f}%)" for f in fl if f) or "-"
         print(f"| {task} | {sol} | {axes} | {'yes' if ws[w]['cache_flushed'] else 'no'} | "
-              f"{max(fr)*100:.0f}% ({min(fr)*100:.0f}-{max(fr)*100:.0f}%) | {max(gb):.1f} | {ws[w]['floor_ms']:.3f} | {flags} |")
+              f"{max(fr)*100:.0f}% ({min(fr)*100:.0f}-{max(fr)*100:.0f}%) | {max(p10)*100:.0f}% | {max(gb):.1f} | {ws[w]['floor_ms']:.3f} | {flags} |")
 EOF
 done
