@@ -293,7 +293,62 @@ pub fn first_lines(s: &str, n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::busy_note;
+    use super::{busy_note, machine_line};
+    use ksmith_backend::hw::{Hardware, RaisedBy, HW_FORMAT};
+
+    /// A Xeon VM as issue 29 saw it: a 480 MiB L3 reported, a level measured below DRAM.
+    fn xeon() -> Hardware {
+        serde_json::from_value(serde_json::json!({
+            "format": HW_FORMAT, "cpu": "Intel Xeon", "cores": 2,
+            "caches": [{"level": 1, "kind": "Data", "bytes": 49152},
+                       {"level": 3, "kind": "Unified", "bytes": 503316480u64}],
+            "simd": ["avx512f"], "compilers": [], "dram_bandwidth": 26.5e9,
+            "streams": [{"kernel": "triad", "stores": "streaming", "threads": 2, "bytes_per_s": 26.5e9}],
+            "sweep": [],
+            "levels": [{"capacity_bytes": 98304, "bandwidth": 400e9},
+                       {"capacity_bytes": 4194304, "bandwidth": 16.1e9}],
+            "peak_fp32_flops": 336e9, "vector_bits": 512, "threads": 2, "measured_at": 0,
+            "load_at_measure": 0.1,
+            "method": {"device_lock": "exclusive", "stream_bytes": 268435456u64,
+                       "sweep_bytes": [16384, 1073741824u64], "nontemporal": "avx512", "seconds": 4.0},
+            "fingerprint": "f"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_machine_line_shows_the_floor_and_no_cache_figure_below_dram() {
+        let mut hw = xeon();
+        let line = machine_line(&hw);
+        assert!(line.contains("memory bandwidth 26.5 GB/s"), "{line}");
+        assert!(line.contains("up to 96 KiB at 400 GB/s"), "{line}");
+        assert!(
+            !line.contains("16 GB/s") && !line.contains("cache-resident"),
+            "{line}"
+        );
+        assert!(
+            line.contains("the system reports L1 48 KiB, L3 480 MiB"),
+            "{line}"
+        );
+        // A raise is the floor from then on, and said to be one.
+        hw.raise(
+            0.0,
+            3e8,
+            true,
+            3e8 / 30e9,
+            RaisedBy {
+                task: "t".into(),
+                solution: "s".into(),
+                solution_hash: "h".into(),
+                workload: 0,
+            },
+        );
+        let line = machine_line(&hw);
+        assert!(
+            line.contains("memory bandwidth 30.0 GB/s (raised from the measured 26.5"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn a_busy_machine_is_said_only_when_busier_than_its_cores() {
