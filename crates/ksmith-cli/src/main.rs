@@ -632,13 +632,14 @@ impl Ctx {
     /// when none is cached for this machine or the cached one is of another format.
     fn hardware(&self, compiler: &Compiler, refresh: bool) -> Result<hw::Hardware, Exit> {
         let path = self.store_dir.join("hw.json");
-        let scheduler = self.scheduler();
+        // The scheduler only when measuring: a cached roofline needs no lock (nor a writable
+        // store).
         let mut quiet = || -> Result<Option<Box<dyn std::any::Any>>, String> {
             note!(
                 "ksmith: measuring this machine's roofline (cached in {})...",
                 path.display()
             );
-            match &scheduler {
+            match self.scheduler() {
                 Some(s) => s
                     .acquire(Work::Roofline)
                     .map(|l| Some(Box::new(l) as Box<dyn std::any::Any>))
