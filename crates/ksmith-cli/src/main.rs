@@ -573,7 +573,10 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Cluster(_) => false,
         Cmd::Validate { no_run, .. } => !no_run,
         Cmd::Memory(m) => m.writes_store(),
-        Cmd::Hw { refresh, gpu, .. } => *refresh || *gpu || !store_dir.join("hw.json").exists(),
+        // A missing roofline, or one of another format, is measured and written.
+        Cmd::Hw { refresh, gpu, .. } => {
+            *refresh || *gpu || hw::read_cached(&store_dir.join("hw.json")).is_err()
+        }
         Cmd::Eval { .. }
         | Cmd::Bench(_)
         | Cmd::Optimize(_)
@@ -625,26 +628,27 @@ impl Ctx {
         Store::open_read(&self.store_dir).map_err(env_err)
     }
 
+    /// The roofline, measured (alone on the device: under the scheduler's exclusive lease)
+    /// when none is cached for this machine or the cached one is of another format.
     fn hardware(&self, compiler: &Compiler, refresh: bool) -> Result<hw::Hardware, Exit> {
         let path = self.store_dir.join("hw.json");
-        let cached = path.exists() && !refresh;
-        if !cached {
+        // The scheduler only when measuring: a cached roofline needs no lock (nor a writable
+        // store).
+        let mut quiet = || -> Result<Option<Box<dyn std::any::Any>>, String> {
             note!(
                 "ksmith: measuring this machine's roofline (cached in {})...",
                 path.display()
             );
-        }
-        // A measurement is timed: alone on the device, against every ksmith process on the
-        // machine (`ksmith hw --refresh` too, which once ran during other runs' timed rounds).
-        let measuring = (!cached)
-            .then(|| self.scheduler())
-            .flatten()
-            .map(|s| s.acquire(Work::Roofline))
-            .transpose()
+            match self.scheduler() {
+                Some(s) => s
+                    .acquire(Work::Roofline)
+                    .map(|l| Some(Box::new(l) as Box<dyn std::any::Any>))
+                    .map_err(|e| e.to_string()),
+                None => Ok(None),
+            }
+        };
+        let (hw, _) = hw::load_or_measure_quiet(&path, compiler, self.threads, refresh, &mut quiet)
             .map_err(env_err)?;
-        let (hw, _) =
-            hw::load_or_measure(&path, compiler, self.threads, refresh).map_err(env_err)?;
-        drop(measuring);
         Ok(hw)
     }
 

@@ -89,7 +89,8 @@ struct Line {
     status: String,
     latency: Option<f64>,
     speedup: Option<f64>,
-    roofline: Option<f64>,
+    /// `87%`, `125%!` when a workload beat its floor (`Performance::roofline_cell`).
+    roofline: Option<String>,
 }
 
 /// A line of the report; `what` may hold a tunable's name from the solution (escaped where
@@ -103,7 +104,7 @@ fn line(what: &str, r: &EvalResult) -> Line {
         },
         latency: latency_ms(r),
         speedup: r.performance.as_ref().map(|p| p.speedup),
-        roofline: r.performance.as_ref().map(|p| p.roofline_fraction),
+        roofline: r.performance.as_ref().map(|p| p.roofline_cell()),
     }
 }
 
@@ -369,7 +370,7 @@ fn print_report(lines: &[Line], xla: Option<f64>) {
             crate::term::one(&l.status).into_owned(),
             fmt(l.latency, |v| format!("{v:.3}")),
             fmt(l.speedup, |v| format!("{v:.2}x")),
-            fmt(l.roofline, |v| format!("{:.0}%", v * 100.0)),
+            l.roofline.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
     say!("{t}");
@@ -388,7 +389,7 @@ fn report_markdown(task: &str, lines: &[Line], xla: Option<f64>) -> String {
             markdown_cell(&l.status),
             fmt(l.latency, |v| format!("{v:.3}")),
             fmt(l.speedup, |v| format!("{v:.2}x")),
-            fmt(l.roofline, |v| format!("{:.0}%", v * 100.0))
+            l.roofline.clone().unwrap_or_else(|| "-".into())
         ));
     }
     s.push_str("\nLLM-driven rewriting was off (no model configured); the result comes from autotuning the seed.\n");

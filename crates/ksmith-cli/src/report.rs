@@ -8,7 +8,7 @@
 use crate::bench_rows::{group, Row};
 use crate::term::{continued, one};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use ksmith_backend::hw::Hardware;
+use ksmith_backend::hw::{DeviceLock, FloorTerm, Hardware, Stores};
 use ksmith_judge::{EvalResult, HarnessSplit, Status};
 use ksmith_task::Task;
 use serde_json::json;
@@ -221,7 +221,7 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
                 ),
                 format!("{:.1}", w.gflops),
                 format!("{:.1}", w.gbps),
-                format!("{:.0}%", w.roofline_fraction * 100.0),
+                w.roofline_cell(),
                 format!("{}/{}", w.candidate.samples, w.baseline.samples),
             ]);
         }
@@ -261,6 +261,21 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
                     },
                     d.wider_side,
                     d.spread
+                );
+            }
+        }
+        for w in p.beyond_roofline() {
+            if let Some(b) = &w.beyond_roofline {
+                say!(
+                    "  workload {}: ran at {:.0}% of its roofline floor ({}{}; now {:.0}% of a {:.3} ms floor)",
+                    w.workload,
+                    b.fraction * 100.0,
+                    b.outcome.describe(),
+                    b.remeasured_fraction
+                        .map(|f| format!(", {:.0}% after measuring again", f * 100.0))
+                        .unwrap_or_default(),
+                    w.roofline_fraction * 100.0,
+                    w.floor_ms
                 );
             }
         }
@@ -371,27 +386,92 @@ pub(crate) fn print_hw(hw: &Hardware) {
         hw.threads
     );
     for c in &hw.caches {
-        say!("cache L{} {:<12} {}", c.level, c.kind, bytes_human(c.bytes));
+        say!(
+            "cache L{} {:<12} {} (reported)",
+            c.level,
+            c.kind,
+            bytes_human(c.bytes)
+        );
     }
     say!("simd:             {}", hw.simd.join(" "));
+    let dram = hw.dram_floor_bandwidth();
     say!(
-        "DRAM bandwidth:   {:.1} GB/s (triad, buffers >> LLC)",
-        hw.dram_bandwidth / 1e9
+        "DRAM bandwidth:   {:.1} GB/s (the floor: {})",
+        dram / 1e9,
+        if dram > hw.dram_bandwidth {
+            format!(
+                "raised by a kernel from the measured {:.1} GB/s",
+                hw.dram_bandwidth / 1e9
+            )
+        } else {
+            "the best of the streams below".into()
+        }
     );
+    for s in &hw.streams {
+        say!(
+            "  {:<5} {:<9} {:>2} thread{} {:>7.1} GB/s",
+            format!("{:?}", s.kernel).to_lowercase(),
+            match s.stores {
+                Stores::None => "",
+                Stores::Plain => "plain",
+                Stores::Streaming => "streaming",
+            },
+            s.threads,
+            if s.threads == 1 { " " } else { "s" },
+            s.bytes_per_s / 1e9
+        );
+    }
     say!(
-        "cache bandwidth:  {:.1} GB/s (triad, LLC-resident)",
-        hw.cache_bandwidth / 1e9
+        "  (buffers of {} in all, past the measured caches; streaming stores: {})",
+        bytes_human(hw.method.stream_bytes),
+        hw.method.nontemporal
     );
+    if hw.levels.is_empty() {
+        say!("cache levels:     none read faster than DRAM (measured)");
+    }
+    for (i, l) in hw.levels.iter().enumerate() {
+        say!(
+            "{} up to {:<10} {:>7.1} GB/s (read, every core)",
+            if i == 0 {
+                "cache levels:    "
+            } else {
+                "                 "
+            },
+            bytes_human(l.capacity_bytes),
+            hw.peak(FloorTerm::Cache {
+                capacity_bytes: l.capacity_bytes
+            }) / 1e9
+        );
+    }
     say!(
         "peak FP32:        {:.1} GFLOP/s ({}-bit FMA)",
-        hw.peak_fp32_flops / 1e9,
+        hw.peak_floor_flops() / 1e9,
         hw.vector_bits
     );
     say!(
         "ridge point:      {:.1} FLOP/byte",
-        hw.peak_fp32_flops / hw.dram_bandwidth.max(1.0)
+        hw.peak_floor_flops() / dram.max(1.0)
     );
-    say!("measured:         {}", measured_when(hw));
+    for r in &hw.raises {
+        say!(
+            "raised:           {:?} {:.1} -> {:.1} G/s by {} {} (workload {})",
+            r.term,
+            r.from / 1e9,
+            r.to / 1e9,
+            one(&r.by.task),
+            one(&r.by.solution),
+            r.by.workload
+        );
+    }
+    say!(
+        "measured:         {} in {:.1} s, {}",
+        measured_when(hw),
+        hw.method.seconds,
+        match hw.method.device_lock {
+            DeviceLock::Exclusive => "the device held alone",
+            DeviceLock::None => "without the device lock",
+        }
+    );
     for c in &hw.compilers {
         say!("compiler:         {c}");
     }
@@ -627,7 +707,7 @@ impl<'a> BenchSummary<'a> {
                     r.status_full(),
                     perf.map(|p| speedup_cell(p.speedup, p.speedup_interval, p.noisy))
                         .unwrap_or_else(|| "-".into()),
-                    perf.map(|p| format!("{:.0}%", p.roofline_fraction * 100.0))
+                    perf.map(|p| p.roofline_cell())
                         .unwrap_or_else(|| "-".into()),
                     perf.map(|p| format!("{:.3}", total_ms(p, false)))
                         .unwrap_or_else(|| "-".into()),

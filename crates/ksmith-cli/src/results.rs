@@ -186,7 +186,7 @@ fn render(s: &BenchSummary, format: Format) -> String {
             md_cell(&r.status_full()),
             perf.map(|p| crate::report::speedup_cell(p.speedup, p.speedup_interval, p.noisy))
                 .unwrap_or_else(|| "-".into()),
-            perf.map(|p| format!("{:.0}%", p.roofline_fraction * 100.0))
+            perf.map(|p| p.roofline_cell())
                 .unwrap_or_else(|| "-".into()),
             j["candidate_ms"]
                 .as_f64()

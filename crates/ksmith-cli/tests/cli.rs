@@ -462,8 +462,30 @@ fn hw_reports_a_measured_roofline() {
     let out = ksmith(&shared_store(), &["hw", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
-    assert!(v["dram_bandwidth"].as_f64().unwrap() > 1e8);
-    assert!(v["cache_bandwidth"].as_f64().unwrap() > 1e8);
+    assert_eq!(v["format"], ksmith_backend::hw::HW_FORMAT);
+    let dram = v["dram_bandwidth"].as_f64().unwrap();
+    assert!(dram > 1e8);
+    // The floor's DRAM figure is the best of every stream kernel measured.
+    let streams = v["streams"].as_array().unwrap();
+    assert!(streams.len() >= 5, "{streams:?}");
+    let best = streams
+        .iter()
+        .map(|s| s["bytes_per_s"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(dram >= best, "{dram} < {best}");
+    assert!(streams.iter().any(|s| s["stores"] == "streaming"));
+    // Measured levels: capacities grow, bandwidths fall, every one faster than DRAM (not
+    // timed: on a busy machine there may be none).
+    let levels = v["levels"].as_array().unwrap();
+    for w in levels.windows(2) {
+        assert!(w[0]["capacity_bytes"].as_u64() < w[1]["capacity_bytes"].as_u64());
+        assert!(w[0]["bandwidth"].as_f64() > w[1]["bandwidth"].as_f64());
+    }
+    assert!(levels
+        .iter()
+        .all(|l| l["bandwidth"].as_f64().unwrap() > dram));
+    assert!(v["sweep"].as_array().unwrap().len() > 10);
+    assert!(v["method"]["seconds"].as_f64().unwrap() > 0.0);
     assert!(v["peak_fp32_flops"].as_f64().unwrap() > 1e8);
     assert!(v["cores"].as_u64().unwrap() >= 1);
 }

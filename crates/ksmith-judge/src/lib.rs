@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 
 /// Version of the checking and timing method: part of every evaluation key, so results measured
 /// by an older method are never reused. Bump it when the cascade or the timing changes.
-pub const METHOD_VERSION: u32 = 10;
+pub const METHOD_VERSION: u32 = 11;
 
 /// Long-lived judge: keeps the trusted server (and its loaded tasks) across evaluations.
 pub struct Judge {

@@ -910,6 +910,7 @@ impl Judge {
             disagreement,
             candidate: c,
             baseline: b,
+            beyond_roofline: None,
         }
     }
 }

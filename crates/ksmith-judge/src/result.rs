@@ -374,6 +374,10 @@ pub struct WorkloadPerf {
     /// which figure disagrees and why.
     #[serde(default)]
     pub disagreement: Option<Disagreement>,
+    /// Set when the candidate ran faster than this workload's roofline floor (DESIGN rule 6:
+    /// flagged, not celebrated); what the judge made of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond_roofline: Option<BeyondRoofline>,
 }
 
 /// The ratio of medians and the paired speedup of one workload disagree.
@@ -412,6 +416,61 @@ pub enum DisagreeWhy {
     Drift,
 }
 
+/// A workload timed faster than its roofline floor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BeyondRoofline {
+    /// floor / candidate median against the floor the timing was first judged by (> 1).
+    pub fraction: f64,
+    /// The same against the floor measured again by this judge (None: not measured again,
+    /// e.g. a GPU's roofline).
+    pub remeasured_fraction: Option<f64>,
+    /// What the judge concluded.
+    pub outcome: BeyondOutcome,
+}
+
+/// What a timing beyond the roofline floor meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BeyondOutcome {
+    /// The floor measured again sits below the kernel's time: the first floor was stale
+    /// (measured under load); the fraction shown is against the new one.
+    StaleFloor,
+    /// Still faster than the re-measured floor, within the plausibility margin: the floor was
+    /// wrong and was raised to this kernel's rate (recorded in `hw.json` with the kernel).
+    FloorRaised,
+    /// Still faster than the floor, left as it is (the floor is not this judge's to raise:
+    /// a GPU's roofline, or a timing cut short by a race).
+    Flagged,
+    /// Faster than the floor by more than the plausibility margin: `POLICY_REJECTED
+    /// implausible_speed`.
+    Implausible,
+}
+
+impl BeyondOutcome {
+    /// A few words for tables and prompts.
+    pub fn describe(self) -> &'static str {
+        match self {
+            BeyondOutcome::StaleFloor => "floor re-measured",
+            BeyondOutcome::FloorRaised => "floor raised to this kernel's rate",
+            BeyondOutcome::Flagged => "above the floor, flagged",
+            BeyondOutcome::Implausible => "implausible",
+        }
+    }
+}
+
+impl WorkloadPerf {
+    /// `87%`, or `120%!` when the kernel beat its floor (the fraction first seen, so a
+    /// raised floor's 100% does not hide it; a floor that was only stale shows the new one).
+    pub fn roofline_cell(&self) -> String {
+        match &self.beyond_roofline {
+            Some(b) if b.outcome != BeyondOutcome::StaleFloor => {
+                format!("{:.0}%!", b.fraction * 100.0)
+            }
+            _ => format!("{:.0}%", self.roofline_fraction * 100.0),
+        }
+    }
+}
+
 /// How caches were made cold before a timed call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -438,6 +497,25 @@ pub fn geomean(values: impl IntoIterator<Item = f64>) -> f64 {
 }
 
 impl Performance {
+    /// The workloads timed faster than their roofline floor (a floor that was only stale aside).
+    pub fn beyond_roofline(&self) -> impl Iterator<Item = &WorkloadPerf> {
+        self.workloads.iter().filter(|w| {
+            w.beyond_roofline
+                .as_ref()
+                .is_some_and(|b| b.outcome != BeyondOutcome::StaleFloor)
+        })
+    }
+
+    /// `87%` (geomean), with `!` when some workload beat its floor.
+    pub fn roofline_cell(&self) -> String {
+        let flag = if self.beyond_roofline().next().is_some() {
+            "!"
+        } else {
+            ""
+        };
+        format!("{:.0}%{flag}", self.roofline_fraction * 100.0)
+    }
+
     /// Geometric mean over workloads of the candidate's median latency, in ms.
     pub fn candidate_ms(&self) -> f64 {
         geomean(self.workloads.iter().map(|w| w.candidate.median_ms))

@@ -332,7 +332,7 @@ pub(super) fn finalize(
                 .collect::<Vec<_>>()
                 .join(" ");
             md.push_str(&format!(
-                "| {axes} | {:.3} | {:.3} | {:.2}x ({:.2}-{:.2}) | {:.1} | {:.1} | {:.3} | {:.0}% | {} |\n",
+                "| {axes} | {:.3} | {:.3} | {:.2}x ({:.2}-{:.2}) | {:.1} | {:.1} | {:.3} | {} | {} |\n",
                 wp.candidate.median_ms,
                 wp.baseline.median_ms,
                 wp.speedup,
@@ -341,7 +341,7 @@ pub(super) fn finalize(
                 wp.gflops,
                 wp.gbps,
                 wp.floor_ms,
-                wp.roofline_fraction * 100.0,
+                wp.roofline_cell(),
                 if wp.cache_flushed { "yes" } else { "no" }
             ));
         }

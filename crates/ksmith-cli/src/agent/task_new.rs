@@ -37,7 +37,7 @@ fn task_format() -> &'static str {
 
 /// How large a workload should be so that a call takes about 1-50 ms on this machine.
 fn target_size(hw: &ksmith_backend::hw::Hardware) -> String {
-    let (bw, peak) = (hw.dram_bandwidth, hw.peak_fp32_flops);
+    let (bw, peak) = (hw.dram_floor_bandwidth(), hw.peak_floor_flops());
     format!(
         "about {:.0}-{:.0} MB of input and output for a memory-bound operation (at {:.1} GB/s), or {:.1}-{:.0} GFLOP for a compute-bound one (at the measured peak of {:.0} GFLOP/s; real kernels reach a fraction of it, so stay near the low end)",
         bw * 1e-3 / 1e6,

@@ -141,6 +141,9 @@ pub(crate) struct WorkloadRow {
     pub gbps: f64,
     /// Fraction of the machine's roofline.
     pub roofline: f64,
+    /// Set when the kernel beat its floor: the fraction first seen and what the judge made
+    /// of it.
+    pub beyond: Option<(f64, String)>,
 }
 
 /// One source file of the winner with its start.
@@ -629,6 +632,11 @@ fn winner(
                             gflops: wl.gflops,
                             gbps: wl.gbps,
                             roofline: wl.roofline_fraction,
+                            beyond: p
+                                .beyond_roofline()
+                                .find(|b| b.workload == wl.workload)
+                                .and_then(|b| b.beyond_roofline.as_ref())
+                                .map(|b| (b.fraction, b.outcome.describe().to_string())),
                         })
                         .collect();
                 }

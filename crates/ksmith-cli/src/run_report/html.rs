@@ -158,9 +158,21 @@ fn winner_section(s: &mut String, d: &ReportData) {
         s.push_str(r#"<table id="roofline"><tr><th class="num">workload</th><th>axes</th><th class="num">speedup</th><th class="num">median ms</th><th class="num">GFLOP/s</th><th class="num">GB/s</th><th>roofline fraction</th></tr>"#);
         for wl in &w.workloads {
             let pct = (wl.roofline * 100.0).clamp(0.0, 100.0);
+            // A kernel that beat its floor is flagged, never shown as a plain full bar.
+            let beyond = wl
+                .beyond
+                .as_ref()
+                .map(|(f, what)| {
+                    format!(
+                        " <strong>beyond the floor: {:.0}%, {}</strong>",
+                        f * 100.0,
+                        html(what)
+                    )
+                })
+                .unwrap_or_default();
             let _ = write!(
                 s,
-                r#"<tr><td class="num">{}</td><td>{}</td><td class="num">{:.2}x</td><td class="num">{:.4}</td><td class="num">{}</td><td class="num">{}</td><td><span class="bar" style="width:{:.0}px"></span> {:.1}%</td></tr>"#,
+                r#"<tr><td class="num">{}</td><td>{}</td><td class="num">{:.2}x</td><td class="num">{:.4}</td><td class="num">{}</td><td class="num">{}</td><td><span class="bar" style="width:{:.0}px"></span> {:.1}%{beyond}</td></tr>"#,
                 wl.index,
                 html(&wl.axes),
                 wl.speedup,

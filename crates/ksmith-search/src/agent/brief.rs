@@ -1,8 +1,8 @@
 //! What the agents are told (moved from the CLI's agent loop): the task brief, the machine's roofline, per-workload timing and a
 //! failed candidate's diagnostics, rendered from typed results.
 
-use ksmith_backend::hw::Hardware;
-use ksmith_judge::{EvalResult, Status};
+use ksmith_backend::hw::{FloorTerm, Hardware};
+use ksmith_judge::{BeyondOutcome, EvalResult, Status};
 use ksmith_task::{Language, Task};
 use serde_json::{json, Value};
 
@@ -64,10 +64,12 @@ pub fn axes_text(task: &Task, values: &std::collections::BTreeMap<String, i64>) 
         .join(" ")
 }
 
-/// A cache size in KiB or MiB.
+/// A cache size in KiB or MiB (one decimal where it is not whole).
 fn kib(bytes: u64) -> String {
     if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
     } else {
         format!("{} KiB", bytes >> 10)
     }
@@ -84,24 +86,52 @@ fn busy_note(load: Option<f64>, cores: usize) -> String {
     }
 }
 
-/// The machine in one line: cores, caches, SIMD, measured peaks, compile flags.
+/// The machine in one line: cores, SIMD, measured peaks and cache levels (the reported caches
+/// alongside), which floor a workload gets, compile flags.
 pub fn machine_line(hw: &Hardware) -> String {
-    let caches = hw
+    let reported = hw
         .caches
         .iter()
         .filter(|c| c.kind != "Instruction")
         .map(|c| format!("L{} {}", c.level, kib(c.bytes)))
         .collect::<Vec<_>>()
         .join(", ");
+    // The floor's own figures (raises included); never a level at or below DRAM's.
+    let dram = hw.dram_floor_bandwidth();
+    let levels = hw
+        .levels
+        .iter()
+        .map(|l| {
+            let term = FloorTerm::Cache {
+                capacity_bytes: l.capacity_bytes,
+            };
+            (l.capacity_bytes, hw.peak(term))
+        })
+        .filter(|&(_, bw)| bw > dram)
+        .map(|(capacity, bw)| format!("up to {} at {:.0} GB/s", kib(capacity), bw / 1e9))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let raised = if hw.raises.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (raised from the measured {:.1} GB/s or a cache level's by kernels that ran faster: the floor is the fastest rate seen)",
+            hw.dram_bandwidth / 1e9
+        )
+    };
+    let levels = if levels.is_empty() {
+        "none faster than DRAM".to_string()
+    } else {
+        levels
+    };
     format!(
-        "{} ({} cores, caches {caches}, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32, memory bandwidth {:.1} GB/s (cache-resident {:.1} GB/s; both a triad a[i] = b[i] + s*c[i] on every core, stores counted once). Flags: -O3 -march=native -fopenmp.",
+        "{} ({} cores, {}-bit SIMD: {}); measured peak {:.0} GFLOP/s fp32; memory bandwidth {:.1} GB/s{raised} (the best of read, copy and triad loops with plain and streaming stores, on every core and on one, over buffers far past the caches; every array counted once, as the task's byte formula counts it); measured cache levels (working sets of all cores together, read on every core): {levels} (the system reports {reported}; on a VM that may be far more than this machine's share). A workload's floor: its bytes at the memory bandwidth when its inputs are evicted before each call, else at the smallest measured level that holds them; FLOPs at the peak. Flags: -O3 -march=native -fopenmp.",
         hw.cpu,
         hw.cores,
         hw.vector_bits,
         hw.simd.join(" "),
-        hw.peak_fp32_flops / 1e9,
-        hw.dram_bandwidth / 1e9,
-        hw.cache_bandwidth / 1e9
+        hw.peak_floor_flops() / 1e9,
+        dram / 1e9,
     )
 }
 
@@ -115,14 +145,23 @@ pub fn timing_text(task: &Task, r: &EvalResult) -> String {
         .iter()
         .map(|w| {
             let axes = axes_text(task, &w.axes);
+            // Beyond the floor: said in words, with what the judge made of it.
+            let beyond = match &w.beyond_roofline {
+                Some(b) if b.outcome != BeyondOutcome::StaleFloor => format!(
+                    " (ABOVE the measured floor; {}: the floor is now {:.0}% of this speed)",
+                    b.outcome.describe(),
+                    w.roofline_fraction * 100.0
+                ),
+                _ => String::new(),
+            };
             format!(
-                "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x), {:.1} GFLOP/s, {:.1} GB/s, {:.0}% of roofline (floor {:.3} ms)",
+                "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x), {:.1} GFLOP/s, {:.1} GB/s, {} of roofline (floor {:.3} ms){beyond}",
                 w.candidate.median_ms,
                 w.baseline.median_ms,
                 w.speedup,
                 w.gflops,
                 w.gbps,
-                w.roofline_fraction * 100.0,
+                w.roofline_cell(),
                 w.floor_ms
             )
         })
@@ -232,7 +271,62 @@ pub fn first_lines(s: &str, n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::busy_note;
+    use super::{busy_note, machine_line};
+    use ksmith_backend::hw::{Hardware, RaisedBy, HW_FORMAT};
+
+    /// A Xeon VM as issue 29 saw it: a 480 MiB L3 reported, a level measured below DRAM.
+    fn xeon() -> Hardware {
+        serde_json::from_value(serde_json::json!({
+            "format": HW_FORMAT, "cpu": "Intel Xeon", "cores": 2,
+            "caches": [{"level": 1, "kind": "Data", "bytes": 49152},
+                       {"level": 3, "kind": "Unified", "bytes": 503316480u64}],
+            "simd": ["avx512f"], "compilers": [], "dram_bandwidth": 26.5e9,
+            "streams": [{"kernel": "triad", "stores": "streaming", "threads": 2, "bytes_per_s": 26.5e9}],
+            "sweep": [],
+            "levels": [{"capacity_bytes": 98304, "bandwidth": 400e9},
+                       {"capacity_bytes": 4194304, "bandwidth": 16.1e9}],
+            "peak_fp32_flops": 336e9, "vector_bits": 512, "threads": 2, "measured_at": 0,
+            "load_at_measure": 0.1,
+            "method": {"device_lock": "exclusive", "stream_bytes": 268435456u64,
+                       "sweep_bytes": [16384, 1073741824u64], "nontemporal": "avx512", "seconds": 4.0},
+            "fingerprint": "f"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_machine_line_shows_the_floor_and_no_cache_figure_below_dram() {
+        let mut hw = xeon();
+        let line = machine_line(&hw);
+        assert!(line.contains("memory bandwidth 26.5 GB/s"), "{line}");
+        assert!(line.contains("up to 96 KiB at 400 GB/s"), "{line}");
+        assert!(
+            !line.contains("16 GB/s") && !line.contains("cache-resident"),
+            "{line}"
+        );
+        assert!(
+            line.contains("the system reports L1 48 KiB, L3 480 MiB"),
+            "{line}"
+        );
+        // A raise is the floor from then on, and said to be one.
+        hw.raise(
+            0.0,
+            3e8,
+            true,
+            3e8 / 30e9,
+            RaisedBy {
+                task: "t".into(),
+                solution: "s".into(),
+                solution_hash: "h".into(),
+                workload: 0,
+            },
+        );
+        let line = machine_line(&hw);
+        assert!(
+            line.contains("memory bandwidth 30.0 GB/s (raised from the measured 26.5"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn a_busy_machine_is_said_only_when_busier_than_its_cores() {
