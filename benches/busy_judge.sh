@@ -38,7 +38,8 @@ open(p, "w").write(parts[0] + "[[workloads]]" + parts[1])
 PY
 cp -r "$root/tasks/starter/softmax/solutions/fast" "$work/fast_copy"
 for f in "$work"/fast_copy/*.c; do printf '\n/* copy */\n' >>"$f"; done
-sed -i 's/^name *= *"\([^"]*\)"/name = "\1_copy"/' "$work/fast_copy/solution.toml"
+# The solution's own name only (its tunables have `name =` lines too).
+sed -i '0,/^name *= *"\([^"]*\)"/s//name = "\1_copy"/' "$work/fast_copy/solution.toml"
 task=$work/softmax
 naive=$task/solutions/naive
 fast=$task/solutions/fast
