@@ -22,6 +22,10 @@ pub const STEAL_SHARE: f64 = 0.10;
 /// Most rounds of one workload dropped and timed again; beyond, disturbed rounds are kept and
 /// the result says the machine never became quiet enough.
 pub const REDO_CAP: usize = 8;
+/// Disturbed rounds in a row after which the machine is taken to be busy for now: redoing
+/// more would only multiply the time (every timed test of a suite running in parallel paid
+/// 8 redos per workload), so later disturbed rounds are kept and said.
+pub const BUSY_AFTER: usize = 3;
 
 /// Counters of a set of threads and of the machine at one moment.
 #[derive(Debug, Clone, Copy)]
@@ -196,6 +200,8 @@ pub struct Disturbances {
 pub(crate) struct Record {
     pub dropped: usize,
     pub kept_disturbed: usize,
+    /// Disturbed rounds in a row so far.
+    in_a_row: usize,
     cand_wait: Vec<f64>,
     base_wait: Vec<f64>,
     cand_inv: u64,
@@ -210,7 +216,8 @@ impl Record {
         self.steal = self.steal.max(base.steal_share).max(cand.steal_share);
         self.runnable = self.runnable.max(base.runnable).max(cand.runnable);
         let disturbed = base.disturbed() || cand.disturbed();
-        if disturbed && self.dropped < REDO_CAP {
+        self.in_a_row = if disturbed { self.in_a_row + 1 } else { 0 };
+        if disturbed && self.dropped < REDO_CAP && self.in_a_row <= BUSY_AFTER {
             self.dropped += 1;
             return false;
         }
@@ -295,8 +302,10 @@ mod tests {
         let (quiet, busy) = (turn(0.1, 4, 40.0), turn(40.0, 4, 40.0));
         let mut r = Record::default();
         assert!(r.round(&quiet, &quiet));
+        // Disturbances with quiet rounds between them: dropped up to the cap.
         for _ in 0..REDO_CAP {
             assert!(!r.round(&quiet, &busy), "dropped");
+            assert!(r.round(&quiet, &quiet));
         }
         assert!(!r.never_quiet());
         assert!(r.round(&busy, &quiet), "kept past the cap");
@@ -304,6 +313,20 @@ mod tests {
         let s = r.summary();
         assert_eq!((s.rounds_dropped, s.rounds_disturbed_kept), (REDO_CAP, 1));
         assert!(s.baseline_wait_share > 0.5);
+    }
+
+    #[test]
+    fn a_machine_busy_round_after_round_is_not_waited_out() {
+        let busy = turn(40.0, 4, 40.0);
+        let quiet = turn(0.1, 4, 40.0);
+        let mut r = Record::default();
+        for _ in 0..BUSY_AFTER {
+            assert!(!r.round(&quiet, &busy), "dropped");
+        }
+        // Busy round after round: kept (and said) instead of redone up to the cap.
+        assert!(r.round(&quiet, &busy));
+        assert!(r.never_quiet());
+        assert_eq!(r.summary().rounds_dropped, BUSY_AFTER);
     }
 
     #[test]
