@@ -312,7 +312,10 @@ mod tests {
         assert!(r.never_quiet());
         let s = r.summary();
         assert_eq!((s.rounds_dropped, s.rounds_disturbed_kept), (REDO_CAP, 1));
-        assert!(s.baseline_wait_share < 0.5, "the median of mostly quiet rounds");
+        assert!(
+            s.baseline_wait_share < 0.5,
+            "the median of mostly quiet rounds"
+        );
     }
 
     #[test]
