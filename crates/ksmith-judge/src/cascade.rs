@@ -1,5 +1,5 @@
-//! The cascade's first half, per backend (static policy, build, library policy), and the
-//! shared load into a sandboxed runner.
+//! The cascade's first half over the candidate's `Backend` (static policy, build, the policy on
+//! what was built), and the shared load into a sandboxed runner.
 
 use crate::protocol::{self, Product};
 use crate::*;
