@@ -215,8 +215,12 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
     let best: &str = &fast;
     // (with the tuner's CHUNK written in when it won)
     let tuned = best.replace("#define CHUNK 8", "#define CHUNK 16");
-    assert!(written == best || written == tuned, "{written}");
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(
+        written == best || written == tuned,
+        "{written}\n{report}\n{}",
+        text(&o)
+    );
     assert!(
         report.contains("## Finalists, re-checked on fresh seeds and re-timed together"),
         "{report}"
@@ -266,12 +270,15 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
         "{first}"
     );
     assert!(prompt_of(&store, &id, 1).contains("## Plan to implement"));
-    // The revision's planner hears how iteration 1 did against the start in the same rounds.
+    // The revision's planner hears how iteration 1 did against the start in the same rounds,
+    // and what the rule decided. Rows across 2 cores are at most 2x the naive kernel: on a
+    // machine loaded by the suite's other tests that is undecided (only a 2x difference decides
+    // on disturbed rounds), on a quiet one a new best; both are right.
     let revision = prompt_of(&store, &id, 3);
     assert!(
         revision.contains("against iteration 0, measured")
             && revision.contains("in the same rounds")
-            && revision.contains(", new best"),
+            && (revision.contains(", new best") || revision.contains("undecided")),
         "{revision}"
     );
     let calls = ksmith(&store, &["calls", &id]);
