@@ -794,7 +794,17 @@ fn tune_searches_the_declared_space_survives_kill_9_resumes_and_writes_the_winne
         .count();
     assert_eq!(confirmed.len(), 1 + full.min(3), "{v}");
     assert!(confirmed.iter().any(|c| c["config"].is_null()), "{v}");
-    assert_eq!(v["best"]["config"], confirmed[0]["config"], "{v}");
+    // The cheapest confirmed configuration wins only when decided faster than the untuned
+    // solution in the same rounds (docs/judge.md: the interval's low end above 1.00, above
+    // 2.00 on disturbed rounds); otherwise the untuned solution stays.
+    let best = &v["best"]["config"];
+    if *best != confirmed[0]["config"] {
+        assert!(best.is_null(), "{v}");
+        let vs = &confirmed[0]["vs_untuned"];
+        let low = vs["interval"][0].as_f64().unwrap_or(0.0);
+        let bar = if vs["disturbed"] == true { 2.0 } else { 1.0 };
+        assert!(low <= bar, "{v}");
+    }
     // A tuned winner is written; when the untuned solution stays best nothing is.
     if v["best"]["config"].is_null() {
         assert!(!out_dir.exists(), "{v}");
