@@ -780,6 +780,11 @@ impl Sandboxed {
             .stderr(Stdio::from(log_file))
             .process_group(0);
         let l = limits.clone();
+        // The child inherits this process's descriptors until exec closes them (close-on-exec),
+        // and its setup opens more after the limit is set: a limit below the highest number in
+        // use here made that setup fail with EMFILE in a busy judge (many runners at once), a
+        // judge error instead of a verdict. So the limit is at least that number plus room.
+        let open_files = l.open_files.max(highest_open_fd().saturating_add(64));
         // SAFETY: only system calls (prctl, getrlimit, setrlimit, and the isolation steps in
         // child.rs, all prepared before the fork) run between fork and exec.
         unsafe {
@@ -804,7 +809,7 @@ impl Sandboxed {
                 )?;
                 set(Resource::RLIMIT_AS, l.address_space, l.address_space)?;
                 set(Resource::RLIMIT_FSIZE, l.file_size, l.file_size)?;
-                set(Resource::RLIMIT_NOFILE, l.open_files, l.open_files)?;
+                set(Resource::RLIMIT_NOFILE, open_files, open_files)?;
                 set(Resource::RLIMIT_NPROC, l.processes, l.processes)?;
                 if l.nice != 0 && libc::setpriority(libc::PRIO_PROCESS, 0, l.nice) != 0 {
                     return Err(std::io::Error::last_os_error());
@@ -1122,6 +1127,18 @@ pub fn read_truncated_file(f: &std::fs::File, max: usize) -> String {
         len - 2 * half,
         String::from_utf8_lossy(&tail)
     )
+}
+
+/// The highest descriptor number open in this process (0 when unreadable).
+fn highest_open_fd() -> u64 {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
 }
 
 /// Name of a signal number (`SIGSEGV`), for result reasons.
