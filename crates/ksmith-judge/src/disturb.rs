@@ -151,9 +151,10 @@ pub(crate) struct Turn {
     pub steal_share: f64,
     /// Other runnable tasks at the turn's end.
     pub runnable: u32,
-    /// The candidate's turns: the most runnable tasks of others seen while it was stopped
-    /// between its calls (None: the baseline's turn, where the candidate is stopped
-    /// throughout and cannot cause the wait).
+    /// Runnable tasks of others seen around the turn: for the candidate's, while it was
+    /// stopped between its calls; for the baseline's, just before it (the candidate stopped,
+    /// the trusted process idle). A side's own threads waiting for each other is no
+    /// disturbance. None: not sampled (the side's wait counts as it is).
     pub others_seen: Option<u32>,
 }
 

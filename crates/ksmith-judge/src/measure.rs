@@ -578,10 +578,18 @@ impl Judge {
             .as_mut()
             .map(Peer::thread_ids)
             .unwrap_or_default();
+        // Others' work before the turn, with the candidate stopped and the trusted process
+        // idle: XLA's own pool threads wait for each other on every call (their run-queue wait
+        // was about their whole timed time on an idle machine, so every baseline turn read as
+        // disturbed), which is no disturbance.
+        let others = disturb::others_runnable();
         let probe = Probe::now(&tids);
         let b = self.trusted_ask(task, &breq).map_err(Failure::Judge)?;
         let base_round = b.samples_ns;
-        let turn = probe.turn(&tids, base_round.len(), base_round.iter().sum());
+        let turn = Turn {
+            others_seen: Some(others),
+            ..probe.turn(&tids, base_round.len(), base_round.iter().sum())
+        };
         self.baseline_cold = match b.eviction {
             protocol::Eviction::Lines => ColdCache::Lines,
             protocol::Eviction::Buffer => ColdCache::Buffer,
