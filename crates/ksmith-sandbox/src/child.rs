@@ -136,9 +136,6 @@ impl ChildPlan {
     /// # Safety
     /// Must only be called between `fork` and `exec`.
     pub(crate) unsafe fn enter(&mut self) -> io::Result<()> {
-        for &(src, dst) in &self.fds {
-            check(libc::dup2(src, dst))?;
-        }
         if self.userns {
             check(libc::unshare(
                 libc::CLONE_NEWUSER
@@ -209,6 +206,11 @@ impl ChildPlan {
         if let Some(rs) = self.ruleset.take() {
             rs.restrict_self()
                 .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+        }
+        // The channel's descriptors are placed last: a number they take (3, 4) may be the one
+        // the ruleset or the scratch rule had in this process, and those are done by now.
+        for &(src, dst) in &self.fds {
+            check(libc::dup2(src, dst))?;
         }
         for f in &self.filters {
             seccompiler::apply_filter(f).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;

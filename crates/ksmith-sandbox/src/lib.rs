@@ -669,6 +669,7 @@ impl Sandboxed {
         // the judge creates and maps, which the child may only read and write in place.
         // Named with our pid, so that a killed ksmith's directory is swept by the next one.
         sweep_once();
+        hold_channel_numbers();
         let base = tempfile::Builder::new()
             .prefix(&format!("{SANDBOX_PREFIX}{}-", std::process::id()))
             .tempdir()?;
@@ -1127,6 +1128,27 @@ pub fn read_truncated_file(f: &std::fs::File, max: usize) -> String {
         len - 2 * half,
         String::from_utf8_lossy(&tail)
     )
+}
+
+/// Takes descriptor numbers 3 and 4 (where the timing channel lands in the child) for the
+/// life of the process whenever they are free, so that nothing a child still needs before
+/// `exec` (its ruleset, its scratch rule, std's error pipe) gets those numbers in the parent
+/// and is replaced there: with descriptors opened and closed on other threads (a cluster
+/// worker's other judges), a child's ruleset landed at 3 and its start failed (EBADFD, EPERM).
+fn hold_channel_numbers() {
+    // SAFETY: F_GETFD only asks whether a number is open.
+    let free = |fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0;
+    if !free(3) && !free(4) {
+        return;
+    }
+    while let Ok(f) = std::fs::File::open("/dev/null") {
+        use std::os::fd::{AsRawFd, IntoRawFd};
+        // A number above 4 is closed again; 3 and 4 stay taken for good.
+        if f.as_raw_fd() > 4 {
+            break;
+        }
+        let _ = f.into_raw_fd();
+    }
 }
 
 /// The highest descriptor number open in this process (0 when unreadable).
