@@ -167,9 +167,29 @@ pub struct Search {
     judge_failures: u32,
 }
 
-/// The judge failing on this many nodes in a row is the machine's fault, not the candidates':
-/// the search stops (resumable) instead of failing every node.
+/// The judge or the expansion failing outside the candidate on this many nodes in a row is the
+/// machine's or the provider's fault, not the candidates': the search stops (resumable)
+/// instead of failing every node.
 const JUDGE_FAILURES_IN_A_ROW: u32 = 3;
+
+/// One expansion, tried again once when it failed outside the candidate (a killed harness, a
+/// provider error after its own retries): the journal replays the calls already paid for.
+fn expand_retried(
+    expander: &dyn Expander,
+    x: &Expansion,
+    events: &dyn EventSink,
+) -> Result<Expanded, ExpandError> {
+    match expander.expand(x, events) {
+        Err(ExpandError::Failed(first)) => {
+            events.emit(Event::Progress {
+                node: Some(x.node),
+                message: format!("expansion failed outside the candidate, trying again: {first:#}"),
+            });
+            expander.expand(x, events)
+        }
+        r => r,
+    }
+}
 
 impl Search {
     /// A new search.
@@ -395,10 +415,32 @@ impl Search {
                         wall,
                     ),
                     Err(ExpandError::Failed(e)) => {
-                        failure.get_or_insert(StopReason::ExpanderFailed {
-                            message: format!("{id}: {e:#}"),
-                        });
-                        return Ok(());
+                        // Retried once already (`expand_retried`): the provider or the
+                        // environment, not the candidate. The node fails alone unless this
+                        // keeps happening, and then it stays unfinished, for a resume to grow.
+                        this.judge_failures += 1;
+                        if this.judge_failures >= JUDGE_FAILURES_IN_A_ROW {
+                            failure.get_or_insert(StopReason::ExpanderFailed {
+                                message: format!(
+                                    "{id}: expansions failed outside their candidates on {} nodes in a row; last: {e:#}",
+                                    this.judge_failures
+                                ),
+                            });
+                            return Ok(());
+                        }
+                        this.record(
+                            id,
+                            Expanded {
+                                plan: format!(
+                                    "the expansion failed outside the candidate (tried twice): {e:#}"
+                                ),
+                                ..Expanded::default()
+                            },
+                            wall,
+                        );
+                        if let Some(n) = this.state.graph.entries.get_mut(id.0 as usize) {
+                            n.node.state = NodeState::Failed;
+                        }
                     }
                     Err(ExpandError::Input(e)) => return Err(SearchError::Input(e)),
                 }
@@ -415,7 +457,7 @@ impl Search {
             if todo.len() == 1 {
                 let (id, x) = &todo[0];
                 let t = Instant::now();
-                let r = expander.expand(x, events);
+                let r = expand_retried(expander, x, events);
                 let d = t.elapsed();
                 *waited += d;
                 handle(self, *id, r, d.as_secs_f64())?;
@@ -427,7 +469,7 @@ impl Search {
                         let tx = tx.clone();
                         scope.spawn(move || {
                             let t = Instant::now();
-                            let r = expander.expand(x, events);
+                            let r = expand_retried(expander, x, events);
                             // The receiver outlives every sender in this scope.
                             let _ = tx.send((*id, r, t.elapsed().as_secs_f64()));
                         });
@@ -449,14 +491,18 @@ impl Search {
             if let Some(e) = save_error {
                 return Err(e.into());
             }
-            if let Some(f) = failure {
-                return Ok(f);
-            }
-            // Merge in id order.
+            // Merge in id order: every finished node, also when the search stops here (a
+            // sibling that finished beside a failed expansion is part of the result).
             let batch = std::mem::take(&mut self.state.batch);
-            for id in &batch {
+            let (done, open): (Vec<NodeId>, Vec<NodeId>) = batch
+                .iter()
+                .partition(|id| self.state.graph.get(**id).is_some_and(|e| e.finished));
+            for id in &done {
                 self.merge(*id, events);
             }
+            // Unfinished ones stay in the batch, for a resume to grow.
+            self.state.batch = open;
+            let batch = done;
             let nodes: Vec<Node> = batch
                 .iter()
                 .filter_map(|id| self.state.graph.get(*id).map(|e| e.node.clone()))
@@ -469,6 +515,9 @@ impl Search {
             let t = Instant::now();
             persist.save(&nodes, &self.state)?;
             *persisting += t.elapsed();
+            if let Some(f) = failure {
+                return Ok(f);
+            }
         }
     }
 

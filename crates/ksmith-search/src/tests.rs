@@ -22,6 +22,9 @@ struct Fake {
     sleep_by_id: bool,
     /// Nodes whose judging fails outside the candidate (`ExpandError::Judge`).
     judge_fails: Vec<u64>,
+    /// Nodes whose expansion fails outside the candidate (`ExpandError::Failed`, a killed
+    /// harness or a provider error) this many times before it succeeds.
+    expand_fails: Mutex<std::collections::HashMap<u64, u32>>,
 }
 
 impl Fake {
@@ -32,6 +35,7 @@ impl Fake {
             expanded: Mutex::new(Vec::new()),
             sleep_by_id: false,
             judge_fails: Vec::new(),
+            expand_fails: Mutex::new(std::collections::HashMap::new()),
         }
     }
 }
@@ -44,6 +48,14 @@ impl Expander for Fake {
         if self.sleep_by_id {
             // Later ids finish first, so merge order must not follow completion order.
             std::thread::sleep(std::time::Duration::from_millis(20 - (req.node.0 % 4) * 5));
+        }
+        if let Ok(mut left) = self.expand_fails.lock() {
+            if let Some(n) = left.get_mut(&req.node.0).filter(|n| **n > 0) {
+                *n -= 1;
+                return Err(ExpandError::Failed(anyhow::anyhow!(
+                    "harness process killed (SIGKILL)"
+                )));
+            }
         }
         if self.judge_fails.contains(&req.node.0) {
             return Err(ExpandError::Judge(anyhow::anyhow!(
@@ -370,6 +382,74 @@ fn a_node_the_judge_fails_on_fails_alone_and_the_search_goes_on() {
         matches!(&r.stop, StopReason::ExpanderFailed { message } if message.contains("3 nodes in a row")),
         "{:?}",
         r.stop
+    );
+}
+
+#[test]
+fn an_expansion_killed_from_outside_is_retried_or_fails_alone_and_its_siblings_are_merged() {
+    use crate::node::NodeState;
+    let fails = |pairs: &[(u64, u32)]| Fake {
+        expand_fails: Mutex::new(pairs.iter().copied().collect()),
+        ..Fake::new(Hint::Tile)
+    };
+    // Killed once: tried again, and the node is grown as if nothing happened.
+    let once = fails(&[(2, 1)]);
+    let (_, whole) = run(
+        settings(StrategySettings::Loop, 6, 1),
+        &Fake::new(Hint::Tile),
+    );
+    let (_, r) = run(settings(StrategySettings::Loop, 6, 1), &once);
+    assert_eq!(r.stop, StopReason::Nodes, "{:?}", r.stop);
+    assert_eq!(r.nodes, whole.nodes);
+
+    // Killed every time, in a batch of two: it fails alone, its sibling (the best so far) is
+    // merged, and the search goes on to its budget.
+    let always = fails(&[(3, u32::MAX)]);
+    let st = settings(
+        StrategySettings::Parallel {
+            trajectories: 2,
+            depth: None,
+        },
+        10,
+        2,
+    );
+    let (_, r) = run(st, &always);
+    assert_eq!(r.stop, StopReason::Nodes, "{:?}", r.stop);
+    assert_eq!(r.nodes.len(), 10);
+    assert_eq!(r.nodes[3].state, NodeState::Failed);
+    assert!(r.nodes[3].plan.contains("killed"), "{}", r.nodes[3].plan);
+    assert!(r
+        .nodes
+        .iter()
+        .filter(|n| n.id.0 != 3)
+        .all(|n| n.state != NodeState::Failed));
+    assert!(!r.finalists.contains(&NodeId(3)));
+
+    // Three in a row: the search stops (resumable), and a sibling that finished in the last
+    // batch is merged: it is in the result (and so can be the best and a finalist).
+    let st = settings(
+        StrategySettings::Parallel {
+            trajectories: 4,
+            depth: None,
+        },
+        20,
+        4,
+    );
+    let f = fails(&[(1, u32::MAX), (2, u32::MAX), (3, u32::MAX)]);
+    let mut s = Search::new(st).unwrap();
+    let r = s.run(&f, &NullSink, &mut NoPersist).unwrap();
+    assert!(
+        matches!(&r.stop, StopReason::ExpanderFailed { message } if message.contains("in a row")),
+        "{:?}",
+        r.stop
+    );
+    let four = &r.nodes[4];
+    assert_eq!(four.state, NodeState::Done, "{four:?}");
+    assert!(four.outcome.status.is_some(), "{four:?}");
+    assert!(s.state.graph.get(NodeId(4)).is_some_and(|e| e.merged));
+    assert!(
+        !s.state.batch.is_empty(),
+        "the failed nodes stay for a resume"
     );
 }
 
