@@ -301,6 +301,12 @@ impl Search {
             .map(|e| e.node.id)
             .collect();
         crate::graph::rank(&s.graph, &mut correct);
+        // The search's best is always a finalist (it was decided better than the best before
+        // it, which a point-estimate ranking may still place lower).
+        if let Some(b) = s.best.filter(|b| correct.contains(b)) {
+            correct.retain(|&n| n != b);
+            correct.insert(0, b);
+        }
         correct.truncate(s.settings.finalists as usize);
         SearchResult {
             stop,

@@ -100,15 +100,63 @@ impl Graph {
         best.map(|(id, _)| id)
     }
 
-    /// Sort key for keep rules: correct by speedup first, then by status rank, then by id.
-    pub fn keep_key(&self, id: NodeId) -> (bool, f64, u8, std::cmp::Reverse<NodeId>) {
+    /// A correct node's speedup with its 95% interval (its point when none was kept).
+    pub fn figures(&self, id: NodeId) -> Option<(f64, (f64, f64))> {
+        let s = self.speedup(id)?;
+        let iv = self
+            .get(id)?
+            .node
+            .outcome
+            .interval
+            .filter(|(lo, hi)| *lo > 0.0 && hi >= lo)
+            .unwrap_or((s, s));
+        Some((s, iv))
+    }
+
+    /// The correct node whose interval's lower bound is highest: if any node is decided
+    /// faster than another (the decision rule on separate windows: its low over the other's
+    /// high), this one is.
+    fn surest(&self) -> Option<(f64, (f64, f64))> {
+        self.entries
+            .iter()
+            .filter_map(|e| self.figures(e.node.id))
+            .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+    }
+
+    /// Whether some correct node is decided faster than `id` by the decision rule
+    /// (`ksmith_judge::decide`): nodes no other beats are the ones a keep rule may not tell
+    /// apart, whatever their point estimates.
+    fn beaten(&self, id: NodeId, surest: Option<(f64, (f64, f64))>) -> bool {
+        match (surest, self.figures(id)) {
+            (Some(c), Some(i)) => ksmith_judge::decide::decide(
+                ksmith_judge::decide::Evidence::separate(c, i, false),
+            )
+            .adopt(),
+            _ => false,
+        }
+    }
+
+    /// Sort key for keep rules: correct first, then those no node is decided faster than, then
+    /// by speedup, then by status rank, then by id.
+    fn keep_key(
+        &self,
+        id: NodeId,
+        surest: Option<(f64, (f64, f64))>,
+    ) -> (bool, bool, f64, u8, std::cmp::Reverse<NodeId>) {
         let e = self.get(id);
         (
             self.speedup(id).is_some(),
+            !self.beaten(id, surest),
             self.speedup(id).unwrap_or(0.0),
             e.map_or(0, |e| status_rank(e.node.outcome.status)),
             std::cmp::Reverse(id),
         )
+    }
+
+    /// Whether `id` is correct and no node is decided faster than it: among the nodes a
+    /// search cannot tell from its best.
+    pub fn among_best(&self, id: NodeId) -> bool {
+        self.speedup(id).is_some() && !self.beaten(id, self.surest())
     }
 
     /// Children of a node (in flight included).
@@ -125,11 +173,13 @@ impl Graph {
     }
 }
 
-/// Sorts `ids` best first by [`Graph::keep_key`].
+/// Sorts `ids` best first: correct ones no node is decided faster than, then the other
+/// correct ones, each by speedup; then by status rank, then by id.
 pub fn rank(g: &Graph, ids: &mut [NodeId]) {
+    let surest = g.surest();
     ids.sort_by(|a, b| {
-        g.keep_key(*b)
-            .partial_cmp(&g.keep_key(*a))
+        g.keep_key(*b, surest)
+            .partial_cmp(&g.keep_key(*a, surest))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
 }

@@ -247,29 +247,49 @@ fn beam_keeps_the_best_w_per_level() {
 }
 
 #[test]
-fn greedy_expands_the_best_open_node() {
+fn greedy_expands_the_least_grown_of_the_open_nodes_none_is_decided_faster_than() {
     let f = Fake::new(Hint::Tile);
     let (_, r) = run(
         settings(StrategySettings::Greedy { branch_cap: 2 }, 15, 1),
         &f,
     );
     assert_eq!(r.nodes.len(), 15);
+    let iv = |m: &Node| m.outcome.interval.unwrap();
+    let mut spread = false;
     for i in 1..r.nodes.len() {
         let earlier = &r.nodes[..i];
         let kids = |id: NodeId| earlier.iter().filter(|m| m.parent == Some(id)).count();
-        let open: Vec<&Node> = earlier.iter().filter(|m| kids(m.id) < 2).collect();
-        let best_correct = open
+        // Decided faster (separate windows): its interval's low end above the other's high end.
+        let beaten = |m: &Node| {
+            earlier
+                .iter()
+                .filter(|n| correct(n).is_some())
+                .any(|n| iv(n).0 / iv(m).1 > 1.0)
+        };
+        let mut tied: Vec<&Node> = earlier
             .iter()
-            .filter(|m| correct(m).is_some())
-            .fold(None, |b: Option<&&Node>, m| match b {
-                Some(b) if correct(b) >= correct(m) => Some(b),
-                _ => Some(m),
-            })
-            .map(|m| m.id);
-        if let Some(b) = best_correct {
-            assert_eq!(r.nodes[i].parent, Some(b), "node {i}");
+            .filter(|m| kids(m.id) < 2 && correct(m).is_some() && !beaten(m))
+            .collect();
+        tied.sort_by(|a, b| {
+            kids(a.id)
+                .cmp(&kids(b.id))
+                .then(correct(b).unwrap().total_cmp(&correct(a).unwrap()))
+                .then(a.id.cmp(&b.id))
+        });
+        if let Some(b) = tied.first() {
+            assert_eq!(r.nodes[i].parent, Some(b.id), "node {i}");
+            let top = earlier
+                .iter()
+                .filter(|m| kids(m.id) < 2 && correct(m).is_some())
+                .max_by(|a, b| correct(a).unwrap().total_cmp(&correct(b).unwrap()))
+                .unwrap();
+            spread |= top.id != b.id;
         }
     }
+    assert!(
+        spread,
+        "some node was grown that was not the top point estimate (overlapping intervals)"
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
-//! `greedy`: best-first. After the root, always expand the best correct node that has fewer
-//! than `branch_cap` children (in flight included); while nothing is correct, the best node
-//! by status rank under the cap (so a failing start gets fixed).
+//! `greedy`: best-first. After the root, always expand a best correct node that has fewer
+//! than `branch_cap` children (in flight included): among those no node is decided faster
+//! than (the decision rule), the one with the fewest children; while nothing is correct, the
+//! best node by status rank under the cap (so a failing start gets fixed).
 
 use super::{Next, Proposal, RootGate, Strategy};
 use crate::graph::{rank, Graph};
@@ -39,7 +40,15 @@ impl Strategy for Greedy {
             .map(|e| e.node.id)
             .collect();
         rank(g, &mut open);
-        match open.first() {
+        // Among the nodes the search cannot tell from its best (none decided faster: their
+        // intervals overlap), the one grown least: a node at 1.82x beside one at 2.19x with
+        // overlapping intervals is not dropped on a point estimate.
+        let pick = open
+            .iter()
+            .take_while(|id| g.among_best(**id))
+            .min_by_key(|id| g.children(**id))
+            .or(open.first());
+        match pick {
             Some(p) => Next::Expand(Proposal::child(Some(*p))),
             None if g.in_flight() > 0 => Next::Wait,
             None => Next::Done,
