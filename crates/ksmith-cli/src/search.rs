@@ -312,6 +312,11 @@ fn expander_for(
             expander: agent.clone(),
             fresh_judge: judge_factory(ctx, fresh),
             store_dir: ctx.store_dir.clone(),
+            held_out_seed: u64::from_str_radix(
+                &ksmith_task::content_hash(run.as_bytes())[..16],
+                16,
+            )
+            .unwrap_or(7),
         }),
         agent: Some(agent),
     })
@@ -621,16 +626,21 @@ fn drive(
         finalists.retain(|n| n.id != root.id);
         finalists.insert(0, root.clone());
     }
-    let winner = finalizer.decide(&finalists).map_err(env_err)?;
-    if let Some(w) = winner {
-        // Stored, so that the report shows the kernel that was chosen and written.
+    let record = if finalists.is_empty() {
+        ksmith_search::finalize::FinalRecord::default()
+    } else {
+        finalizer.decide(&finalists).map_err(env_err)?
+    };
+    let winner = record.node.map(ksmith_search::NodeId);
+    if !finalists.is_empty() {
+        // Stored, so that `show` and the report show the kernel that was chosen and written.
         let seq = store.events(&id).map_err(env_err)?.len() as u64;
         store
             .record_event(
                 &id,
                 seq,
                 "winner",
-                &serde_json::json!({"node": w.0}).to_string(),
+                &serde_json::to_string(&record).map_err(env_err)?,
             )
             .map_err(env_err)?;
     }
@@ -664,19 +674,14 @@ fn drive(
         ),
         _ => say!("best: no correct node"),
     }
+    for f in &record.finalists {
+        say!("{}", finalist_line(f, record.node));
+    }
+    if !record.summary.is_empty() {
+        say!("decided: {}", record.summary);
+    }
     if let Some(w) = winner {
-        let start_holds = r
-            .nodes
-            .first()
-            .is_some_and(|n| n.id == w && n.parent.is_none());
-        say!(
-            "winner (re-checked on fresh seeds, re-timed among the finalists): {w}{}",
-            if start_holds {
-                " (the start: no node beat it side by side)"
-            } else {
-                ""
-            }
-        );
+        say!("winner (re-checked on fresh seeds and held-out shapes, re-timed among the finalists): {w}");
         if let Some(agent) = &chosen.agent {
             write_winner(ctx, store, run, agent, &r.nodes, w)?;
         }
@@ -691,6 +696,30 @@ fn drive(
         StopReason::ExpanderFailed { .. } => crate::EXIT_FAILED,
         _ => 0,
     })
+}
+
+/// `finalist node 3: PASSED, held-out PASSED, 2.10x (1.90-2.30) vs XLA, 1.40x (1.20-1.60)
+/// vs the incumbent: better (winner)`.
+pub(crate) fn finalist_line(
+    f: &ksmith_search::finalize::FinalistRow,
+    winner: Option<u64>,
+) -> String {
+    format!(
+        "finalist {}: {}{}, {} vs XLA, {} vs the incumbent: {}{}",
+        f.node,
+        f.status,
+        f.held_out
+            .as_ref()
+            .map_or(String::new(), |h| format!(", held-out {h}")),
+        f.together.map_or("-".into(), |x| x.text()),
+        f.vs_incumbent.map_or("-".into(), |x| x.text()),
+        f.decision,
+        if winner == Some(f.node) {
+            " (winner)"
+        } else {
+            ""
+        }
+    )
 }
 
 /// Writes the winning node as a solution directory (solution.toml + source).

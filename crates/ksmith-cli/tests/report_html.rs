@@ -240,7 +240,7 @@ fn a_serial_run_report_is_self_contained_and_renders_its_charts_and_chain() {
     );
     assert!(out.contains("serial agent run"), "{out}");
     assert!(
-        out.contains("best ") && out.contains("x at iteration"),
+        out.contains("winner (written) ") && out.contains("x at iteration"),
         "{out}"
     );
     assert!(out.contains("2 calls"), "{out}");
@@ -378,7 +378,7 @@ fn a_search_run_report_draws_every_node_with_its_parent_and_the_winner_diff() {
             NodeState::Done,
             Some(Status::Passed),
             Some(1.9),
-            Some(&better),
+            Some(&other),
         ),
         node(
             2,
@@ -405,7 +405,7 @@ fn a_search_run_report_draws_every_node_with_its_parent_and_the_winner_diff() {
             NodeState::Done,
             Some(Status::Passed),
             Some(1.4),
-            Some(&other),
+            Some(&better),
         ),
         node(
             5,
@@ -429,6 +429,27 @@ fn a_search_run_report_draws_every_node_with_its_parent_and_the_winner_diff() {
         };
         store.record_search_step(id, &[rec], "{}").unwrap();
     }
+    // The final judgement chose node 4 (re-timed together, node 1's 1.90x alone did not
+    // hold): the report names the kernel written, not the best first figure.
+    let finals = serde_json::json!({
+        "node": 4, "incumbent": 0,
+        "summary": "node 4: better: 1.30x (1.10-1.50) in the same rounds against the start",
+        "held_out": "M=1001 N=255", "retimed": 1,
+        "finalists": [
+            {"node": 0, "eval_id": 1, "status": "PASSED", "held_out": "PASSED",
+             "together": {"speedup": 1.0, "low": 0.9, "high": 1.1}, "vs_incumbent": null,
+             "decision": "incumbent"},
+            {"node": 1, "eval_id": 2, "status": "PASSED", "held_out": "INCORRECT_NUMERICAL",
+             "together": {"speedup": 1.2, "low": 0.8, "high": 1.7},
+             "vs_incumbent": {"speedup": 1.2, "low": 0.8, "high": 1.7}, "decision": "not eligible"},
+            {"node": 4, "eval_id": 3, "status": "PASSED", "held_out": "PASSED",
+             "together": {"speedup": 1.3, "low": 1.1, "high": 1.5},
+             "vs_incumbent": {"speedup": 1.3, "low": 1.1, "high": 1.5}, "decision": "better"}
+        ]
+    });
+    store
+        .record_event(id, 0, "winner", &finals.to_string())
+        .unwrap();
     drop(store);
 
     let file = dir.path().join("out/search.html");
@@ -436,10 +457,23 @@ fn a_search_run_report_draws_every_node_with_its_parent_and_the_winner_diff() {
     assert!(o.status.success(), "{}", text(&o));
     let out = stdout(&o);
     assert!(out.contains("graph search"), "{out}");
-    assert!(out.contains("best 1.90x at n1"), "{out}");
+    assert!(out.contains("winner (written) 1.40x at n4"), "{out}");
+    assert!(out.contains("decided: node 4: better"), "{out}");
     assert!(out.contains("12 calls"), "{out}");
     let page = std::fs::read_to_string(&file).unwrap();
     assert_self_contained(&page);
+    let finals = &page[page.find("id=\"finalists\"").expect("a finalists section")..];
+    let finals = &finals[..finals.find("</section>").unwrap()];
+    assert!(finals.contains("4 (winner)"), "{finals}");
+    assert!(
+        finals.contains("not eligible") && finals.contains("INCORRECT_NUMERICAL"),
+        "{finals}"
+    );
+    assert!(finals.contains("M=1001 N=255"), "{finals}");
+    assert!(
+        page.contains("Winning kernel (the one written)"),
+        "the page names the written winner"
+    );
     let tree = &page[page.find("id=\"tree-svg\"").unwrap()..];
     let tree = &tree[..tree.find("</svg>").unwrap()];
     assert_eq!(tree.matches("<rect").count(), 6, "{tree}");

@@ -330,6 +330,16 @@ impl Judge {
         self.config.min_time = time;
         out
     }
+
+    /// Runs `f` with timing off (correctness only), then restores it: checks such as the
+    /// held-out shapes, which decide nothing by speed.
+    pub fn without_timing<T>(&mut self, f: impl FnOnce(&mut Judge) -> T) -> T {
+        let timing = self.config.timing;
+        self.config.timing = false;
+        let out = f(self);
+        self.config.timing = timing;
+        out
+    }
 }
 
 #[cfg(test)]

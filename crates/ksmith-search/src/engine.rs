@@ -151,11 +151,12 @@ pub enum SearchError {
     State(String),
 }
 
-/// Picks the winner among finalists (the real one re-validates on fresh seeds and re-times
-/// side by side with the baseline; the simulated one is in `sim`).
+/// Picks the winner among finalists (the real one re-validates on fresh seeds and on held-out
+/// shapes and re-times them side by side, the first finalist being the incumbent; the
+/// simulated one is in `sim`).
 pub trait Finalizer {
-    /// The winner, or None when no finalist holds up.
-    fn decide(&self, finalists: &[Node]) -> Result<Option<NodeId>, ExpandError>;
+    /// What was decided: the winner (`node`: None when no finalist holds up) and the figures.
+    fn decide(&self, finalists: &[Node]) -> Result<crate::finalize::FinalRecord, ExpandError>;
 }
 
 /// A search, new or resumed.

@@ -128,10 +128,10 @@ impl Graph {
     /// apart, whatever their point estimates.
     fn beaten(&self, id: NodeId, surest: Option<(f64, (f64, f64))>) -> bool {
         match (surest, self.figures(id)) {
-            (Some(c), Some(i)) => ksmith_judge::decide::decide(
-                ksmith_judge::decide::Evidence::separate(c, i, false),
-            )
-            .adopt(),
+            (Some(c), Some(i)) => {
+                ksmith_judge::decide::decide(ksmith_judge::decide::Evidence::separate(c, i, false))
+                    .adopt()
+            }
             _ => false,
         }
     }

@@ -494,7 +494,7 @@ pub struct SimFinalizer {
 }
 
 impl Finalizer for SimFinalizer {
-    fn decide(&self, finalists: &[Node]) -> Result<Option<NodeId>, ExpandError> {
+    fn decide(&self, finalists: &[Node]) -> Result<crate::finalize::FinalRecord, ExpandError> {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut best: Option<(NodeId, f64)> = None;
         for n in finalists {
@@ -509,7 +509,12 @@ impl Finalizer for SimFinalizer {
                 best = Some((n.id, t));
             }
         }
-        Ok(best.map(|(id, _)| id))
+        Ok(crate::finalize::FinalRecord {
+            node: best.map(|(id, _)| id.0),
+            incumbent: finalists.first().map(|n| n.id.0),
+            summary: "simulated: the fastest of draws within each finalist's interval".into(),
+            ..Default::default()
+        })
     }
 }
 

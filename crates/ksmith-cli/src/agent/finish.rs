@@ -5,10 +5,9 @@
 use super::iterate::State;
 use super::session::Session;
 use crate::{env_err, Exit};
-use ksmith_judge::{EvalResult, Status};
 use ksmith_store::SnapshotRow;
 use ksmith_task::escape::{markdown_cell, markdown_code};
-use ksmith_task::{Solution, Workload};
+use ksmith_task::Solution;
 
 /// Snapshots re-timed at the end besides the start: the fastest few by their own figures.
 const FINALISTS: usize = 3;
@@ -36,53 +35,6 @@ fn snapshot_solution(
         source,
         flags,
     ))
-}
-
-/// The finalists checked (not timed) on held-out shapes: workloads near the task's own but
-/// never shown to the agents nor timed in the run, kept where the reference accepts them. Per
-/// finalist that passed the re-check: its held-out evaluation (stored).
-#[allow(clippy::type_complexity)]
-fn held_out(
-    s: &mut Session,
-    st: &State,
-    finalists: &[Solution],
-    cmp: &ksmith_judge::Comparison,
-) -> Result<(Vec<Workload>, Vec<Option<(i64, EvalResult)>>), Exit> {
-    let seed =
-        u64::from_str_radix(&ksmith_task::content_hash(s.run.id.as_bytes())[..16], 16).unwrap_or(7);
-    let mut opts = super::judge_opts(&s.opts.judge);
-    opts.fresh_seeds = true;
-    opts.no_timing = true;
-    let mut judge = st.ctx.judge(&opts)?;
-    let mut kept = Vec::new();
-    for w in st.task.held_out_workloads(seed) {
-        let one = st.task.with_workloads(vec![w.clone()], "held-out");
-        // A shape the reference rejects (or that makes its output degenerate) is not valid for
-        // the task: left out, not held against a kernel.
-        if judge.validate_task(&one).is_ok_and(|p| p.is_empty()) {
-            kept.push(w);
-        }
-    }
-    let mut per = vec![None; finalists.len()];
-    if kept.is_empty() {
-        return Ok((kept, per));
-    }
-    let task = st.task.with_workloads(kept.clone(), "held-out");
-    note!(
-        "ksmith: checking the finalists on {} held-out shapes",
-        kept.len()
-    );
-    for (i, sol) in finalists.iter().enumerate() {
-        if cmp.results[i].status != Status::Passed {
-            continue;
-        }
-        let e = ksmith_search::Evaluator::new(&mut judge, &mut s.store)
-            .with_reuse(ksmith_search::Reuse::Never)
-            .evaluate(&task, sol, &ksmith_search::Purpose::HeldOut)
-            .map_err(crate::eval_err)?;
-        per[i] = Some((e.id, e.result));
-    }
-    Ok((kept, per))
 }
 
 /// Re-times the finalists together on fresh seeds, writes the winner and the report.
@@ -142,61 +94,71 @@ pub(super) fn finalize(
     fresh.fresh_seeds = true;
     let mut judge = st.ctx.judge(&fresh)?;
     let solutions: Vec<Solution> = finalists.iter().map(|(_, f)| f.clone()).collect();
-    let (ids, cmp) = crate::compare_recorded(&mut judge, &mut s.store, &st.task, &solutions)?;
+    // The incumbent every finalist must be decided better than: the start when it is a
+    // finalist (it passed), else the run's best.
+    let reference = if start.is_some() {
+        0
+    } else {
+        finalists
+            .iter()
+            .position(|(_, f)| f.content_hash == best.solution.content_hash)
+            .unwrap_or(0)
+    };
+    let seed =
+        u64::from_str_radix(&ksmith_task::content_hash(s.run.id.as_bytes())[..16], 16).unwrap_or(7);
+    note!(
+        "ksmith: re-checking {} finalists on fresh seeds and held-out shapes, timed together",
+        solutions.len()
+    );
+    let judged = ksmith_search::finalize::judge_finalists(
+        &mut judge,
+        &mut s.store,
+        &st.task,
+        &solutions,
+        reference,
+        Some(seed),
+    )
+    .map_err(crate::eval_err)?;
     drop(judge);
-    let (held_shapes, held) = held_out(s, &st, &solutions, &cmp)?;
-    // The reference for "faster": the start when it is a finalist, else the run's best.
-    let reference = 0;
-    let passed_all = |i: usize| {
-        cmp.results[i].status == Status::Passed
-            && cmp.results[i].performance.is_some()
-            && held[i]
-                .as_ref()
-                .is_none_or(|(_, r)| r.status == Status::Passed)
-    };
-    // Against the reference in the same rounds when it was timed, else against XLA (the same
-    // baseline calls for every finalist).
-    let score = |i: usize| -> f64 {
-        if cmp.results[reference].performance.is_some() {
-            if i == reference {
-                1.0
-            } else {
-                cmp.versus[i][reference].map_or(0.0, |v| v.speedup)
-            }
+    let name = |i: usize| {
+        if finalists[i].0.iteration == 0 {
+            "the start".to_string()
         } else {
-            cmp.results[i]
-                .performance
-                .as_ref()
-                .map_or(0.0, |p| p.speedup)
+            format!("iteration {}", finalists[i].0.iteration)
         }
     };
-    // The run's best stays the winner unless a finalist is decided better than it in the same
-    // rounds (`ksmith_judge::decide`); without it (it failed again), the best score.
-    let incumbent = finalists
-        .iter()
-        .position(|(_, f)| f.content_hash == best.solution.content_hash)
-        .filter(|&i| passed_all(i));
-    let winner = match incumbent {
-        Some(inc) => {
-            let (w, decided) = ksmith_judge::decide::choose_against(
-                inc,
-                (0..cmp.results.len()).filter(|&i| passed_all(i)),
-                &cmp.versus,
+    for (i, d) in judged.decisions.iter().enumerate() {
+        if let Some(d) = d {
+            note!(
+                "ksmith: finalist {} against {}: {}",
+                name(i),
+                name(reference),
+                d.text()
             );
-            for (i, d) in &decided {
-                note!(
-                    "ksmith: finalist iteration {} against iteration {}: {}",
-                    finalists[*i].0.iteration,
-                    finalists[inc].0.iteration,
-                    d.text()
-                );
-            }
-            Some(w)
         }
-        None => (0..cmp.results.len())
-            .filter(|&i| passed_all(i))
-            .max_by(|&a, &b| score(a).total_cmp(&score(b))),
-    };
+    }
+    let winner = judged.winner;
+    // Stored with the run, so that `show` and the report name the kernel written, with the
+    // finalists' figures.
+    let iterations: Vec<u64> = finalists
+        .iter()
+        .map(|(sn, _)| sn.iteration as u64)
+        .collect();
+    let record = judged.record(&iterations, name);
+    let seq = s.store.events(&s.run.id).map_err(env_err)?.len() as u64;
+    s.store
+        .record_event(
+            &s.run.id,
+            seq,
+            "winner",
+            &serde_json::to_string(&record).map_err(env_err)?,
+        )
+        .map_err(env_err)?;
+    let (ids, cmp, held) = (
+        &judged.rechecked.ids,
+        &judged.rechecked,
+        &judged.held_out.per,
+    );
     let calls = s.store.calls(&s.run.id).map_err(env_err)?;
     // Names, the reason and the snapshots' summaries (a model's words) are untrusted: escaped
     // for the markdown table and for the terminal it is also printed on.
@@ -226,28 +188,10 @@ pub(super) fn finalize(
             markdown_cell(&sn.summary)
         ));
     }
-    let ref_name = if finalists[reference].0.iteration == 0 {
-        "the start".to_string()
-    } else {
-        format!("iteration {}", finalists[reference].0.iteration)
-    };
-    let shapes: Vec<String> = held_shapes
-        .iter()
-        .map(|w| {
-            w.axes
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect();
+    let ref_name = name(reference);
     md.push_str(&format!(
-        "\n## Finalists, re-checked on fresh seeds and re-timed together\n\nEvery finalist's rounds share the same windows and the same XLA baseline calls, so they are compared with each other directly. Held-out shapes (never shown to the agents nor timed; a finalist failing them cannot win): {}.\n\n| iteration | evaluation | status | held-out | alone: vs XLA | together: vs XLA (95%) | together: vs {ref_name} (95%) |\n| --- | --- | --- | --- | --- | --- | --- |\n",
-        if shapes.is_empty() {
-            "none the reference accepts".to_string()
-        } else {
-            shapes.join("; ")
-        }
+        "\n## Finalists, re-checked on fresh seeds and re-timed together\n\nEvery finalist's rounds share the same windows and the same XLA baseline calls, so they are compared with each other directly. Held-out shapes (never shown to the agents nor timed; a finalist failing them cannot win): {}.\n\n| iteration | evaluation | status | held-out | alone: vs XLA | together: vs XLA (95%) | together: vs {ref_name} (95%) | decision |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        markdown_cell(&judged.held_out.shapes_text())
     ));
     for (i, ((sn, _), r)) in finalists.iter().zip(&cmp.results).enumerate() {
         let together = r
@@ -266,8 +210,13 @@ pub(super) fn finalize(
             Some((id, h)) => format!("{} (evaluation {id})", crate::report::status_text(h)),
             None => "-".into(),
         };
+        let decision = if i == reference {
+            "incumbent".to_string()
+        } else {
+            judged.decisions[i].map_or("not eligible".into(), |d| d.word().to_string())
+        };
         md.push_str(&format!(
-            "| {}{} | {} | {} | {} | {} | {together} | {vs} |\n",
+            "| {}{} | {} | {} | {} | {} | {together} | {vs} | {decision} |\n",
             sn.iteration,
             if Some(i) == winner { " (winner)" } else { "" },
             ids[i],
@@ -297,28 +246,10 @@ pub(super) fn finalize(
     };
     let won = &cmp.results[w];
     md.push_str(&format!(
-        "Winner: iteration {} (evaluation {}), {} against {ref_name} in the same rounds.\n",
+        "Winner: iteration {} (evaluation {}). {}.\n",
         finalists[w].0.iteration,
         ids[w],
-        if w == reference {
-            "itself: no finalist was faster".to_string()
-        } else {
-            cmp.versus[w][reference]
-                .map(|v| {
-                    format!(
-                        "{:.2}x ({:.2}-{:.2}){}",
-                        v.speedup,
-                        v.interval.0,
-                        v.interval.1,
-                        if v.interval.0 <= 1.0 {
-                            ", not clearly faster"
-                        } else {
-                            ""
-                        }
-                    )
-                })
-                .unwrap_or_default()
-        }
+        judged.summary(name)
     ));
     // The winner per workload, from the rounds it was re-timed in.
     if let Some(p) = &won.performance {

@@ -195,8 +195,11 @@ pub(crate) struct ReportData {
     pub evaluations: u64,
     /// Wall seconds the run was active.
     pub wall_s: f64,
-    /// The winner, when any node passed.
+    /// The winner: the one the final judgement chose and the run wrote; without a recorded
+    /// judgement (a run still going, or stopped before its end), the fastest passed node.
     pub winner: Option<Winner>,
+    /// The final judgement (finalists re-checked and re-timed together), when recorded.
+    pub finals: Option<ksmith_search::finalize::FinalRecord>,
     /// Things the report could not read (shown, not fatal).
     pub warnings: Vec<String>,
 }
@@ -292,23 +295,26 @@ pub(crate) fn load(store: &Store, id: &str) -> Result<ReportData, LoadError> {
 
     // The winner the search's finalizer chose (re-checked and re-timed together), when it
     // recorded one; else the fastest by first measurement.
-    let chosen: Option<u64> = store
+    let finals: Option<ksmith_search::finalize::FinalRecord> = store
         .events(id)
         .ok()
         .and_then(|ev| ev.into_iter().rev().find(|(_, k, _)| k == "winner"))
-        .and_then(|(_, _, p)| serde_json::from_str::<serde_json::Value>(&p).ok())
-        .and_then(|v| v["node"].as_u64());
-    let winner_ix = chosen
-        .and_then(|w| nodes.iter().position(|n| n.id == w))
-        .or_else(|| {
-            nodes
-                .iter()
-                .enumerate()
-                .filter_map(|(i, n)| n.speedup.map(|s| (i, s)))
-                .filter(|(i, _)| nodes[*i].tone == Tone::Passed)
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-                .map(|(i, _)| i)
-        });
+        .and_then(|(_, _, p)| serde_json::from_str(&p).ok());
+    let winner_ix = match &finals {
+        // The final judgement decided: its winner, or none.
+        Some(f) => f.node.and_then(|w| nodes.iter().position(|n| n.id == w)),
+        None => None,
+    }
+    .or_else(|| {
+        finals.is_none().then_some(())?;
+        nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.speedup.map(|s| (i, s)))
+            .filter(|(i, _)| nodes[*i].tone == Tone::Passed)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i)
+    });
     if let Some(i) = winner_ix {
         nodes[i].tone = Tone::Best;
     }
@@ -348,6 +354,7 @@ pub(crate) fn load(store: &Store, id: &str) -> Result<ReportData, LoadError> {
         evaluations,
         wall_s,
         winner,
+        finals,
         warnings,
     })
 }

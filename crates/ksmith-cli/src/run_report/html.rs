@@ -124,6 +124,7 @@ pub(crate) fn page(d: &ReportData) -> String {
     s.push_str("</table></section>\n");
 
     winner_section(&mut s, d);
+    finalists_section(&mut s, d);
     cost_section(&mut s, d);
 
     if !d.warnings.is_empty() {
@@ -137,10 +138,53 @@ pub(crate) fn page(d: &ReportData) -> String {
     s
 }
 
+/// The final judgement: every finalist re-checked on fresh seeds and held-out shapes and
+/// re-timed together, its decision against the incumbent, and how the winner was chosen.
+fn finalists_section(s: &mut String, d: &ReportData) {
+    let Some(f) = &d.finals else { return };
+    s.push_str(r#"<section id="finalists"><h2>Finalists, re-checked and re-timed together</h2>"#);
+    let _ = write!(
+        s,
+        "<p>{}</p><p>Held-out shapes: {}.</p>",
+        html(&f.summary),
+        html(&f.held_out)
+    );
+    if !f.finalists.is_empty() {
+        s.push_str(r#"<table><tr><th class="num">node</th><th>status</th><th>held-out</th><th class="num">together vs XLA (95%)</th><th class="num">vs the incumbent (95%)</th><th>decision</th></tr>"#);
+        for r in &f.finalists {
+            let _ = write!(
+                s,
+                r#"<tr><td class="num">{}{}</td><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td></tr>"#,
+                r.node,
+                if f.node == Some(r.node) {
+                    " (winner)"
+                } else {
+                    ""
+                },
+                html(&r.status),
+                html(r.held_out.as_deref().unwrap_or("-")),
+                r.together.map_or("-".into(), |x| x.text()),
+                r.vs_incumbent.map_or("-".into(), |x| x.text()),
+                html(&r.decision)
+            );
+        }
+        s.push_str("</table>");
+    }
+    s.push_str("</section>\n");
+}
+
 fn winner_section(s: &mut String, d: &ReportData) {
-    s.push_str(r#"<section id="winner"><h2>Winning kernel</h2>"#);
+    s.push_str(if d.finals.is_some() {
+        r#"<section id="winner"><h2>Winning kernel (the one written)</h2>"#
+    } else {
+        r#"<section id="winner"><h2>Best kernel so far (no final judgement recorded)</h2>"#
+    });
     let Some(w) = &d.winner else {
-        s.push_str("<p>No candidate passed and was timed.</p></section>\n");
+        s.push_str(if d.finals.is_some() {
+            "<p>No finalist held up on fresh seeds and the held-out shapes: nothing was written.</p></section>\n"
+        } else {
+            "<p>No candidate passed and was timed.</p></section>\n"
+        });
         return;
     };
     let n = &d.nodes[w.node];

@@ -87,7 +87,12 @@ pub(crate) fn cmd_report(ctx: &Ctx, args: &ReportArgs) -> Result<u8, Exit> {
             let n = &d.nodes[w.node];
             let when = n.at_s.map(|t| format!(", {t:.1} s in")).unwrap_or_default();
             say!(
-                "best {:.2}x at {} (node {} of {}{when}){}",
+                "{} {:.2}x at {} (node {} of {}{when}){}",
+                if d.finals.is_some() {
+                    "winner (written)"
+                } else {
+                    "best so far (no final judgement recorded)"
+                },
                 n.speedup.unwrap_or(f64::NAN),
                 one(&n.label),
                 w.node + 1,
@@ -98,6 +103,11 @@ pub(crate) fn cmd_report(ctx: &Ctx, args: &ReportArgs) -> Result<u8, Exit> {
             );
         }
         None => say!("no candidate passed ({} nodes)", d.nodes.len()),
+    }
+    if let Some(f) = &d.finals {
+        if !f.summary.is_empty() {
+            say!("decided: {}", one(&f.summary));
+        }
     }
     say!(
         "{} calls, {} tokens, ${:.4}, {} evaluations, {:.1} s wall",

@@ -1,10 +1,11 @@
 //! The real [`Finalizer`] of a graph search: the finalists' code is judged again by a judge on
-//! fresh seeds, all of them timed side by side in the same rounds, and the winner is the one
-//! fastest against the engine's own best in those rounds (a failed re-check cannot win).
+//! fresh seeds and on held-out shapes, all of them timed side by side in the same rounds, and
+//! the winner chosen by the one decision rule against the first finalist (the start, when it
+//! passed): the same final judgement as the serial loop's ([`crate::finalize::judge_finalists`]).
 
 use super::expander::{AgentExpander, JudgeFactory};
-use crate::finalize::{choose_winner, recheck, Recheck};
-use crate::{Evaluator, ExpandError, Finalizer, Node, NodeId};
+use crate::finalize::{judge_finalists, FinalRecord};
+use crate::{ExpandError, Finalizer, Node};
 use anyhow::anyhow;
 use ksmith_store::Store;
 use std::path::PathBuf;
@@ -18,10 +19,12 @@ pub struct AgentFinalizer {
     pub fresh_judge: JudgeFactory,
     /// The store holding the finalists' code.
     pub store_dir: PathBuf,
+    /// Seed of the held-out shapes (from the run's id: the same on a resume).
+    pub held_out_seed: u64,
 }
 
 impl Finalizer for AgentFinalizer {
-    fn decide(&self, finalists: &[Node]) -> Result<Option<NodeId>, ExpandError> {
+    fn decide(&self, finalists: &[Node]) -> Result<FinalRecord, ExpandError> {
         let failed = |e: anyhow::Error| ExpandError::Failed(e);
         let mut store = Store::open(&self.store_dir).map_err(|e| failed(e.into()))?;
         let mut kept = Vec::new();
@@ -34,31 +37,34 @@ impl Finalizer for AgentFinalizer {
             sols.push(self.expander.candidate(n.id, source));
             kept.push(n.id);
         }
-        match kept.len() {
-            0 => return Ok(None),
-            1 => {
-                // Alone: its fresh-seed check still has to pass.
-                let mut judge = (self.fresh_judge)().map_err(failed)?;
-                let r = recheck(
-                    &mut Evaluator::new(&mut judge, &mut store),
-                    self.expander.task(),
-                    &sols,
-                    Recheck::TimedTogether,
-                )
-                .map_err(|e| failed(e.into()))?;
-                return Ok(r.passed(0, Recheck::TimedTogether).then_some(kept[0]));
-            }
-            _ => {}
+        if kept.is_empty() {
+            return Ok(FinalRecord {
+                summary: "no finalist passed".into(),
+                ..FinalRecord::default()
+            });
         }
         let mut judge = (self.fresh_judge)().map_err(failed)?;
-        let r = recheck(
-            &mut Evaluator::new(&mut judge, &mut store),
+        // The first finalist (the start, when it passed) is the incumbent.
+        let judged = judge_finalists(
+            &mut judge,
+            &mut store,
             self.expander.task(),
             &sols,
-            Recheck::TimedTogether,
+            0,
+            Some(self.held_out_seed),
         )
         .map_err(|e| failed(e.into()))?;
-        // The engine's best (the first finalist) is the reference every other is scored against.
-        Ok(choose_winner(&r, Recheck::TimedTogether, 0, |_| true).map(|i| kept[i]))
+        let ids: Vec<u64> = kept.iter().map(|n| n.0).collect();
+        let start = finalists
+            .first()
+            .filter(|n| n.parent.is_none())
+            .map(|n| n.id);
+        Ok(judged.record(&ids, |i| {
+            if Some(kept[i]) == start {
+                "the start".to_string()
+            } else {
+                format!("node {}", kept[i])
+            }
+        }))
     }
 }
