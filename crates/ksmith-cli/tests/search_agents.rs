@@ -327,4 +327,69 @@ fn a_scripted_search_runs_end_to_end_and_its_report_draws_the_real_nodes() {
             .nth(1)
             .unwrap_or("(no winner section)")
     );
+    // The final judgement (finalists re-checked on fresh seeds and held-out shapes, timed
+    // together, decided against the start) is what the search printed, what `show`, `runs` and
+    // the report name, and what it wrote: one winner everywhere.
+    assert!(all.contains("decided: "), "{all}");
+    assert!(
+        all.contains("finalist 0: PASSED"),
+        "the start is a finalist:\n{all}"
+    );
+    assert!(page.contains("id=\"finalists\"") && page.contains("Winning kernel (the one written)"));
+    let o = ksmith(&store, &["show", &run, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let shown: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(shown["kind"], "search");
+    assert_eq!(shown["nodes"].as_array().map(Vec::len), Some(3), "{shown}");
+    let written = shown["final"]["node"]
+        .as_u64()
+        .expect("a winner was decided");
+    assert!(shown["final"]["finalists"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty()));
+    let o = ksmith(&store, &["show", &run]);
+    let out = stdout(&o);
+    assert!(out.contains(&format!("{written} (winner)")), "{out}");
+    assert!(out.contains(&format!("written: node {written}")), "{out}");
+    let o = ksmith(&store, &["runs", "--json"]);
+    let runs: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let row = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == run.as_str())
+        .unwrap();
+    assert!(row["best_speedup"].as_f64().is_some(), "{row}");
+    assert_eq!(row["final"]["node"].as_u64(), Some(written));
+    let report = ksmith(&store, &["report", &run, "--out", html.to_str().unwrap()]);
+    assert!(
+        stdout(&report).contains(&format!("winner (written) "))
+            && stdout(&report).contains(&format!("at n{written} ")),
+        "{}",
+        stdout(&report)
+    );
+    // Every node with code written as a solution directory, to judge again side by side.
+    let dir = tmp.path().join("nodes");
+    let o = ksmith(&store, &["show", &run, "--write", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    for n in 0..3 {
+        assert!(
+            dir.join(format!("node{n}/solution.toml")).is_file(),
+            "node {n} written"
+        );
+    }
+    let o = ksmith(
+        &store,
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            dir.join("node1").to_str().unwrap(),
+            "--no-timing",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "a written node is a solution: {}",
+        text(&o)
+    );
 }

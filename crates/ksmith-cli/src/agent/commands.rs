@@ -65,17 +65,23 @@ pub(crate) fn cmd_runs(ctx: &Ctx, json: bool) -> Result<u8, Exit> {
         return Ok(0);
     }
     let mut t = crate::report::table(&[
-        "run", "created", "task", "model", "mode", "status", "calls", "best", "why",
+        "run", "created", "task", "model", "mode", "status", "calls", "best", "winner", "why",
     ]);
     let mut rows = Vec::new();
     for r in runs {
         let calls = store.calls(&r.id).map_err(env_err)?;
-        let best = store
-            .snapshots(&r.id)
-            .map_err(env_err)?
+        let (search, steps) = steps(&store, &r)?;
+        let best = steps
             .iter()
             .filter_map(|s| s.speedup)
             .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+        // The kernel the run wrote (its final judgement), which need not be the best first
+        // figure.
+        let finals = final_record(&store, &r.id);
+        let winner = finals.as_ref().map(|f| match f.node {
+            Some(n) => step_name(search, n),
+            None => "none held up".to_string(),
+        });
         let shown = Shown::of(&store, &r);
         if json {
             rows.push(serde_json::json!({
@@ -85,7 +91,8 @@ pub(crate) fn cmd_runs(ctx: &Ctx, json: bool) -> Result<u8, Exit> {
                 "process_gone": shown.gone, "pid": shown.pid,
                 "calls": calls.len(), "failed_calls": calls.iter().filter(|c| c.error.is_some()).count(),
                 "best_speedup": best, "stop_reason": r.stop_reason, "active_s": r.active_s,
-                "out_dir": r.out_dir,
+                "out_dir": r.out_dir, "kind": if search { "search" } else { "serial" },
+                "steps": steps.len(), "final": finals,
             }));
             continue;
         }
@@ -98,6 +105,7 @@ pub(crate) fn cmd_runs(ctx: &Ctx, json: bool) -> Result<u8, Exit> {
             shown.text(),
             calls.len().to_string(),
             best.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
+            winner.unwrap_or("-".into()),
             short(&shown.why(&r), 70),
         ]);
     }
@@ -120,6 +128,111 @@ fn short(s: &str, n: usize) -> String {
     let mut t: String = line.chars().take(n).collect();
     t.push('…');
     one(&t).into_owned()
+}
+
+/// One step of a run as listed: a serial run's snapshot or a search's node.
+struct Step {
+    /// Iteration or node id.
+    id: u64,
+    /// The node it grew from (searches; a serial run's steps form a chain).
+    parent: Option<u64>,
+    /// Its status (`PASSED`, a node state such as `duplicate`, ...).
+    status: String,
+    /// Speedup over XLA when it passed and was timed, with its interval when kept.
+    speedup: Option<f64>,
+    /// 95% interval of the speedup (searches).
+    interval: Option<(f64, f64)>,
+    /// Median latency (serial runs).
+    latency_ms: Option<f64>,
+    /// Its stored evaluation.
+    eval_id: Option<i64>,
+    /// What it tried: the snapshot's summary or the node's hint and plan title.
+    what: String,
+}
+
+/// Whether `run` is a graph search, and its steps.
+fn steps(store: &Store, run: &RunRow) -> Result<(bool, Vec<Step>), Exit> {
+    let nodes = store.search_nodes(&run.id).map_err(env_err)?;
+    if nodes.is_empty() {
+        let snaps = store.snapshots(&run.id).map_err(env_err)?;
+        let mut prev = None;
+        let steps = snaps
+            .into_iter()
+            .map(|s| {
+                let it = s.iteration as u64;
+                let step = Step {
+                    id: it,
+                    parent: prev,
+                    status: s.status,
+                    speedup: s.speedup,
+                    interval: None,
+                    latency_ms: s.latency_ms,
+                    eval_id: s.eval_id,
+                    what: s.summary,
+                };
+                prev = Some(it);
+                step
+            })
+            .collect();
+        return Ok((false, steps));
+    }
+    let steps = nodes
+        .into_iter()
+        .map(|r| {
+            let node: Option<ksmith_search::Node> = serde_json::from_str(&r.payload).ok();
+            let (status, interval, eval_id, what) = match &node {
+                Some(n) => (
+                    match (n.state, n.outcome.status) {
+                        (ksmith_search::NodeState::Done, Some(st)) => st.to_string(),
+                        (state, _) => state.as_str().to_string(),
+                    },
+                    n.outcome.interval,
+                    n.outcome.eval_id,
+                    format!(
+                        "[{}] {}",
+                        n.hint,
+                        n.plan
+                            .lines()
+                            .map(|l| l.trim_start_matches('#').trim())
+                            .find(|l| !l.is_empty())
+                            .unwrap_or("")
+                    ),
+                ),
+                None => (r.state.clone(), None, None, String::new()),
+            };
+            Step {
+                id: r.id,
+                parent: r.parent,
+                status,
+                speedup: r.speedup,
+                interval,
+                latency_ms: None,
+                eval_id,
+                what,
+            }
+        })
+        .collect();
+    Ok((true, steps))
+}
+
+/// The final judgement a run recorded (its `winner` event), if any.
+fn final_record(store: &Store, id: &str) -> Option<ksmith_search::finalize::FinalRecord> {
+    store
+        .events(id)
+        .ok()?
+        .into_iter()
+        .rev()
+        .find(|(_, k, _)| k == "winner")
+        .and_then(|(_, _, p)| serde_json::from_str(&p).ok())
+}
+
+/// `iteration 2`, `node 4`.
+fn step_name(search: bool, id: u64) -> String {
+    if search {
+        format!("node {id}")
+    } else {
+        format!("iteration {id}")
+    }
 }
 
 fn load_run(ctx: &Ctx, id: &str) -> Result<(Store, RunRow), Exit> {
@@ -218,6 +331,61 @@ fn write_snapshots(
     Ok(written)
 }
 
+/// Each search node with a stored evaluation as a solution directory `DIR/nodeN`, rebuilt
+/// from that evaluation (its language, entry point, flags and sources).
+fn write_nodes(store: &Store, steps: &[Step], dir: &Path) -> Result<Vec<PathBuf>, Exit> {
+    let mut written = Vec::new();
+    for n in steps {
+        let Some(stored) = n.eval_id.and_then(|e| store.get(e).ok().flatten()) else {
+            continue;
+        };
+        let language: ksmith_task::Language =
+            serde_json::from_value(stored.solution["language"].clone())
+                .map_err(|e| env_err(anyhow!("node {}: stored language: {e}", n.id)))?;
+        let entry = stored.solution["entry_point"].as_str().unwrap_or_default();
+        let flags: Vec<String> = stored.solution["flags"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str().map(str::to_string))
+            .collect();
+        let mut sources = Vec::new();
+        for (name, hash) in &stored.sources {
+            // Names come from the store: never a path outside the solution directory.
+            if !ksmith_task::is_safe_source_path(name) {
+                return Err(env_err(anyhow!("node {}: unsafe file name {name:?}", n.id)));
+            }
+            let text = String::from_utf8(store.artifact(hash).map_err(env_err)?)
+                .map_err(|_| env_err(anyhow!("node {}: {name} is not UTF-8", n.id)))?;
+            sources.push((name.clone(), text));
+        }
+        let Some((file, text)) = sources.first().cloned() else {
+            continue;
+        };
+        let task = stored.task["name"].as_str().unwrap_or("task");
+        let mut sol = Solution::from_source(
+            &format!("{task}-node{}", n.id),
+            language,
+            entry,
+            &file,
+            text,
+            flags,
+        );
+        sol.sources = sources;
+        let out = dir.join(format!("node{}", n.id));
+        if out.exists() {
+            return Err(input(anyhow!(
+                "{}: already exists; nothing is overwritten (choose another --write directory)",
+                out.display()
+            )));
+        }
+        crate::tune::write_solution(&sol, &out, "", "")
+            .map_err(|e| env_err(anyhow!("{}: {e}", out.display())))?;
+        written.push(out);
+    }
+    Ok(written)
+}
+
 /// `ksmith show RUN`: the run, its snapshots and its accounting.
 pub(crate) fn cmd_show_run(
     ctx: &Ctx,
@@ -227,14 +395,21 @@ pub(crate) fn cmd_show_run(
 ) -> Result<u8, Exit> {
     let (store, run) = load_run(ctx, id)?;
     let snaps = store.snapshots(id).map_err(env_err)?;
+    let (search, steps) = steps(&store, &run)?;
+    let finals = final_record(&store, id);
     if let Some(dir) = write {
-        let written = write_snapshots(&store, &run, &snaps, dir)?;
+        let written = if search {
+            write_nodes(&store, &steps, dir)?
+        } else {
+            write_snapshots(&store, &run, &snaps, dir)?
+        };
         for p in &written {
             say!("{}", one(&p.display().to_string()));
         }
         note!(
-            "ksmith: {} snapshots written; re-time them side by side with `ksmith eval {} {}`",
+            "ksmith: {} {} written; re-time them side by side with `ksmith eval {} {}`",
             written.len(),
+            if search { "nodes" } else { "snapshots" },
             one(&run.task_dir),
             written
                 .iter()
@@ -260,9 +435,14 @@ pub(crate) fn cmd_show_run(
             "options": serde_json::from_str::<serde_json::Value>(&run.options).unwrap_or_default(),
             "llm": {"calls": calls.len(), "failed": calls.iter().filter(|c| c.error.is_some()).count(),
                     "tokens_in": tin, "tokens_out": tout, "cost": cost},
+            "kind": if search { "search" } else { "serial" },
             "snapshots": snaps.iter().map(|s| serde_json::json!({
                 "iteration": s.iteration, "status": s.status, "speedup": s.speedup,
                 "latency_ms": s.latency_ms, "eval_id": s.eval_id, "summary": s.summary})).collect::<Vec<_>>(),
+            "nodes": if search { steps.iter().map(|n| serde_json::json!({
+                "node": n.id, "parent": n.parent, "status": n.status, "speedup": n.speedup,
+                "interval": n.interval, "eval_id": n.eval_id, "what": n.what})).collect::<Vec<_>>() } else { Vec::new() },
+            "final": finals,
         });
         crate::term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
         return Ok(0);
@@ -298,27 +478,75 @@ pub(crate) fn cmd_show_run(
         "LLM: {} calls, {tin} tokens in, {tout} out, ${cost:.4}",
         calls.len()
     );
-    let mut t = crate::report::table(&[
-        "iteration",
-        "status",
-        "speedup",
-        "latency ms",
-        "evaluation",
-        "what",
-    ]);
-    for s in &snaps {
-        t.add_row([
-            s.iteration.to_string(),
-            one(&s.status).into_owned(),
-            s.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()),
+    let header: &[&str] = if search {
+        &[
+            "node",
+            "parent",
+            "status",
+            "speedup",
+            "95%",
+            "evaluation",
+            "what",
+        ]
+    } else {
+        &[
+            "iteration",
+            "status",
+            "speedup",
+            "latency ms",
+            "evaluation",
+            "what",
+        ]
+    };
+    let mut t = crate::report::table(header);
+    let winner = finals.as_ref().and_then(|f| f.node);
+    for s in &steps {
+        let mut row = vec![format!(
+            "{}{}",
+            s.id,
+            if Some(s.id) == winner {
+                " (winner)"
+            } else {
+                ""
+            }
+        )];
+        if search {
+            row.push(s.parent.map_or("-".into(), |p| p.to_string()));
+        }
+        row.push(one(&s.status).into_owned());
+        row.push(s.speedup.map(|x| format!("{x:.2}x")).unwrap_or("-".into()));
+        row.push(if search {
+            s.interval
+                .map(|(a, b)| format!("{a:.2}-{b:.2}"))
+                .unwrap_or("-".into())
+        } else {
             s.latency_ms
                 .map(|x| format!("{x:.3}"))
-                .unwrap_or("-".into()),
-            s.eval_id.map(|x| x.to_string()).unwrap_or("-".into()),
-            one(&s.summary).into_owned(),
-        ]);
+                .unwrap_or("-".into())
+        });
+        row.push(s.eval_id.map(|x| x.to_string()).unwrap_or("-".into()));
+        row.push(short(&s.what, 70));
+        t.add_row(row);
     }
     say!("{t}");
+    match &finals {
+        Some(f) => {
+            for row in &f.finalists {
+                say!("{}", crate::search::finalist_line(row, f.node));
+            }
+            say!(
+                "decided: {}{}",
+                one(&f.summary),
+                f.node
+                    .map(|n| format!("; written: {}", step_name(search, n)))
+                    .unwrap_or_default()
+            );
+        }
+        None if shown.status == RunStatus::Finished => {
+            say!("no final judgement recorded (a run from an older version)")
+        }
+        None => say!("no final judgement yet: the run has not finished"),
+    }
     if shown.status != RunStatus::Finished && shown.status != RunStatus::Running {
         say!("continue with `ksmith resume {}`", one(&run.id));
     }
