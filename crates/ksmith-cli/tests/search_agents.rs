@@ -363,7 +363,7 @@ fn a_scripted_search_runs_end_to_end_and_its_report_draws_the_real_nodes() {
     assert_eq!(row["final"]["node"].as_u64(), Some(written));
     let report = ksmith(&store, &["report", &run, "--out", html.to_str().unwrap()]);
     assert!(
-        stdout(&report).contains(&format!("winner (written) "))
+        stdout(&report).contains("winner (written) ")
             && stdout(&report).contains(&format!("at n{written} ")),
         "{}",
         stdout(&report)
