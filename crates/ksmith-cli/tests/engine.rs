@@ -148,6 +148,8 @@ fn request(node: u64, parent: Option<(Node, String)>, hint: Hint) -> Expansion {
         parent_source: parent.as_ref().map(|(_, s)| s.clone()),
         parent: parent.map(|(p, _)| p),
         lineage,
+        tried: Vec::new(),
+        search_best: None,
         hint,
         inspirations: Vec::new(),
         inner_iterations: 1,

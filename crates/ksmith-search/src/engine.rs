@@ -173,6 +173,9 @@ pub struct Search {
 /// instead of failing every node.
 const JUDGE_FAILURES_IN_A_ROW: u32 = 3;
 
+/// Lines on what other nodes tried shown to a node's planner.
+const TRIED_SHOWN: usize = 8;
+
 /// One expansion, tried again once when it failed outside the candidate (a killed harness, a
 /// provider error after its own retries): the journal replays the calls already paid for.
 fn expand_retried(
@@ -379,77 +382,56 @@ impl Search {
                     hint: x.hint,
                 });
             }
-            let mut failure: Option<StopReason> = None;
             let mut save_error: Option<PersistError> = None;
+            // Nodes of this batch that failed outside their candidates, with why.
+            let mut outside: Vec<(NodeId, String)> = Vec::new();
             let mut handle = |this: &mut Search,
                               id: NodeId,
                               r: Result<Expanded, ExpandError>,
                               wall: f64|
              -> Result<(), SearchError> {
-                match r {
+                let failed_outside = match r {
                     Ok(x) => {
-                        this.judge_failures = 0;
-                        this.record(id, x, wall)
+                        this.record(id, x, wall);
+                        None
                     }
-                    Err(ExpandError::Judge(e)) => {
+                    Err(ExpandError::Judge(e)) => Some((
+                        format!("the judge failed on this node's candidate: {e:#}"),
+                        format!("the judge failed: {e:#}"),
+                    )),
+                    Err(ExpandError::Budget(m)) => {
                         this.record(
                             id,
                             Expanded {
-                                plan: format!("the judge failed on this node's candidate: {e:#}"),
+                                plan: format!("stopped by a budget: {m}"),
                                 ..Expanded::default()
                             },
                             wall,
                         );
-                        if let Some(n) = this.state.graph.entries.get_mut(id.0 as usize) {
-                            n.node.state = NodeState::Failed;
-                        }
-                        this.judge_failures += 1;
-                        if this.judge_failures >= JUDGE_FAILURES_IN_A_ROW {
-                            failure.get_or_insert(StopReason::ExpanderFailed {
-                                message: format!(
-                                    "{id}: the judge failed on {} nodes in a row (the machine, not the candidates?); last: {e:#}",
-                                    this.judge_failures
-                                ),
-                            });
-                        }
+                        None
                     }
-                    Err(ExpandError::Budget(m)) => this.record(
+                    // Tried twice already (`expand_retried`): the provider or the environment,
+                    // not the candidate.
+                    Err(ExpandError::Failed(e)) => Some((
+                        format!("the expansion failed outside the candidate (tried twice): {e:#}"),
+                        format!("{e:#}"),
+                    )),
+                    Err(ExpandError::Input(e)) => return Err(SearchError::Input(e)),
+                };
+                if let Some((plan, why)) = failed_outside {
+                    // The node fails alone; the search stops only when this keeps happening.
+                    this.record(
                         id,
                         Expanded {
-                            plan: format!("stopped by a budget: {m}"),
+                            plan,
                             ..Expanded::default()
                         },
                         wall,
-                    ),
-                    Err(ExpandError::Failed(e)) => {
-                        // Retried once already (`expand_retried`): the provider or the
-                        // environment, not the candidate. The node fails alone unless this
-                        // keeps happening, and then it stays unfinished, for a resume to grow.
-                        this.judge_failures += 1;
-                        if this.judge_failures >= JUDGE_FAILURES_IN_A_ROW {
-                            failure.get_or_insert(StopReason::ExpanderFailed {
-                                message: format!(
-                                    "{id}: expansions failed outside their candidates on {} nodes in a row; last: {e:#}",
-                                    this.judge_failures
-                                ),
-                            });
-                            return Ok(());
-                        }
-                        this.record(
-                            id,
-                            Expanded {
-                                plan: format!(
-                                    "the expansion failed outside the candidate (tried twice): {e:#}"
-                                ),
-                                ..Expanded::default()
-                            },
-                            wall,
-                        );
-                        if let Some(n) = this.state.graph.entries.get_mut(id.0 as usize) {
-                            n.node.state = NodeState::Failed;
-                        }
+                    );
+                    if let Some(n) = this.state.graph.entries.get_mut(id.0 as usize) {
+                        n.node.state = NodeState::Failed;
                     }
-                    Err(ExpandError::Input(e)) => return Err(SearchError::Input(e)),
+                    outside.push((id, why));
                 }
                 if save_error.is_none() {
                     let node = this.state.graph.get(id).map(|e| e.node.clone());
@@ -509,6 +491,25 @@ impl Search {
             }
             // Unfinished ones stay in the batch, for a resume to grow.
             self.state.batch = open;
+            // Failures outside the candidates in a row, in id order (not the order expansions
+            // happened to end in): the machine's or the provider's fault, so the search stops.
+            let mut failure: Option<StopReason> = None;
+            for id in &done {
+                match outside.iter().find(|(o, _)| o == id) {
+                    Some((_, why)) => {
+                        self.judge_failures += 1;
+                        if self.judge_failures >= JUDGE_FAILURES_IN_A_ROW {
+                            failure.get_or_insert(StopReason::ExpanderFailed {
+                                message: format!(
+                                    "{id}: {} nodes in a row failed outside their candidates (the machine or the provider, not the candidates?); last: {why}",
+                                    self.judge_failures
+                                ),
+                            });
+                        }
+                    }
+                    None => self.judge_failures = 0,
+                }
+            }
             let batch = done;
             let nodes: Vec<Node> = batch
                 .iter()
@@ -669,27 +670,70 @@ impl Search {
         let s = &self.state;
         let e = &s.graph.entries[id.0 as usize];
         let parent = e.request.parent.and_then(|p| s.graph.get(p));
-        let mut lineage = Vec::new();
-        let mut at = parent;
-        while let Some(a) = at {
-            let n = &a.node;
-            let outcome = match (n.outcome.status, n.outcome.speedup) {
-                (Some(st), Some(sp)) => format!("{st} {sp:.2}x"),
-                (Some(st), None) => st.to_string(),
+        let line = |n: &Node| {
+            let outcome = match (n.outcome.status, n.outcome.speedup, n.outcome.interval) {
+                (Some(st), Some(sp), Some((lo, hi))) => {
+                    format!("{st} {sp:.2}x ({lo:.2}-{hi:.2}) vs XLA")
+                }
+                (Some(st), Some(sp), None) => format!("{st} {sp:.2}x vs XLA"),
+                (Some(st), None, _) => st.to_string(),
                 _ => n.state.as_str().to_string(),
             };
-            let headline = n
-                .plan
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(100)
-                .collect::<String>();
-            lineage.push(format!("{} [{}] {headline} -> {outcome}", n.id, n.hint));
-            at = n.parent.and_then(|p| s.graph.get(p));
+            format!(
+                "node {} [{}] {} -> {outcome}",
+                n.id,
+                n.hint,
+                crate::node::plan_title(&n.plan)
+            )
+        };
+        let mut lineage = Vec::new();
+        let mut ancestors = Vec::new();
+        let mut at = parent;
+        while let Some(a) = at {
+            lineage.push(line(&a.node));
+            ancestors.push(a.node.id);
+            at = a.node.parent.and_then(|p| s.graph.get(p));
         }
         lineage.reverse();
+        // Other finished nodes: siblings (same parent), then cousins (same grandparent), then
+        // the most recent others.
+        let grand = parent.and_then(|p| p.node.parent);
+        let kin = |n: &Node| {
+            if n.parent.is_some() && n.parent == e.request.parent {
+                0
+            } else if grand.is_some()
+                && n.parent
+                    .and_then(|p| s.graph.get(p))
+                    .and_then(|p| p.node.parent)
+                    == grand
+            {
+                1
+            } else {
+                2
+            }
+        };
+        let mut others: Vec<&Node> = s
+            .graph
+            .entries
+            .iter()
+            .filter(|o| o.merged && o.node.id != id && !ancestors.contains(&o.node.id))
+            .filter(|o| o.node.state != NodeState::Duplicate)
+            .map(|o| &o.node)
+            .collect();
+        others.sort_by_key(|n| (kin(n), std::cmp::Reverse(n.id)));
+        let tried = others
+            .iter()
+            .take(TRIED_SHOWN)
+            .map(|n| {
+                let rel = ["sibling", "cousin", "elsewhere"][kin(n)];
+                format!("{rel}: {}", line(n))
+            })
+            .collect();
+        let search_best = s
+            .best
+            .filter(|b| Some(*b) != e.request.parent)
+            .and_then(|b| s.graph.get(b))
+            .map(|b| b.node.clone());
         Expansion {
             node: id,
             parent: parent.map(|p| p.node.clone()),
@@ -697,6 +741,8 @@ impl Search {
                 .and_then(|p| p.node.code_hash.as_ref())
                 .and_then(|h| s.sources.get(h).cloned()),
             lineage,
+            tried,
+            search_best,
             hint: e.request.hint,
             inspirations: e
                 .request

@@ -149,8 +149,16 @@ pub struct Expansion {
     pub parent: Option<Node>,
     /// The parent's source, when it has one.
     pub parent_source: Option<String>,
-    /// One line per ancestor, root first: hint, plan headline and outcome (the lineage).
+    /// One line per ancestor, root first: hint, plan title and outcome (the lineage).
     pub lineage: Vec<String>,
+    /// What other nodes of the search tried and how they did (siblings and cousins first,
+    /// then the most recent), one line each: so a planner does not propose again an idea a
+    /// sibling already measured.
+    #[serde(default)]
+    pub tried: Vec<String>,
+    /// The search's best node so far, when it is not the parent.
+    #[serde(default)]
+    pub search_best: Option<Node>,
     /// The direction to pursue.
     pub hint: Hint,
     /// Other good programs shown to the planner (evolutionary search): node and source.
@@ -210,4 +218,23 @@ pub enum ExpandError {
 pub trait Expander: Send + Sync {
     /// Runs one node's session and reports its child.
     fn expand(&self, req: &Expansion, events: &dyn EventSink) -> Result<Expanded, ExpandError>;
+}
+
+/// A plan's title: the line under its `## Title` heading, else its first line that is not a
+/// heading (plans are stored as the planner's markdown).
+pub fn plan_title(plan: &str) -> String {
+    let mut lines = plan.lines().map(str::trim);
+    let title = plan
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| !l.eq_ignore_ascii_case("## title"))
+        .skip(1)
+        .find(|l| !l.is_empty())
+        .filter(|l| !l.starts_with('#'));
+    title
+        .or_else(|| lines.find(|l| !l.is_empty() && !l.starts_with('#')))
+        .unwrap_or("")
+        .chars()
+        .take(100)
+        .collect()
 }

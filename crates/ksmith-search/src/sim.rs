@@ -822,6 +822,8 @@ mod tests {
             parent,
             parent_source: None,
             lineage: Vec::new(),
+            tried: Vec::new(),
+            search_best: None,
             hint,
             inspirations: Vec::new(),
             inner_iterations: 1,

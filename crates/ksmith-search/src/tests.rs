@@ -25,6 +25,8 @@ struct Fake {
     /// Nodes whose expansion fails outside the candidate (`ExpandError::Failed`, a killed
     /// harness or a provider error) this many times before it succeeds.
     expand_fails: Mutex<std::collections::HashMap<u64, u32>>,
+    /// Every request seen, for what a node is told.
+    requests: Mutex<Vec<Expansion>>,
 }
 
 impl Fake {
@@ -36,6 +38,7 @@ impl Fake {
             sleep_by_id: false,
             judge_fails: Vec::new(),
             expand_fails: Mutex::new(std::collections::HashMap::new()),
+            requests: Mutex::new(Vec::new()),
         }
     }
 }
@@ -44,6 +47,9 @@ impl Expander for Fake {
     fn expand(&self, req: &Expansion, _e: &dyn EventSink) -> Result<Expanded, ExpandError> {
         if let Ok(mut v) = self.expanded.lock() {
             v.push(req.node);
+        }
+        if let Ok(mut v) = self.requests.lock() {
+            v.push(req.clone());
         }
         if self.sleep_by_id {
             // Later ids finish first, so merge order must not follow completion order.
@@ -90,7 +96,11 @@ impl Expander for Fake {
         let src = format!("// {}\nvoid k() {{\n{body}\n}}\n", req.seed);
         let h = ksmith_task::content_hash(src.as_bytes());
         Ok(Expanded {
-            plan: format!("{} from {:?}", req.hint, req.parent.as_ref().map(|p| p.id)),
+            plan: format!(
+                "## Title\n{} from {:?}\n## Strategy\n...",
+                req.hint,
+                req.parent.as_ref().map(|p| p.id)
+            ),
             source: Some(src),
             code_hash: Some(h.clone()),
             norm_hash: Some(h),
@@ -445,8 +455,9 @@ fn an_expansion_killed_from_outside_is_retried_or_fails_alone_and_its_siblings_a
         .all(|n| n.state != NodeState::Failed));
     assert!(!r.finalists.contains(&NodeId(3)));
 
-    // Three in a row: the search stops (resumable), and a sibling that finished in the last
-    // batch is merged: it is in the result (and so can be the best and a finalist).
+    // Three in a row (by id, whatever order they ended in): the search stops (resumable), and
+    // a sibling that finished in the last batch is merged: it is in the result (and so can be
+    // the best and a finalist).
     let st = settings(
         StrategySettings::Parallel {
             trajectories: 4,
@@ -467,9 +478,58 @@ fn an_expansion_killed_from_outside_is_retried_or_fails_alone_and_its_siblings_a
     assert_eq!(four.state, NodeState::Done, "{four:?}");
     assert!(four.outcome.status.is_some(), "{four:?}");
     assert!(s.state.graph.get(NodeId(4)).is_some_and(|e| e.merged));
+    assert!((1..=3).all(|i| r.nodes[i].state == NodeState::Failed));
+}
+
+#[test]
+fn a_node_is_told_its_lineage_by_plan_title_what_siblings_tried_and_the_search_best() {
+    let f = Fake::new(Hint::Tile);
+    let (_, r) = run(
+        settings(StrategySettings::Greedy { branch_cap: 3 }, 8, 1),
+        &f,
+    );
+    let reqs = f.requests.lock().unwrap().clone();
+    // Titles, not the markdown heading.
+    assert!(reqs
+        .iter()
+        .flat_map(|q| q.lineage.iter().chain(&q.tried))
+        .all(|l| !l.contains("## Title")));
+    // A node with an earlier sibling is told what it tried, with its figures.
+    let with_sibling = reqs
+        .iter()
+        .find(|q| {
+            let p = q.parent.as_ref().map(|p| p.id);
+            r.nodes
+                .iter()
+                .any(|n| n.id < q.node && n.parent.is_some() && n.parent == p)
+        })
+        .expect("some node has an earlier sibling");
     assert!(
-        !s.state.batch.is_empty(),
-        "the failed nodes stay for a resume"
+        with_sibling
+            .tried
+            .iter()
+            .any(|l| l.starts_with("sibling: node ")),
+        "{:?}",
+        with_sibling.tried
+    );
+    assert!(
+        with_sibling.tried.iter().any(|l| l.contains("vs XLA")),
+        "{:?}",
+        with_sibling.tried
+    );
+    // Grown from a node that is not the search's best: told the best.
+    for q in &reqs {
+        if let Some(b) = &q.search_best {
+            assert_ne!(Some(b.id), q.parent.as_ref().map(|p| p.id));
+        }
+    }
+    assert_eq!(
+        crate::node::plan_title("## Title\nBlock rows by 8\n## Strategy\nx"),
+        "Block rows by 8"
+    );
+    assert_eq!(
+        crate::node::plan_title("the judge failed"),
+        "the judge failed"
     );
 }
 

@@ -155,10 +155,12 @@ pub fn timing_text(task: &Task, r: &EvalResult) -> String {
                 _ => String::new(),
             };
             format!(
-                "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x), {:.1} GFLOP/s, {:.1} GB/s, {} of roofline (floor {:.3} ms){beyond}",
+                "- {axes}: {:.3} ms (XLA {:.3} ms, {:.2}x, 95% {:.2}-{:.2}), {:.1} GFLOP/s, {:.1} GB/s, {} of roofline (floor {:.3} ms){beyond}",
                 w.candidate.median_ms,
                 w.baseline.median_ms,
                 w.speedup,
+                w.speedup_interval.0,
+                w.speedup_interval.1,
                 w.gflops,
                 w.gbps,
                 w.roofline_cell(),

@@ -628,6 +628,23 @@ impl AgentExpander {
             })
             .collect();
         let memory = self.memory_for(cx);
+        // The parent's per-workload figures (timing, bandwidth, roofline) from its stored
+        // evaluation, so the planner can tell a memory-bound kernel from a compute-bound one.
+        let stored_timing = |cx: &mut NodeCx, n: &crate::Node| -> Option<String> {
+            let id = n.outcome.eval_id?;
+            let stored = cx.store.get(id).ok().flatten()?;
+            Some(timing_text(&self.task, &stored.result)).filter(|t| !t.is_empty())
+        };
+        let parent_timing = req.parent.as_ref().and_then(|p| stored_timing(cx, p));
+        let search_best = req.search_best.as_ref().map(|b| {
+            let figures = match (b.outcome.speedup, b.outcome.interval) {
+                (Some(x), Some((lo, hi))) => format!("{x:.2}x ({lo:.2}-{hi:.2}) vs XLA"),
+                (Some(x), None) => format!("{x:.2}x vs XLA"),
+                _ => "not timed".into(),
+            };
+            json!({"node": b.id.0, "title": crate::node::plan_title(&b.plan), "hint": b.hint.as_str(),
+                   "figures": figures, "timing": stored_timing(cx, b)})
+        });
         let mut history: Vec<String> = req.lineage.clone();
         let mut best: Option<Candidate> = None;
         let mut last: Option<Candidate> = None;
@@ -646,6 +663,7 @@ impl AgentExpander {
                 "mode": if passing { "revision" } else { "new" },
                 "hint": {"name": req.hint.as_str(), "instruction": req.hint.instruction()},
                 "inspirations": inspirations, "memory": memory,
+                "tried": req.tried, "search_best": search_best,
             });
             vars["best"] = json!({
                 "iteration": req.parent.as_ref().map_or(0, |p| p.depth),
@@ -653,6 +671,14 @@ impl AgentExpander {
                 "speedup": current_speedup.map_or("not passing".to_string(), |x| format!("{x:.2}x")),
                 "latency": "-",
             });
+            match &best {
+                Some(b) => vars["best"]["timing"] = json!(timing_text(&self.task, &b.result)),
+                None => {
+                    if let Some(t) = &parent_timing {
+                        vars["best"]["timing"] = json!(t);
+                    }
+                }
+            }
             if !passing {
                 vars["not_passing"] = json!(true);
             }
