@@ -289,6 +289,18 @@ fn parse_edits(lines: &[&str]) -> Result<Vec<Edit>, ParseError> {
                     ),
                 ));
             }
+            // A second divider would go into the code as a line of `=======` (a conflict
+            // marker the compiler rejects): the block is malformed, said before any build.
+            if DIVIDER_RE.is_match(line) {
+                return Err(malformed(
+                    start,
+                    format!(
+                        "the SEARCH block opened at line {start} has a second `=======` divider \
+                         at line {} (after the one at line {divider}): one divider per block",
+                        j + 1
+                    ),
+                ));
+            }
             replace.push(*line);
             j += 1;
         }
@@ -1089,6 +1101,18 @@ mod tests {
             parse_change("<<<<<<< SEARCH\nint a;\n"),
             Err(ParseError::Malformed { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn a_block_with_two_dividers_is_malformed_not_a_conflict_marker_in_the_code() {
+        let reply = "kernel.c\n<<<<<<< SEARCH\nint a = 1;\n=======\nint a = 2;\n=======\nint a = 3;\n>>>>>>> REPLACE\n";
+        match parse_change(reply) {
+            Err(ParseError::Malformed { line, detail }) => {
+                assert_eq!(line, 2);
+                assert!(detail.contains("second `=======`") && detail.contains("line 6"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
