@@ -313,6 +313,30 @@ mod tests {
     }
 
     #[test]
+    fn a_search_planner_hears_what_siblings_tried_and_the_search_best() {
+        let p = Prompts::load(None).unwrap();
+        let r = p
+            .render(
+                Role::Planner,
+                &json!({"task": task(), "reference": "x", "roofline": "2 cores", "mode": "revision",
+                        "best": {"iteration": 1, "file": "kernel.c", "source": "int k;", "speedup": "1.20x", "latency": "-",
+                                 "timing": "- M=64: 0.9 ms (XLA 1.1 ms, 1.20x, 95% 1.10-1.30)"},
+                        "tried": ["sibling: node 3 [tile] Block rows by 8 -> PASSED 0.80x (0.70-0.90) vs XLA"],
+                        "search_best": {"node": 5, "title": "Fuse the two passes", "hint": "fuse",
+                                        "figures": "2.10x (1.90-2.30) vs XLA", "timing": "- M=64: 0.5 ms"}}),
+            )
+            .unwrap();
+        assert!(r.user.contains("## Tried elsewhere in this search"), "{}", r.user);
+        assert!(r.user.contains("sibling: node 3 [tile] Block rows by 8"), "{}", r.user);
+        assert!(
+            r.user.contains("## The search's best so far (node 5, [fuse] Fuse the two passes: 2.10x (1.90-2.30) vs XLA)"),
+            "{}",
+            r.user
+        );
+        assert!(r.user.contains("95% 1.10-1.30"), "{}", r.user);
+    }
+
+    #[test]
     fn the_autotune_planner_hears_what_earlier_tuning_found() {
         let p = Prompts::load(None).unwrap();
         let r = p
@@ -320,9 +344,14 @@ mod tests {
                 Role::AutotunePlanner,
                 &json!({"task": task(), "file": "kernel.c", "source": "#define BM 64", "defines": "BM=64",
                         "earlier": ["iteration 1: block rows -> passed; autotune: the defaults stayed best; 1 of 3 configurations failed: BM=128: COMPILE_ERROR"],
-                        "timing": "- M=64 N=1000: 0.9 ms (XLA 43 ms, 48x)"}),
+                        "timing": "- M=64 N=1000: 0.9 ms (XLA 43 ms, 48x)", "budget": 8}),
             )
             .unwrap();
+        assert!(
+            r.user.contains("measures at most 8 configurations"),
+            "the planner is told the tuner's budget: {}",
+            r.user
+        );
         assert!(
             r.user
                 .contains("## How this kernel did (it passed its checks)\n- M=64 N=1000: 0.9 ms"),

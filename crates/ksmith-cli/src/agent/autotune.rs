@@ -28,6 +28,9 @@ pub(super) fn bake_defines(source: &str, config: &BTreeMap<String, i64>) -> Stri
         .into_owned()
 }
 
+/// Configurations whose figures are told to the next autotune plan, at most.
+const TUNE_ROWS_SHOWN: usize = 16;
+
 #[derive(Serialize, Deserialize)]
 struct TuneOutcome {
     config: Option<BTreeMap<String, i64>>,
@@ -63,7 +66,7 @@ pub(super) fn autotune(
         .filter(|h| h.contains("; autotune: "))
         .collect();
     let vars = json!({"task": task_brief(st), "file": st.file, "source": cand.source(),
-                      "defines": list, "earlier": earlier,
+                      "defines": list, "earlier": earlier, "budget": s.opts.tune_budget,
                       "timing": timing_text(&st.task, &cand.result)});
     let step = format!("iteration {it} autotune");
     let names: Vec<String> = defs.iter().map(|(k, _)| k.clone()).collect();
@@ -207,6 +210,33 @@ pub(super) fn autotune(
                 )
             })
             .collect();
+        // Every configuration's per-workload figures: the next plan sees which values helped
+        // where, not only the winner.
+        let measured: Vec<String> = o
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let p = r.result.performance.as_ref()?;
+                let per = p
+                    .workloads
+                    .iter()
+                    .map(|w| format!("{:.2}x", w.speedup))
+                    .collect::<Vec<_>>()
+                    .join("/");
+                Some(format!(
+                    "{}: {:.2}x ({per})",
+                    ksmith_tune::label(&r.config),
+                    p.speedup
+                ))
+            })
+            .take(TUNE_ROWS_SHOWN)
+            .collect();
+        if !measured.is_empty() {
+            note.push_str(&format!(
+                "; configurations measured (vs XLA, overall and per workload; a raced one's figure is rough): {}",
+                measured.join("; ")
+            ));
+        }
         if !failed.is_empty() {
             note.push_str(&format!(
                 "; {} of {} configurations failed: {}",
