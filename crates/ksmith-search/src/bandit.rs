@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn models_have_their_own_arms() {
         let mut b = Bandit::new(&["a".into(), "b".into()], 1.0);
-        assert_eq!(b.arms.len(), 20);
+        assert_eq!(b.arms.len(), 22);
         let good = b.arm(Some("b"), Hint::Fuse).expect("arm");
         for _ in 0..200 {
             let i = b.choose();

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 pub enum Hint {
     /// Write a first correct kernel from the task alone (nodes with no parent code).
     FirstKernel,
+    /// No direction given: the planner chooses, with the kernel and its figures in view (the
+    /// bandit weighs its own choices against the documented directions).
+    Own,
     /// SIMD: make the inner loops vectorize (contiguous access, no aliasing, simple bounds).
     Vectorize,
     /// Cache blocking / tiling so the working set stays in L1/L2.
@@ -33,8 +36,9 @@ pub enum Hint {
 
 impl Hint {
     /// Every hint, in a fixed order (the bandit's arms).
-    pub const ALL: [Hint; 11] = [
+    pub const ALL: [Hint; 12] = [
         Hint::FirstKernel,
+        Hint::Own,
         Hint::Vectorize,
         Hint::Tile,
         Hint::Fuse,
@@ -56,6 +60,7 @@ impl Hint {
     pub fn as_str(self) -> &'static str {
         match self {
             Hint::FirstKernel => "first_kernel",
+            Hint::Own => "own",
             Hint::Vectorize => "vectorize",
             Hint::Tile => "tile",
             Hint::Fuse => "fuse",
@@ -78,6 +83,7 @@ impl Hint {
     pub fn instruction(self) -> &'static str {
         match self {
             Hint::FirstKernel => "Write a first correct kernel for the task from its definition and reference; correctness first, then the obvious speed.",
+            Hint::Own => "No direction is given: read the kernel, its per-workload figures (memory- or compute-bound, how far from the roofline) and what was tried, and plan the change you expect to gain the most; name the bottleneck it attacks.",
             Hint::Vectorize => "Make the hot loops vectorize: contiguous stride-1 access, restrict pointers, simple bounds, no calls or data-dependent branches inside.",
             Hint::Tile => "Block the computation so each tile's working set stays in L1/L2 and is reused before eviction.",
             Hint::Fuse => "Fuse separate passes over memory into fewer passes: read each input once and write each output once where possible.",

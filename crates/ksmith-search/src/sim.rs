@@ -280,7 +280,7 @@ pub fn affinity(hint: Hint, p: &Features, c: &Features) -> f64 {
         Hint::Simplify => toward(c.length < p.length, 2.0),
         // Parameter changes keep the program's shape.
         Hint::Autotune => toward(c == p, 3.0),
-        Hint::Precision | Hint::FirstKernel => 1.0,
+        Hint::Precision | Hint::FirstKernel | Hint::Own => 1.0,
     }
 }
 
