@@ -1109,7 +1109,10 @@ mod tests {
         match parse_change(reply) {
             Err(ParseError::Malformed { line, detail }) => {
                 assert_eq!(line, 2);
-                assert!(detail.contains("second `=======`") && detail.contains("line 6"), "{detail}");
+                assert!(
+                    detail.contains("second `=======`") && detail.contains("line 6"),
+                    "{detail}"
+                );
             }
             other => panic!("{other:?}"),
         }

@@ -326,8 +326,16 @@ mod tests {
                                         "figures": "2.10x (1.90-2.30) vs XLA", "timing": "- M=64: 0.5 ms"}}),
             )
             .unwrap();
-        assert!(r.user.contains("## Tried elsewhere in this search"), "{}", r.user);
-        assert!(r.user.contains("sibling: node 3 [tile] Block rows by 8"), "{}", r.user);
+        assert!(
+            r.user.contains("## Tried elsewhere in this search"),
+            "{}",
+            r.user
+        );
+        assert!(
+            r.user.contains("sibling: node 3 [tile] Block rows by 8"),
+            "{}",
+            r.user
+        );
         assert!(
             r.user.contains("## The search's best so far (node 5, [fuse] Fuse the two passes: 2.10x (1.90-2.30) vs XLA)"),
             "{}",

@@ -107,6 +107,9 @@ struct SearchRunOptions {
     /// Where the winner is written (default STORE/optimized/TASK).
     #[serde(default)]
     out: Option<PathBuf>,
+    /// Extra knowledge directories retrieved into the planners' prompts.
+    #[serde(default)]
+    knowledge: Vec<PathBuf>,
 }
 
 fn default_fix_attempts() -> u32 {
@@ -300,6 +303,7 @@ fn expander_for(
         start: opts.start.clone(),
         fix_attempts: opts.fix_attempts,
         prompts: opts.prompts.clone(),
+        knowledge: opts.knowledge.clone(),
     };
     let agent = Arc::new(
         AgentExpander::new(settings, judge_factory(ctx, judged.clone())).map_err(expand_err)?,
@@ -431,6 +435,7 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
             min_time_ms: args.opts.min_time_ms,
         }),
         out: args.out.clone(),
+        knowledge: args.agent.knowledge.clone(),
     };
     let run_id = new_run_id();
     let chosen = expander_for(ctx, &options, &run_id, &task.dir)?;

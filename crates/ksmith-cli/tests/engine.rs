@@ -126,6 +126,7 @@ fn expander_from(
         start,
         fix_attempts: 1,
         prompts: None,
+        knowledge: Vec::new(),
     };
     match AgentExpander::new(settings, judge_factory(store.to_path_buf())) {
         Ok(x) => x,

@@ -95,17 +95,25 @@ pub struct Passage {
     /// The kernel languages the file applies to (its `<!-- applies-to: c, cuda -->` line);
     /// empty: every language.
     pub applies_to: Vec<String>,
+    /// The operator classes the file applies to (its `<!-- ops: scan -->` line, names as in
+    /// `ksmith_task::OpClass`); empty: every class.
+    pub ops: Vec<String>,
 }
 
 /// The languages a file declares with a `<!-- applies-to: a, b -->` line (empty: all).
 fn applies_to(text: &str) -> Vec<String> {
+    scope_line(text, "applies-to:")
+}
+
+/// The values of a `<!-- KEY a, b -->` scope line (empty: none).
+fn scope_line(text: &str, key: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| {
             l.trim()
                 .strip_prefix("<!--")?
                 .strip_suffix("-->")?
                 .trim()
-                .strip_prefix("applies-to:")
+                .strip_prefix(key)
                 .map(str::to_string)
         })
         .flat_map(|v| {
@@ -265,8 +273,23 @@ impl Knowledge {
         limit: usize,
         max_chars: usize,
     ) -> Result<Vec<Passage>, KnowledgeError> {
+        self.retrieve_scoped(query, language, None, limit, max_chars)
+    }
+
+    /// [`retrieve_for`](Self::retrieve_for) among the passages that also apply to the
+    /// operator class `op_class` (those of files declaring it with `<!-- ops: ... -->`, or no
+    /// class at all): scan notes have no place in a row normalization's prompt.
+    pub fn retrieve_scoped(
+        &self,
+        query: &str,
+        language: Option<&str>,
+        op_class: Option<&str>,
+        limit: usize,
+        max_chars: usize,
+    ) -> Result<Vec<Passage>, KnowledgeError> {
         let fits = |p: &Passage| {
             language.is_none_or(|l| p.applies_to.is_empty() || p.applies_to.iter().any(|a| a == l))
+                && op_class.is_none_or(|c| p.ops.is_empty() || p.ops.iter().any(|a| a == c))
         };
         // Look further than `limit`, since some hits may be filtered out.
         let hits: Vec<Passage> = self
@@ -291,7 +314,10 @@ impl Knowledge {
                 Some(end) => cut[..end].trim_end().to_string(),
                 None => cut,
             };
-            if !cut.trim().is_empty() {
+            // Kept only with some of its body: a heading alone followed by the mark says
+            // nothing (it was seen in prompts as a bare `[...]`).
+            let body: usize = cut.lines().skip(1).map(|l| l.trim().chars().count()).sum();
+            if body >= MIN_CUT_BODY {
                 passage.text = format!("{cut}\n{CUT_MARK}");
                 out.push(passage);
             }
@@ -393,6 +419,9 @@ fn file_words(source: &str) -> String {
 /// The longest prefix of `text` made of whole lines with at most `max_chars` characters.
 /// Ends a passage that was cut short to fit the prompt.
 pub const CUT_MARK: &str = "[...]";
+
+/// Characters of body text a cut passage must keep to be shown at all.
+const MIN_CUT_BODY: usize = 160;
 
 fn truncate_at_line(text: &str, max_chars: usize) -> String {
     let mut out = String::new();
@@ -563,6 +592,7 @@ fn is_fence(line: &str) -> bool {
 fn chunk(name: &str, text: &str) -> Vec<Passage> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let scope = applies_to(text);
+    let ops = scope_line(text, "ops:");
     // The file's title: its first `#` heading, else its name without extension.
     let mut doc_title: Option<String> = None;
     // (h2, h3, body lines) of the section being collected.
@@ -578,8 +608,8 @@ fn chunk(name: &str, text: &str) -> Vec<Passage> {
             body.push(line);
             continue;
         }
-        if !in_fence && !applies_to(line).is_empty() {
-            continue; // the scope line is for retrieval, not for prompts
+        if !in_fence && (!applies_to(line).is_empty() || !scope_line(line, "ops:").is_empty()) {
+            continue; // scope lines are for retrieval, not for prompts
         }
         let head = if in_fence { None } else { heading(line) };
         match head {
@@ -647,6 +677,7 @@ fn chunk(name: &str, text: &str) -> Vec<Passage> {
                 text: format!("{heading_line}\n\n{part}"),
                 score: 0.0,
                 applies_to: scope.clone(),
+                ops: ops.clone(),
             });
         }
     }

@@ -419,3 +419,35 @@ fn knowledge_is_shareable_across_threads() {
         }
     });
 }
+
+#[test]
+fn scan_notes_reach_only_scan_tasks_and_no_passage_is_cut_to_its_heading() {
+    let k = Knowledge::open(&[]).unwrap();
+    let q = "row normalization cumulative sum running total per row";
+    let from = |op| {
+        k.retrieve_scoped(q, Some("c"), Some(op), 5, 3000)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.source)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        from("scan").iter().any(|s| s.starts_with("scans.md")),
+        "{:?}",
+        from("scan")
+    );
+    assert!(
+        !from("normalization")
+            .iter()
+            .any(|s| s.starts_with("scans.md")),
+        "{:?}",
+        from("normalization")
+    );
+    // However small the budget, a passage is shown with some of its body or not at all.
+    for max in [40, 120, 300, 700] {
+        for p in k.retrieve_scoped(q, Some("c"), None, 3, max).unwrap() {
+            let body: usize = p.text.lines().skip(1).map(|l| l.trim().len()).sum();
+            assert!(body > 100, "budget {max}: {:?}", p.text);
+        }
+    }
+}

@@ -583,7 +583,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         st.task.description,
         st.last.as_ref().map(|l| l.profile.as_str()).unwrap_or("")
     );
-    vars["knowledge"] = Value::Array(s.knowledge_for(&query, st.language.name()));
+    vars["knowledge"] = Value::Array(s.knowledge_for(&query, st.language.name(), st.task.op_class));
     vars["memory"] = Value::Array(memory_for(s, st, it));
     let step = format!("iteration {it} plan");
     let plan: Plan = loop {
@@ -638,7 +638,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     let impl_vars = json!({
         "task": task_brief(st), "plan": plan.markdown(), "file": st.file, "source": base_src,
         "machine": roofline_text(st), "snapshots": named,
-        "knowledge": s.knowledge_for(&format!("{} {}", st.task.name.replace('_', " "), plan.strategy), st.language.name()),
+        "knowledge": s.knowledge_for(&format!("{} {}", st.task.name.replace('_', " "), plan.strategy), st.language.name(), st.task.op_class),
     });
     let source = match code_step(
         s,

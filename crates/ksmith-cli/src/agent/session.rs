@@ -396,10 +396,16 @@ impl Session {
         Ok(())
     }
 
-    /// Knowledge passages for a query, as template values.
-    pub fn knowledge_for(&self, query: &str, language: &str) -> Vec<serde_json::Value> {
+    /// Knowledge passages for a query, as template values: only those for the candidate's
+    /// language and the task's operator class.
+    pub fn knowledge_for(
+        &self,
+        query: &str,
+        language: &str,
+        op_class: ksmith_task::OpClass,
+    ) -> Vec<serde_json::Value> {
         self.knowledge
-            .retrieve_for(query, Some(language), 3, 3000)
+            .retrieve_scoped(query, Some(language), Some(op_class.as_str()), 3, 3000)
             .unwrap_or_default()
             .into_iter()
             .map(|p| serde_json::json!({"source": p.source, "text": p.text}))

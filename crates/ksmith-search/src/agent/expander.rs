@@ -48,6 +48,8 @@ pub struct ExpanderSettings {
     pub fix_attempts: u32,
     /// Directory of prompt templates overriding the built-in ones.
     pub prompts: Option<PathBuf>,
+    /// Extra knowledge directories (the built-in corpus is always there).
+    pub knowledge: Vec<PathBuf>,
 }
 
 /// The file every candidate edits and what it keeps from the run's start.
@@ -66,6 +68,8 @@ pub struct AgentExpander {
     task: Task,
     base: Base,
     prompts: Prompts,
+    /// The technique corpus (built in, plus the user's directories) retrieved into plans.
+    knowledge: ksmith_knowledge::Knowledge,
     spec: ModelSpec,
     config: ksmith_llm::Config,
     price: Option<ksmith_llm::Price>,
@@ -199,6 +203,8 @@ impl AgentExpander {
             .map_err(|e| input(anyhow!("model {}: {e}", settings.model)))?;
         let price = config.price(&spec);
         let prompts = Prompts::load(settings.prompts.as_deref()).map_err(|e| input(e.into()))?;
+        let knowledge =
+            ksmith_knowledge::Knowledge::open(&settings.knowledge).map_err(|e| input(e.into()))?;
         let base = match &settings.start {
             Some(path) => {
                 let sol = Solution::load(path, &task).map_err(|e| {
@@ -237,6 +243,7 @@ impl AgentExpander {
             task,
             base,
             prompts,
+            knowledge,
             spec,
             config,
             price,
@@ -665,6 +672,28 @@ impl AgentExpander {
                 "inspirations": inspirations, "memory": memory,
                 "tried": req.tried, "search_best": search_best,
             });
+            // Technique notes for this task's language and operator class, steered by the
+            // direction and what the last round showed.
+            let query = format!(
+                "{} {} {} {}",
+                self.task.name.replace('_', " "),
+                self.task.description,
+                req.hint.instruction(),
+                last.as_ref().map(|l| l.outcome_text()).unwrap_or_default()
+            );
+            vars["knowledge"] = json!(self
+                .knowledge
+                .retrieve_scoped(
+                    &query,
+                    Some(self.base.language.name()),
+                    Some(self.task.op_class.as_str()),
+                    3,
+                    3000
+                )
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| json!({"source": p.source, "text": p.text}))
+                .collect::<Vec<_>>());
             vars["best"] = json!({
                 "iteration": req.parent.as_ref().map_or(0, |p| p.depth),
                 "file": self.base.file, "source": current,
