@@ -28,7 +28,7 @@ fn the_planner_shows_memory_entries_only_when_given() {
     let u = &with.user;
     assert!(u.contains("## What worked on other tasks"), "{u}");
     assert!(
-        u.contains("- [normalization, vectorize] Vectorize the row loop: 1.28x (1.20-1.36) on layernorm (Test CPU); helped 1 of 4 times shown"),
+        u.contains("- [normalization, vectorize] Vectorize the row loop: 1.28x (1.20-1.36) faster than the kernel it changed, on layernorm (Test CPU); followed by a faster kernel 1 of 4 times shown"),
         "{u}"
     );
     assert!(u.contains("```diff\n- naive();\n+ vec();\n```"), "{u}");
@@ -42,7 +42,10 @@ fn the_planner_shows_memory_entries_only_when_given() {
         )
         .unwrap();
     assert!(r.user.contains("on layernorm (Test CPU)\n"), "{}", r.user);
-    assert!(!r.user.contains("helped"), "never shown: no win count");
+    assert!(
+        !r.user.contains("followed by a faster kernel 0"),
+        "never shown: no win count"
+    );
     let empty = p
         .render(
             Role::Planner,

@@ -536,18 +536,28 @@ fn search_improvements(
         if px <= 0.0 || x <= px {
             continue;
         }
+        // Remembered only when decided faster than its parent (the decision rule on the two
+        // intervals): a gain inside the noise taught later planners nothing.
+        let figures = |n: &Node, s: f64| (s, n.outcome.interval.unwrap_or((s, s)));
+        let decided = ksmith_judge::decide::decide(ksmith_judge::decide::Evidence::separate(
+            figures(child, x),
+            figures(parent, px),
+            false,
+        ));
+        if !decided.adopt() {
+            continue;
+        }
         let (Some(before), Some(after)) = (source(parent)?, source(child)?) else {
             continue;
         };
-        let headline = child.plan.lines().find(|l| !l.trim().is_empty());
         out.push(Improvement {
             step: Step::Node(child.id),
             eval_id: child.outcome.eval_id,
             hint: Some(child.hint),
-            headline: cut(headline.unwrap_or("").trim(), 120),
+            headline: cut(&crate::node::plan_title(&child.plan), 120),
             gain: Gain {
                 ratio: x / px,
-                interval: None,
+                interval: decided.evidence().map(|e| (e.low, e.high)),
             },
             before: BTreeMap::from([("kernel".to_string(), before)]),
             after: BTreeMap::from([("kernel".to_string(), after)]),
