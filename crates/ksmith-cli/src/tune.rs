@@ -263,6 +263,29 @@ fn outcome_text(o: &TrialOutcome, reused: bool) -> String {
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
+    let tuned = tune_and_write(ctx, args)?;
+    if args.json {
+        crate::term::json(&tuned.json);
+    } else {
+        print_table(&tuned.outcome);
+        summarize(&tuned.outcome, &tuned.out);
+    }
+    Ok(if tuned.outcome.best.is_some() { 0 } else { 1 })
+}
+
+/// A finished tuning: the search, where a winner goes, and `tune --json`'s document.
+pub(crate) struct Tuned {
+    /// The search.
+    pub outcome: Outcome,
+    /// Where the tuned solution is (or would have been) written.
+    pub out: PathBuf,
+    /// What `ksmith tune --json` prints.
+    pub json: serde_json::Value,
+}
+
+/// Tunes `args.solution` and writes the winning configuration when it beat the untuned
+/// solution (the work of `ksmith tune`, without printing).
+pub(crate) fn tune_and_write(ctx: &Ctx, args: &TuneArgs) -> Result<Tuned, Exit> {
     let task = load_task(&args.task)?;
     let solution = Solution::load(&args.solution, &task).map_err(|e| {
         input(anyhow!(
@@ -286,19 +309,17 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
     if let Some((Some(config), _)) = &outcome.best {
         write_tuned(&solution, Some(config), &out, "tune").map_err(env_err)?;
     }
-    if args.json {
-        let mut v = outcome_json(&task, &solution, &args.search, &outcome);
-        // Where the winner was written; null when the untuned solution won (nothing written).
-        v["written"] = match &outcome.best {
-            Some((Some(_), _)) => json!(out.display().to_string()),
-            _ => serde_json::Value::Null,
-        };
-        crate::term::json(&v);
-    } else {
-        print_table(&outcome);
-        summarize(&outcome, &out);
-    }
-    Ok(if outcome.best.is_some() { 0 } else { 1 })
+    let mut v = outcome_json(&task, &solution, &args.search, &outcome);
+    // Where the winner was written; null when the untuned solution won (nothing written).
+    v["written"] = match &outcome.best {
+        Some((Some(_), _)) => json!(out.display().to_string()),
+        _ => serde_json::Value::Null,
+    };
+    Ok(Tuned {
+        outcome,
+        out,
+        json: v,
+    })
 }
 
 /// Where `tune` writes by default: STORE/tuned/TASK/SOLUTION-tuned.
