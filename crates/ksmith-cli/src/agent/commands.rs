@@ -348,19 +348,19 @@ pub(crate) fn run_json(store: &Store, run: &RunRow) -> Result<serde_json::Value,
     });
     let shown = Shown::of(store, run);
     Ok(serde_json::json!({
-            "id": run.id, "task": run.task, "task_dir": run.task_dir, "tests_hash": run.tests_hash,
-            "model": run.model, "mode": run.mode, "status": shown.status.as_str(),
-            "stored_status": run.status.as_str(), "process_gone": shown.gone, "pid": shown.pid,
-            "stop_reason": run.stop_reason,
-            "created_at": run.created_at, "updated_at": run.updated_at, "active_s": run.active_s,
-            "out_dir": run.out_dir,
-            "options": serde_json::from_str::<serde_json::Value>(&run.options).unwrap_or_default(),
-            "llm": {"calls": calls.len(), "failed": calls.iter().filter(|c| c.error.is_some()).count(),
-                    "tokens_in": tin, "tokens_out": tout, "cost": cost},
-            "snapshots": snaps.iter().map(|s| serde_json::json!({
-                "iteration": s.iteration, "status": s.status, "speedup": s.speedup,
-                "latency_ms": s.latency_ms, "eval_id": s.eval_id, "summary": s.summary})).collect::<Vec<_>>(),
-        }))
+        "id": run.id, "task": run.task, "task_dir": run.task_dir, "tests_hash": run.tests_hash,
+        "model": run.model, "mode": run.mode, "status": shown.status.as_str(),
+        "stored_status": run.status.as_str(), "process_gone": shown.gone, "pid": shown.pid,
+        "stop_reason": run.stop_reason,
+        "created_at": run.created_at, "updated_at": run.updated_at, "active_s": run.active_s,
+        "out_dir": run.out_dir,
+        "options": serde_json::from_str::<serde_json::Value>(&run.options).unwrap_or_default(),
+        "llm": {"calls": calls.len(), "failed": calls.iter().filter(|c| c.error.is_some()).count(),
+                "tokens_in": tin, "tokens_out": tout, "cost": cost},
+        "snapshots": snaps.iter().map(|s| serde_json::json!({
+            "iteration": s.iteration, "status": s.status, "speedup": s.speedup,
+            "latency_ms": s.latency_ms, "eval_id": s.eval_id, "summary": s.summary})).collect::<Vec<_>>(),
+    }))
 }
 
 /// `ksmith calls RUN`: every LLM call of a run.

@@ -736,7 +736,10 @@ impl Check for ShowInput {
             return Ok(());
         }
         check_run(&self.id).map_err(|_| {
-            FieldError::new("id", "expected an evaluation id (a number) or a run id (run-...)")
+            FieldError::new(
+                "id",
+                "expected an evaluation id (a number) or a run id (run-...)",
+            )
         })
     }
 }
@@ -760,7 +763,10 @@ mod tests {
             "judge.seeds"
         );
         // Missing.
-        assert_eq!(err::<EvaluateInput>(serde_json::json!({"path": "p"})), "task");
+        assert_eq!(
+            err::<EvaluateInput>(serde_json::json!({"path": "p"})),
+            "task"
+        );
         // Unknown.
         assert_eq!(
             err::<EvaluateInput>(serde_json::json!({"task": "t", "path": "p", "speed": 1})),

@@ -80,7 +80,11 @@ impl Procs {
     pub(crate) fn spawn(&self, ctx: &Ctx, run: &str, args: &[String]) -> Result<u32> {
         let dir = run_dir(&ctx.store_dir, run);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let log = std::fs::File::create(log_path(&ctx.store_dir, run))
+        // Appended: a resumed run's log follows its first part.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path(&ctx.store_dir, run))
             .with_context(|| format!("creating the log in {}", dir.display()))?;
         let exe = std::env::current_exe().context("finding the ksmith binary")?;
         let mut cmd = Command::new(exe);

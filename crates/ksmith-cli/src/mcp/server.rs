@@ -2,7 +2,7 @@
 //! streamable HTTP.
 
 use super::input::{
-    Candidate, CompareInput, EvaluateInput, EvalsInput, FieldError, JudgeSettings, NoInput,
+    Candidate, CompareInput, EvalsInput, EvaluateInput, FieldError, JudgeSettings, NoInput,
     OptimizeInput, Parameters, ReportInput, ResumeInput, RunInput, ShowInput, StatusInput,
     TuneInput, ValidateInput,
 };
@@ -433,8 +433,9 @@ impl Server {
                     let _ = tx.send((0.0, None, format!("{state} {}", t.path)));
                 }
             };
-            let report = crate::validate_path(&ctx, Path::new(&i.path), i.no_run == Some(true), &mut each)
-                .map_err(at("path"))?;
+            let report =
+                crate::validate_path(&ctx, Path::new(&i.path), i.no_run == Some(true), &mut each)
+                    .map_err(at("path"))?;
             serde_json::to_value(report).map_err(|e| Fail::Env(e.into()))
         })
         .await;
@@ -468,8 +469,7 @@ impl Server {
                 .with_reuse(reuse)
                 .evaluate(&task, &solution, &ksmith_search::Purpose::Plain)
                 .map_err(|e| Fail::from_exit("path", crate::eval_err(e)))?;
-            crate::eval_json(evaluated.id, evaluated.reused, &evaluated.result)
-                .map_err(at("path"))
+            crate::eval_json(evaluated.id, evaluated.reused, &evaluated.result).map_err(at("path"))
         })
         .await;
         answer(r.and_then(|r| r))
@@ -604,15 +604,29 @@ impl Server {
             .map(|e| e.len() as u64)
             .unwrap_or(0);
         let r = async {
-            if Self::stored_run(self.ctx(), &i.run)?.is_none() {
-                return Err(Fail::Field(FieldError::new("run", "no such run in the store")));
+            let Some(stored) = Self::stored_run(self.ctx(), &i.run)? else {
+                return Err(Fail::Field(FieldError::new(
+                    "run",
+                    "no such run in the store",
+                )));
+            };
+            if stored["status"] == "running" {
+                return Err(Fail::Field(FieldError::new(
+                    "run",
+                    format!("is running (pid {})", stored["pid"]),
+                )));
             }
             self.shared
                 .procs
                 .spawn(self.ctx(), &i.run, &args)
                 .map_err(Fail::Env)?;
             let a = self
-                .watch(&rc, &i.run, since, Duration::from_secs(i.wait_s.unwrap_or(0)))
+                .watch(
+                    &rc,
+                    &i.run,
+                    since,
+                    Duration::from_secs(i.wait_s.unwrap_or(0)),
+                )
                 .await?;
             serde_json::to_value(a).map_err(|e| Fail::Env(e.into()))
         }
@@ -684,10 +698,7 @@ impl Server {
     #[tool(
         description = "List agent runs and searches, newest first, as `ksmith runs --json`. Milliseconds."
     )]
-    async fn runs(
-        &self,
-        Parameters(_): Parameters<NoInput>,
-    ) -> Result<CallToolResult, ErrorData> {
+    async fn runs(&self, Parameters(_): Parameters<NoInput>) -> Result<CallToolResult, ErrorData> {
         let r = self
             .ctx()
             .store_read()
@@ -729,7 +740,10 @@ impl Server {
     #[tool(
         description = "Show a stored evaluation (a number) or a run (run-...), as `ksmith show ID --json`. Milliseconds."
     )]
-    async fn show(&self, Parameters(i): Parameters<ShowInput>) -> Result<CallToolResult, ErrorData> {
+    async fn show(
+        &self,
+        Parameters(i): Parameters<ShowInput>,
+    ) -> Result<CallToolResult, ErrorData> {
         let r = (|| -> Result<Value, Fail> {
             let ctx = self.ctx();
             if let Ok(n) = i.id.parse::<i64>() {
@@ -738,7 +752,9 @@ impl Server {
                     .get(n)
                     .context("reading the evaluation")
                     .map_err(Fail::Env)?
-                    .ok_or_else(|| Fail::Field(FieldError::new("id", format!("no evaluation {n}"))))?;
+                    .ok_or_else(|| {
+                        Fail::Field(FieldError::new("id", format!("no evaluation {n}")))
+                    })?;
                 return crate::stored_eval_json(&ev).map_err(at("id"));
             }
             Self::stored_run(ctx, &i.id)?
@@ -754,13 +770,10 @@ impl Server {
         &self,
         Parameters(i): Parameters<ReportInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let r = crate::run_report::write_report(
-            self.ctx(),
-            &i.run,
-            i.out.as_deref().map(Path::new),
-        )
-        .map_err(at("run"))
-        .and_then(|w| serde_json::to_value(w).map_err(|e| Fail::Env(e.into())));
+        let r =
+            crate::run_report::write_report(self.ctx(), &i.run, i.out.as_deref().map(Path::new))
+                .map_err(at("run"))
+                .and_then(|w| serde_json::to_value(w).map_err(|e| Fail::Env(e.into())));
         answer(r)
     }
 }
@@ -771,7 +784,11 @@ fn mark_interrupted(ctx: &Ctx, run: &str) -> Result<(), Fail> {
     let store = ctx
         .store()
         .map_err(|e| Fail::Env(anyhow!(crate::error_chain(&e.1))))?;
-    let Some(mut row) = store.run(run).context("reading the run").map_err(Fail::Env)? else {
+    let Some(mut row) = store
+        .run(run)
+        .context("reading the run")
+        .map_err(Fail::Env)?
+    else {
         return Ok(());
     };
     if row.status == ksmith_store::RunStatus::Running
