@@ -89,6 +89,28 @@ pub(crate) fn search(
     args: &SearchArgs,
     opts: &JudgeOpts,
 ) -> Result<Outcome, Exit> {
+    search_observed(ctx, task, solution, args, opts, None)
+}
+
+/// Sends every event to both sinks.
+struct Both<'a>(&'a dyn EventSink, &'a dyn EventSink);
+
+impl EventSink for Both<'_> {
+    fn emit(&self, event: Event) {
+        self.1.emit(event.clone());
+        self.0.emit(event);
+    }
+}
+
+/// [`search`], its events also sent to `observer` (the MCP server's progress notifications).
+pub(crate) fn search_observed(
+    ctx: &Ctx,
+    task: &Task,
+    solution: &Solution,
+    args: &SearchArgs,
+    opts: &JudgeOpts,
+    observer: Option<&dyn EventSink>,
+) -> Result<Outcome, Exit> {
     let settings = args.settings();
     // Refused before the judge starts (its Python side takes seconds).
     ksmith_search::tune::check(task, solution, &settings).map_err(tune_err)?;
@@ -96,8 +118,15 @@ pub(crate) fn search(
     let mut judge = ctx.judge(opts)?;
     let view = TuneView::new(&solution.name);
     judge.set_stage_hook(Some(view.judge_hook(!opts.no_timing)));
-    let outcome =
-        ksmith_search::tune::search(&mut judge, &mut store, task, solution, &settings, &view);
+    let outcome = match observer {
+        Some(o) => {
+            let both = Both(&view, o);
+            ksmith_search::tune::search(&mut judge, &mut store, task, solution, &settings, &both)
+        }
+        None => {
+            ksmith_search::tune::search(&mut judge, &mut store, task, solution, &settings, &view)
+        }
+    };
     view.finish();
     outcome.map_err(tune_err)
 }
@@ -263,7 +292,7 @@ fn outcome_text(o: &TrialOutcome, reused: bool) -> String {
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
-    let tuned = tune_and_write(ctx, args)?;
+    let tuned = tune_and_write(ctx, args, None)?;
     if args.json {
         crate::term::json(&tuned.json);
     } else {
@@ -285,7 +314,11 @@ pub(crate) struct Tuned {
 
 /// Tunes `args.solution` and writes the winning configuration when it beat the untuned
 /// solution (the work of `ksmith tune`, without printing).
-pub(crate) fn tune_and_write(ctx: &Ctx, args: &TuneArgs) -> Result<Tuned, Exit> {
+pub(crate) fn tune_and_write(
+    ctx: &Ctx,
+    args: &TuneArgs,
+    observer: Option<&dyn EventSink>,
+) -> Result<Tuned, Exit> {
     let task = load_task(&args.task)?;
     let solution = Solution::load(&args.solution, &task).map_err(|e| {
         input(anyhow!(
@@ -303,7 +336,7 @@ pub(crate) fn tune_and_write(ctx: &Ctx, args: &TuneArgs) -> Result<Tuned, Exit> 
             out.display()
         )));
     }
-    let outcome = search(ctx, &task, &solution, &args.search, &args.opts)?;
+    let outcome = search_observed(ctx, &task, &solution, &args.search, &args.opts, observer)?;
     // Only a tuned configuration that beat the untuned solution is written: a copy of the
     // untuned solution under a `-tuned` name would claim a tuning that found nothing.
     if let Some((Some(config), _)) = &outcome.best {

@@ -520,3 +520,42 @@ fn http_refuses_an_address_beyond_loopback() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("loopback"), "{}", text(&o));
 }
+
+#[test]
+fn tune_over_mcp_answers_as_tune_json_with_its_events_as_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task(
+        "rmsnorm",
+        tmp.path(),
+        "[[workloads]]\naxes = { M = 64, N = 1000 }\n[workloads.inputs]\nx = { dist = \"normal\", mean = 0.0, std = 1.0 }\nw = { dist = \"normal\", mean = 1.0, std = 0.5 }\n",
+    );
+    let solution = root().join("tasks/starter/rmsnorm/solutions/fast");
+    let out = tmp.path().join("tuned");
+    let mut s = Session::start(&store);
+    let (v, progress) = s.call(
+        "tune",
+        json!({"task": task, "solution": solution, "strategy": "exhaustive", "budget": 2,
+               "confirm": 0, "out": out, "judge": {"min_time_ms": 10}}),
+        Duration::from_secs(300),
+    );
+    let r = Session::ok(&v);
+    assert_eq!(r["solution"], "rmsnorm_fast", "{r}");
+    assert_eq!(r["strategy"], "exhaustive", "{r}");
+    assert!(r["rows"].as_array().is_some_and(|a| a.len() >= 2), "{r}");
+    assert!(
+        r.get("written").is_some(),
+        "says where (or that nothing) was written: {r}"
+    );
+    assert!(
+        progress.iter().any(|m| m.starts_with("tuning: judged")),
+        "the tuner's events arrive as progress: {progress:?}"
+    );
+    // A strategy the tuner does not have is refused by the schema's enum, naming the field.
+    let (v, _) = s.call(
+        "tune",
+        json!({"task": task, "solution": solution, "strategy": "beam"}),
+        Duration::from_secs(10),
+    );
+    assert_eq!(field_error(&v).1, "strategy", "{v}");
+}

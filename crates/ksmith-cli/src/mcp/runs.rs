@@ -100,6 +100,17 @@ impl Procs {
         }
         cmd.arg("--reference-timeout")
             .arg(ctx.reference_timeout.as_secs_f64().to_string());
+        if let Some(bytes) = ctx.reference_memory {
+            cmd.arg("--reference-memory")
+                .arg((bytes as f64 / (1u64 << 30) as f64).to_string());
+        }
+        // The server's cluster, if it judges on one, is the run's too.
+        if let Some(c) = &ctx.cluster {
+            cmd.arg("--cluster").arg(&c.address);
+            if let Some(f) = &c.fingerprint {
+                cmd.arg("--cluster-fingerprint").arg(f);
+            }
+        }
         cmd.args(args)
             .env(RUN_ID_ENV, run)
             .env(EVENTS_ENV, events_path(&ctx.store_dir, run))

@@ -179,6 +179,22 @@ fn stage_hook(reporter: &Reporter, timing: bool) -> Option<ksmith_judge::StageHo
     }))
 }
 
+/// The tuner's events as progress notifications.
+struct ProgressSink {
+    tx: mpsc::UnboundedSender<(f64, Option<f64>, String)>,
+    count: std::sync::atomic::AtomicU64,
+}
+
+impl ksmith_search::EventSink for ProgressSink {
+    fn emit(&self, event: ksmith_search::Event) {
+        let n = self
+            .count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let _ = self.tx.send((n as f64, None, runs::event_text(&event)));
+    }
+}
+
 /// A candidate given as text, written where the judge reads it; removed when dropped.
 struct Staged {
     path: PathBuf,
@@ -427,10 +443,12 @@ impl Server {
     ) -> Result<CallToolResult, ErrorData> {
         let ctx = self.ctx().clone();
         let r = blocking(&rc, move |rep| {
+            let mut done = 0u32;
             let mut each = |t: &crate::TaskValidation| {
+                done += 1;
                 if let Some(tx) = &rep {
                     let state = if t.valid { "ok" } else { "FAIL" };
-                    let _ = tx.send((0.0, None, format!("{state} {}", t.path)));
+                    let _ = tx.send((f64::from(done), None, format!("{state} {}", t.path)));
                 }
             };
             let report =
@@ -518,7 +536,11 @@ impl Server {
         rc: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let ctx = self.ctx().clone();
-        let r = blocking(&rc, move |_| -> Result<Value, Fail> {
+        let r = blocking(&rc, move |rep| -> Result<Value, Fail> {
+            let observer = rep.map(|tx| ProgressSink {
+                tx,
+                count: Default::default(),
+            });
             let args = crate::tune::TuneArgs {
                 task: PathBuf::from(&i.task),
                 solution: PathBuf::from(&i.solution),
@@ -534,7 +556,10 @@ impl Server {
                 json: true,
                 opts: i.judge.clone().unwrap_or_default().opts(),
             };
-            Ok(crate::tune::tune_and_write(&ctx, &args)
+            let observer = observer
+                .as_ref()
+                .map(|o| o as &dyn ksmith_search::EventSink);
+            Ok(crate::tune::tune_and_write(&ctx, &args, observer)
                 .map_err(at("solution"))?
                 .json)
         })
@@ -731,7 +756,15 @@ impl Server {
                 json: true,
             };
             let store = self.ctx().store_read().map_err(at("store"))?;
-            let list = crate::results::evals_json(&store, &args).map_err(at("since"))?;
+            // The only input errors here are the dates', and they name their flag.
+            let list = crate::results::evals_json(&store, &args).map_err(|e| {
+                let field = if e.1.to_string().starts_with("--until") {
+                    "until"
+                } else {
+                    "since"
+                };
+                Fail::from_exit(field, e)
+            })?;
             Ok(json!({ "evals": list }))
         })();
         answer(r)
