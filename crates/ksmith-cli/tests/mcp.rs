@@ -309,6 +309,33 @@ fn a_scripted_search_started_over_mcp_streams_its_progress_and_is_reported() {
     std::fs::write(&script_path, script).unwrap();
     let mut s = Session::start(&store);
 
+    // The run's own input errors come back as errors naming the field, not as a started run.
+    for (args, field) in [
+        (
+            json!({"task": task, "model": "nosuch:model", "strategy": "loop"}),
+            "model",
+        ),
+        (
+            json!({"task": task, "model": "scripted:/no/such/script", "strategy": "loop"}),
+            "model",
+        ),
+        (
+            json!({"task": tmp.path(), "model": "scripted:/x", "strategy": "loop"}),
+            "task",
+        ),
+        (
+            json!({"task": task, "model": "scripted:/x", "limits": {"max_nodes": 2}}),
+            "limits.max_nodes",
+        ),
+    ] {
+        let (v, _) = s.call("optimize_start", args.clone(), Duration::from_secs(60));
+        assert_eq!(
+            field_error(&v),
+            (-32602, field.to_string()),
+            "{args} -> {v}"
+        );
+    }
+
     let (v, _) = s.call(
         "optimize_start",
         json!({"task": task, "model": format!("scripted:{}", script_path.display()),

@@ -388,7 +388,7 @@ impl Server {
                         .map(|l| l.trim_start_matches("error: ").to_string())
                         .unwrap_or(tail);
                     return Err(match p.exit_code {
-                        Some(2) => Fail::Field(FieldError::new(field, why)),
+                        Some(2) => Fail::Field(FieldError::new(blamed(&why, field), why)),
                         c => Fail::Env(anyhow!(
                             "the run's process ended (exit {}) before the run started: {why}",
                             c.map_or("?".into(), |c| c.to_string())
@@ -404,6 +404,29 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// The input field a run's own error is about: the flag or model its message starts with,
+/// else `default`.
+fn blamed<'a>(message: &str, default: &'a str) -> &'a str {
+    const FLAGS: [(&str, &str); 12] = [
+        ("--model", "model"),
+        ("model ", "model"),
+        ("--from", "from"),
+        ("--out", "out"),
+        ("--strategy", "strategy"),
+        ("--jobs", "jobs"),
+        ("--fix-attempts", "fix_attempts"),
+        ("--max-nodes", "limits.max_nodes"),
+        ("--max-evals", "limits.max_evals"),
+        ("--max-calls", "limits.max_calls"),
+        ("--max-cost", "limits.max_cost"),
+        ("--iterations", "limits.iterations"),
+    ];
+    FLAGS
+        .iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+        .map_or(default, |(_, field)| field)
 }
 
 /// `optimize`'s flags for a judge's frozen settings.
