@@ -282,6 +282,17 @@ fn a_coding_agent_lists_the_tools_judges_a_starter_kernel_and_gets_clear_errors(
         Duration::from_secs(10),
     );
     assert_eq!(field_error(&v).1, "run");
+    // JSON that is no JSON-RPC message is an invalid request (a line that is not JSON at all
+    // gets no answer: rmcp drops it rather than risk an error storm); the session goes on.
+    writeln!(s.stdin, "{{\"jsonrpc\": \"2.0\", \"speed\": 1}}").unwrap();
+    writeln!(s.stdin, "this is not JSON").unwrap();
+    s.stdin.flush().unwrap();
+    let line = s
+        .lines
+        .recv_timeout(Duration::from_secs(10))
+        .expect("an answer");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["error"]["code"], -32600, "{v}");
     // An unknown tool and an unknown method are errors too, and the session goes on.
     let (v, _) = s.call("no_such_tool", json!({}), Duration::from_secs(10));
     assert!(v["error"].is_object(), "{v}");
