@@ -967,7 +967,7 @@ pub(crate) fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {
 pub(crate) use task_dirs as suite_tasks;
 
 /// One task's validation, as `ksmith validate --json` lists it.
-#[derive(serde::Serialize, schemars::JsonSchema)]
+#[derive(serde::Serialize)]
 pub(crate) struct TaskValidation {
     /// The task directory.
     pub path: String,
@@ -978,7 +978,7 @@ pub(crate) struct TaskValidation {
 }
 
 /// What `ksmith validate --json` prints.
-#[derive(serde::Serialize, schemars::JsonSchema)]
+#[derive(serde::Serialize)]
 pub(crate) struct ValidationReport {
     /// Each task checked.
     pub tasks: Vec<TaskValidation>,

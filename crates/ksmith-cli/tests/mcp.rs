@@ -238,6 +238,28 @@ fn a_coding_agent_lists_the_tools_judges_a_starter_kernel_and_gets_clear_errors(
     );
     assert_eq!(Session::ok(&v)["status"], "COMPILE_ERROR", "{v}");
 
+    // Hostile candidates sent as text are judged like any other: the one that shells out is
+    // refused by policy; the one that paints a fake pass on stdout is caught wrong, and its
+    // printing does not reach the protocol (every line read is checked to be JSON-RPC).
+    for (file, status) in [
+        ("forbidden_call.c", "POLICY_REJECTED"),
+        ("ansi_fake_pass.c", "INCORRECT_NUMERICAL"),
+    ] {
+        let source = std::fs::read_to_string(
+            root()
+                .join("crates/ksmith-cli/tests/adversarial")
+                .join(file),
+        )
+        .unwrap();
+        let (v, _) = s.call(
+            "evaluate",
+            json!({"task": task, "source": source, "file_name": file, "judge": {"no_timing": true}}),
+            Duration::from_secs(120),
+        );
+        let r = Session::ok(&v);
+        assert_eq!(r["status"], status, "{file}: {r}");
+    }
+
     // Malformed requests: each an invalid-params error naming the field.
     let cases = [
         (

@@ -48,7 +48,7 @@ struct Proc {
 pub(crate) struct Procs(Arc<Mutex<HashMap<String, Proc>>>);
 
 /// Where a run's process stands, as this server sees it.
-#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct ProcessState {
     /// Its pid.
     pub pid: u32,

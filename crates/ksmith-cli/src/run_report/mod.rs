@@ -47,7 +47,7 @@ fn file_stem(id: &str) -> String {
 
 /// `ksmith report RUN [--out FILE.html]`.
 /// What writing a run's report produced (the MCP server's `report` result).
-#[derive(serde::Serialize, schemars::JsonSchema)]
+#[derive(serde::Serialize)]
 pub(crate) struct ReportWritten {
     /// The run.
     pub run: String,
