@@ -230,6 +230,38 @@ fn a_coding_agent_lists_the_tools_judges_a_starter_kernel_and_gets_clear_errors(
         "{v}"
     );
 
+    // Validated, and two candidates compared side by side as `eval TASK A B --json` does.
+    let (v, _) = s.call("validate", json!({"path": task}), Duration::from_secs(120));
+    let r = Session::ok(&v);
+    assert_eq!(
+        (r["valid"].as_u64(), r["total"].as_u64()),
+        (Some(1), Some(1)),
+        "{r}"
+    );
+    let sols = root().join("tasks/starter/vector_add/solutions");
+    let (v, progress) = s.call(
+        "compare",
+        json!({"task": task, "candidates": [{"path": sols.join("naive")}, {"path": sols.join("fast")}],
+               "judge": {"min_time_ms": 20}}),
+        Duration::from_secs(300),
+    );
+    let r = Session::ok(&v);
+    assert_eq!(r["results"].as_array().map(Vec::len), Some(2), "{r}");
+    assert!(
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["status"] == "PASSED" && x["id"].is_i64()),
+        "{r}"
+    );
+    assert!(
+        r["decisions"].as_array().is_some_and(|d| d.len() == 1),
+        "{r}"
+    );
+    assert!(r["winner"].is_u64(), "{r}");
+    assert!(!progress.is_empty(), "stages arrive as progress");
+
     // A candidate that does not compile is a result, not an error.
     let (v, _) = s.call(
         "evaluate",
