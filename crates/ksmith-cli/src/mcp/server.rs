@@ -121,6 +121,12 @@ fn at(field: &'static str) -> impl Fn(Exit) -> Fail {
     move |e| Fail::from_exit(field, e)
 }
 
+/// A CLI error about the server's own setup (its store, the judge's environment): no field of
+/// the call is to blame, so it is a tool error whatever its exit code.
+fn server_side(e: Exit) -> Fail {
+    Fail::Env(anyhow!(crate::error_chain(&e.1)))
+}
+
 /// The answer to a tool call: a structured result, an error naming a field, or a tool error.
 fn answer(r: Result<Value, Fail>) -> Result<CallToolResult, ErrorData> {
     match r {
@@ -281,9 +287,7 @@ impl Server {
 
     /// The run as stored (`ksmith show RUN --json`), None when there is no such run yet.
     fn stored_run(ctx: &Ctx, run: &str) -> Result<Option<Value>, Fail> {
-        let store = ctx
-            .store_read()
-            .map_err(|e| Fail::Env(anyhow!(crate::error_chain(&e.1))))?;
+        let store = ctx.store_read().map_err(server_side)?;
         let Some(row) = store
             .run(run)
             .with_context(|| format!("reading run {run}"))
@@ -293,7 +297,7 @@ impl Server {
         };
         crate::agent::commands::run_json(&store, &row)
             .map(Some)
-            .map_err(|e| Fail::Env(anyhow!(crate::error_chain(&e.1))))
+            .map_err(server_side)
     }
 
     /// Where `run` stands, with its events from `since`.
@@ -498,8 +502,8 @@ impl Server {
             let staged = stage(&ctx, &cand)?;
             let solution = load_solution(&task, &staged.path, &candidate_field(&cand, ""))?;
             let opts = i.judge.clone().unwrap_or_default().opts();
-            let mut store = ctx.store().map_err(at("task"))?;
-            let mut judge = ctx.judge(&opts).map_err(at("judge"))?;
+            let mut store = ctx.store().map_err(server_side)?;
+            let mut judge = ctx.judge(&opts).map_err(server_side)?;
             judge.set_stage_hook(stage_hook(&rep, !opts.no_timing));
             let reuse = if i.again == Some(true) {
                 ksmith_search::Reuse::Never
@@ -509,7 +513,8 @@ impl Server {
             let evaluated = ksmith_search::Evaluator::new(&mut judge, &mut store)
                 .with_reuse(reuse)
                 .evaluate(&task, &solution, &ksmith_search::Purpose::Plain)
-                .map_err(|e| Fail::from_exit("path", crate::eval_err(e)))?;
+                // Its input errors are the task's own code failing (the reference raised).
+                .map_err(|e| Fail::from_exit("task", crate::eval_err(e)))?;
             crate::eval_json(evaluated.id, evaluated.reused, &evaluated.result).map_err(at("path"))
         })
         .await;
@@ -539,11 +544,11 @@ impl Server {
                 staged.push(s);
             }
             let opts = i.judge.clone().unwrap_or_default().opts();
-            let mut store = ctx.store().map_err(at("task"))?;
-            let mut judge = ctx.judge(&opts).map_err(at("judge"))?;
+            let mut store = ctx.store().map_err(server_side)?;
+            let mut judge = ctx.judge(&opts).map_err(server_side)?;
             judge.set_stage_hook(stage_hook(&rep, !opts.no_timing));
             let (ids, cmp) = crate::compare_decided(&mut judge, &mut store, &task, &solutions)
-                .map_err(at("candidates"))?;
+                .map_err(at("task"))?;
             Ok(crate::comparison_json(&ids, &cmp))
         })
         .await;
@@ -751,7 +756,7 @@ impl Server {
             .ctx()
             .store_read()
             .and_then(|s| crate::agent::commands::runs_json(&s))
-            .map_err(at("store"));
+            .map_err(server_side);
         answer(r)
     }
 
@@ -778,7 +783,7 @@ impl Server {
                 limit: i.limit.unwrap_or(50),
                 json: true,
             };
-            let store = self.ctx().store_read().map_err(at("store"))?;
+            let store = self.ctx().store_read().map_err(server_side)?;
             // The only input errors here are the dates', and they name their flag.
             let list = crate::results::evals_json(&store, &args).map_err(|e| {
                 let field = if e.1.to_string().starts_with("--until") {
@@ -803,7 +808,7 @@ impl Server {
         let r = (|| -> Result<Value, Fail> {
             let ctx = self.ctx();
             if let Ok(n) = i.id.parse::<i64>() {
-                let store = ctx.store_read().map_err(at("store"))?;
+                let store = ctx.store_read().map_err(server_side)?;
                 let ev = store
                     .get(n)
                     .context("reading the evaluation")
@@ -837,9 +842,7 @@ impl Server {
 /// A run stopped from here whose process could not record it (a search ends at once on
 /// SIGTERM) is marked interrupted, as `ksmith runs` would show it, so it reads as resumable.
 fn mark_interrupted(ctx: &Ctx, run: &str) -> Result<(), Fail> {
-    let store = ctx
-        .store()
-        .map_err(|e| Fail::Env(anyhow!(crate::error_chain(&e.1))))?;
+    let store = ctx.store().map_err(server_side)?;
     let Some(mut row) = store
         .run(run)
         .context("reading the run")
