@@ -13,14 +13,15 @@ mod bench;
 mod bench_rows;
 mod cluster;
 mod deploy;
+mod mcp;
 mod memory;
 mod optimize;
-mod progress;
+pub(crate) mod progress;
 mod report;
-mod results;
-mod run_report;
+pub(crate) mod results;
+pub(crate) mod run_report;
 mod search;
-mod tune;
+pub(crate) mod tune;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
@@ -327,6 +328,9 @@ enum Cmd {
     /// Compare search strategies offline on a pool of judged candidates (best speedup against
     /// LLM calls over many seeds); `simulate pool` writes a pool from the store.
     Simulate(search::SimulateArgs),
+    /// Serve KernelSmith's judge, tuner, searches and store as MCP tools to a coding agent
+    /// (stdio, or streamable HTTP on a loopback port with --http; docs/mcp.md).
+    Mcp(mcp::McpArgs),
     /// Ray clusters: the --cluster one's devices (status), one on this machine (local), the
     /// managed Python with Ray (python).
     #[command(subcommand)]
@@ -553,6 +557,7 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
         Cmd::Memory(cmd) => memory::run(&ctx, &cmd),
         Cmd::Simulate(args) => search::simulate(&ctx, &args),
         Cmd::Cluster(cmd) => cluster::run(&ctx, &cmd),
+        Cmd::Mcp(args) => mcp::run(&ctx, &args),
         Cmd::Worker(cmd) => cluster::run_worker(&ctx, &cmd),
     }
 }
@@ -583,6 +588,7 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Tune(_)
         | Cmd::Resume(_)
         | Cmd::Worker(_)
+        | Cmd::Mcp(_)
         | Cmd::Task(_) => true,
     }
 }
@@ -807,10 +813,7 @@ fn cmd_eval(
     };
     let ksmith_search::Evaluated { id, result, reused } = evaluated?;
     if json {
-        let mut v = serde_json::to_value(&result).map_err(env_err)?;
-        v["id"] = serde_json::json!(id);
-        v["reused"] = serde_json::json!(reused);
-        term::json(&v);
+        term::json(&eval_json(id, reused, &result)?);
     } else {
         if reused {
             note!("ksmith: evaluation {id} reused from the store (same code, task, machine and judge settings); --again judges it anew");
@@ -822,6 +825,19 @@ fn cmd_eval(
     } else {
         EXIT_FAILED
     })
+}
+
+/// One evaluation as `ksmith eval --json` prints it: the result with its store id and whether
+/// it was reused from the store.
+pub(crate) fn eval_json(
+    id: i64,
+    reused: bool,
+    result: &ksmith_judge::EvalResult,
+) -> Result<serde_json::Value, Exit> {
+    let mut v = serde_json::to_value(result).map_err(env_err)?;
+    v["id"] = serde_json::json!(id);
+    v["reused"] = serde_json::json!(reused);
+    Ok(v)
 }
 
 /// `ksmith eval TASK A B ...`: every solution checked, those that pass timed side by side.
@@ -847,48 +863,11 @@ fn cmd_eval_together(
     let mut judge = ctx.judge(opts)?;
     let progress = progress::Progress::new(&format!("eval {}", task.name), 0);
     judge.set_stage_hook(Some(progress::judge_hook(&progress, !opts.no_timing, true)));
-    let mut compared = compare_recorded(&mut judge, &mut store, &task, &solutions);
-    // An undecided comparison (a wide interval across 1.00) is timed again with more rounds,
-    // at most `MORE_ROUNDS` times; the last comparison stands.
-    for k in 1..=ksmith_judge::decide::MORE_ROUNDS {
-        let Ok((_, cmp)) = &compared else { break };
-        let (_, decided) =
-            ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
-        if !decided.iter().any(|(_, d)| d.wants_more_rounds()) {
-            break;
-        }
-        note!(
-            "ksmith: undecided (a wide interval across 1.00): timing again with {}x the rounds",
-            1 << k
-        );
-        compared = judge.with_more_rounds(1 << k, |j| {
-            compare_recorded(j, &mut store, &task, &solutions)
-        });
-    }
+    let compared = compare_decided(&mut judge, &mut store, &task, &solutions);
     progress.finish();
     let (ids, cmp) = compared?;
     if json {
-        // Every solution against the first (the incumbent), by the decision rule.
-        let (winner, decided) =
-            ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
-        let decisions: Vec<serde_json::Value> = decided
-            .iter()
-            .map(|(i, d)| serde_json::json!({"solution": cmp.results[*i].solution, "index": i, "decision": d, "text": d.text()}))
-            .collect();
-        let results: Vec<serde_json::Value> = cmp
-            .results
-            .iter()
-            .zip(&ids)
-            .map(|(r, id)| {
-                let mut v = serde_json::to_value(r).unwrap_or_default();
-                v["id"] = serde_json::json!(id);
-                v
-            })
-            .collect();
-        term::json(
-            &serde_json::json!({"results": results, "versus": cmp.versus,
-            "decisions": decisions, "winner": winner}),
-        );
+        term::json(&comparison_json(&ids, &cmp));
     } else {
         for (r, id) in cmp.results.iter().zip(&ids) {
             report::print_result(r, Some(*id));
@@ -901,6 +880,54 @@ fn cmd_eval_together(
     } else {
         EXIT_FAILED
     })
+}
+
+/// [`compare_recorded`], timed again with more rounds while undecided (a wide interval across
+/// 1.00), at most `MORE_ROUNDS` times; the last comparison stands.
+pub(crate) fn compare_decided(
+    judge: &mut Judge,
+    store: &mut Store,
+    task: &Task,
+    solutions: &[Solution],
+) -> Result<(Vec<i64>, ksmith_judge::Comparison), Exit> {
+    let mut compared = compare_recorded(judge, store, task, solutions);
+    for k in 1..=ksmith_judge::decide::MORE_ROUNDS {
+        let Ok((_, cmp)) = &compared else { break };
+        let (_, decided) =
+            ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
+        if !decided.iter().any(|(_, d)| d.wants_more_rounds()) {
+            break;
+        }
+        note!(
+            "ksmith: undecided (a wide interval across 1.00): timing again with {}x the rounds",
+            1 << k
+        );
+        compared = judge.with_more_rounds(1 << k, |j| compare_recorded(j, store, task, solutions));
+    }
+    compared
+}
+
+/// A side-by-side comparison as `ksmith eval TASK A B --json` prints it: every result with its
+/// id, the ratios, and every solution decided against the first (the incumbent).
+pub(crate) fn comparison_json(ids: &[i64], cmp: &ksmith_judge::Comparison) -> serde_json::Value {
+    let (winner, decided) =
+        ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
+    let decisions: Vec<serde_json::Value> = decided
+        .iter()
+        .map(|(i, d)| serde_json::json!({"solution": cmp.results[*i].solution, "index": i, "decision": d, "text": d.text()}))
+        .collect();
+    let results: Vec<serde_json::Value> = cmp
+        .results
+        .iter()
+        .zip(ids)
+        .map(|(r, id)| {
+            let mut v = serde_json::to_value(r).unwrap_or_default();
+            v["id"] = serde_json::json!(id);
+            v
+        })
+        .collect();
+    serde_json::json!({"results": results, "versus": cmp.versus,
+        "decisions": decisions, "winner": winner})
 }
 
 /// Evaluates `solutions` side by side ([`Judge::compare`]) and records every result; the keys
@@ -939,39 +966,82 @@ pub(crate) fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {
 
 pub(crate) use task_dirs as suite_tasks;
 
-fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool, json: bool) -> Result<u8, Exit> {
+/// One task's validation, as `ksmith validate --json` lists it.
+#[derive(serde::Serialize)]
+pub(crate) struct TaskValidation {
+    /// The task directory.
+    pub path: String,
+    /// No problems.
+    pub valid: bool,
+    /// Every problem as `file: field: message`.
+    pub problems: Vec<String>,
+}
+
+/// What `ksmith validate --json` prints.
+#[derive(serde::Serialize)]
+pub(crate) struct ValidationReport {
+    /// Each task checked.
+    pub tasks: Vec<TaskValidation>,
+    /// How many are valid.
+    pub valid: usize,
+    /// How many were checked.
+    pub total: usize,
+}
+
+/// Validates the task at `path` (or every task of a suite); `each` sees every task as it is
+/// done (the terminal prints it).
+pub(crate) fn validate_path(
+    ctx: &Ctx,
+    path: &Path,
+    no_run: bool,
+    each: &mut dyn FnMut(&TaskValidation),
+) -> Result<ValidationReport, Exit> {
     let dirs = task_dirs(path)?;
     let mut judge = None;
-    let mut bad = 0usize;
-    let mut rows = Vec::new();
+    let mut tasks = Vec::new();
     for dir in &dirs {
         let problems = validate_dir(ctx, &mut judge, dir, no_run)?;
+        let t = TaskValidation {
+            path: dir.display().to_string(),
+            valid: problems.is_empty(),
+            problems,
+        };
+        each(&t);
+        tasks.push(t);
+    }
+    let valid = tasks.iter().filter(|t| t.valid).count();
+    Ok(ValidationReport {
+        total: tasks.len(),
+        valid,
+        tasks,
+    })
+}
+
+fn cmd_validate(ctx: &Ctx, path: &Path, no_run: bool, json: bool) -> Result<u8, Exit> {
+    let mut show = |t: &TaskValidation| {
         if json {
-            bad += usize::from(!problems.is_empty());
-            rows.push(serde_json::json!({
-                "path": dir.display().to_string(),
-                "valid": problems.is_empty(),
-                "problems": problems,
-            }));
-            continue;
+            return;
         }
-        if problems.is_empty() {
-            say!("ok    {}", dir.display());
+        if t.valid {
+            say!("ok    {}", t.path);
         } else {
-            bad += 1;
-            say!("FAIL  {}", dir.display());
-            for p in problems {
-                say!("  {}", term::continued(&p, "    "));
+            say!("FAIL  {}", t.path);
+            for p in &t.problems {
+                say!("  {}", term::continued(p, "    "));
             }
         }
-    }
+    };
+    let report = validate_path(ctx, path, no_run, &mut show)?;
     if json {
-        let v = serde_json::json!({"tasks": rows, "valid": dirs.len() - bad, "total": dirs.len()});
-        term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
+        term::json(&serde_json::to_string_pretty(&report).map_err(env_err)?);
     } else {
-        say!("{} of {} tasks valid", dirs.len() - bad, dirs.len());
+        say!("{} of {} tasks valid", report.valid, report.total);
     }
-    Ok(if bad > 0 { EXIT_INPUT } else { 0 })
+    Ok(if report.valid < report.total {
+        EXIT_INPUT
+    } else {
+        0
+    })
 }
 
 /// Every problem of one task directory as `file: field: message` (empty when valid); the
@@ -1080,6 +1150,14 @@ fn cmd_hw(ctx: &Ctx, refresh: bool, json: bool, gpu: bool) -> Result<u8, Exit> {
     Ok(0)
 }
 
+/// A stored evaluation as `ksmith show ID --json` prints it.
+pub(crate) fn stored_eval_json(ev: &ksmith_store::StoredEval) -> Result<serde_json::Value, Exit> {
+    let mut v = serde_json::to_value(&ev.result).map_err(env_err)?;
+    v["id"] = serde_json::json!(ev.id);
+    v["created_at"] = serde_json::json!(ev.created_at);
+    Ok(v)
+}
+
 fn cmd_show(ctx: &Ctx, id: i64, json: bool) -> Result<u8, Exit> {
     let store = ctx.store_read()?;
     let ev = store.get(id).map_err(env_err)?.ok_or_else(|| {
@@ -1089,10 +1167,7 @@ fn cmd_show(ctx: &Ctx, id: i64, json: bool) -> Result<u8, Exit> {
         ))
     })?;
     if json {
-        let mut v = serde_json::to_value(&ev.result).map_err(env_err)?;
-        v["id"] = serde_json::json!(ev.id);
-        v["created_at"] = serde_json::json!(ev.created_at);
-        term::json(&v);
+        term::json(&stored_eval_json(&ev)?);
     } else {
         say!("evaluation {} recorded {}", ev.id, ev.created_at);
         report::print_result(&ev.result, None);

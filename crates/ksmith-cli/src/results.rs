@@ -214,7 +214,7 @@ fn render(s: &BenchSummary, format: Format) -> String {
 }
 
 /// `--status`: a status name, any case.
-fn parse_status(s: &str) -> Result<Status, String> {
+pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
     Status::parse(&s.trim().to_ascii_uppercase()).ok_or_else(|| {
         "expected one of PASSED, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, INCORRECT_SHAPE, INCORRECT_DTYPE, INCORRECT_NUMERICAL, POLICY_REJECTED".into()
     })
@@ -225,25 +225,25 @@ fn parse_status(s: &str) -> Result<Status, String> {
 pub(crate) struct EvalsArgs {
     /// Only evaluations of this task (its name).
     #[arg(long)]
-    task: Option<String>,
+    pub(crate) task: Option<String>,
     /// Only evaluations of this solution (its name).
     #[arg(long)]
-    solution: Option<String>,
+    pub(crate) solution: Option<String>,
     /// Only this status (PASSED, COMPILE_ERROR, ..., any case).
     #[arg(long, value_parser = parse_status)]
-    status: Option<Status>,
+    pub(crate) status: Option<Status>,
     /// Recorded on or after DATE (YYYY-MM-DD, UTC) or an RFC 3339 time.
     #[arg(long, value_name = "DATE")]
-    since: Option<String>,
+    pub(crate) since: Option<String>,
     /// Recorded on or before DATE (YYYY-MM-DD: that whole day, UTC) or an RFC 3339 time.
     #[arg(long, value_name = "DATE")]
-    until: Option<String>,
+    pub(crate) until: Option<String>,
     /// At most N, newest first (0: all).
     #[arg(long, default_value_t = 50)]
-    limit: usize,
+    pub(crate) limit: usize,
     /// Print a JSON array instead of the table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// A `--since`/`--until` value as UTC `YYYY-MM-DDTHH:MM:SSZ`; `end` makes it the first second
@@ -324,8 +324,8 @@ fn fitted_table<H: Into<comfy_table::Row>>(
 }
 
 /// `ksmith evals`: one line per stored evaluation, newest first.
-pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
-    let store = ctx.store_read()?;
+/// The stored evaluations `a`'s filters select, newest first.
+fn select_evals(store: &Store, a: &EvalsArgs) -> Result<Vec<ksmith_store::StoredEval>, Exit> {
     let filter = EvalFilter {
         task: a.task.clone(),
         solution: a.solution.clone(),
@@ -333,12 +333,12 @@ pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
         since: a
             .since
             .as_deref()
-            .map(|s| parse_when(&store, "--since", s, false))
+            .map(|s| parse_when(store, "--since", s, false))
             .transpose()?,
         before: a
             .until
             .as_deref()
-            .map(|s| parse_when(&store, "--until", s, true))
+            .map(|s| parse_when(store, "--until", s, true))
             .transpose()?,
         limit: (a.limit > 0).then_some(a.limit),
     };
@@ -346,26 +346,37 @@ pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
     for id in store.list_ids(&filter).map_err(env_err)? {
         evals.extend(store.get(id).map_err(env_err)?);
     }
-    if a.json {
-        let list: Vec<serde_json::Value> = evals
-            .iter()
-            .map(|e| {
-                let r = &e.result;
-                let p = r.performance.as_ref();
-                json!({
-                    "id": e.id, "created_at": e.created_at, "task": r.task, "solution": r.solution,
-                    "language": language(e), "status": r.status, "reason": r.reason,
-                    "speedup": p.map(|p| p.speedup),
-                    "speedup_interval": p.map(|p| { let (lo, hi) = interval(p.speedup, p.speedup_interval); [lo, hi] }),
-                    "noisy": p.map(|p| p.noisy),
-                    "timing_unavailable": r.timing_unavailable,
-                    "fingerprint": r.environment.fingerprint,
-                })
+    Ok(evals)
+}
+
+/// The evaluations `a` selects as `ksmith evals --json` prints them (a JSON array).
+pub(crate) fn evals_json(store: &Store, a: &EvalsArgs) -> Result<serde_json::Value, Exit> {
+    let list: Vec<serde_json::Value> = select_evals(store, a)?
+        .iter()
+        .map(|e| {
+            let r = &e.result;
+            let p = r.performance.as_ref();
+            json!({
+                "id": e.id, "created_at": e.created_at, "task": r.task, "solution": r.solution,
+                "language": language(e), "status": r.status, "reason": r.reason,
+                "speedup": p.map(|p| p.speedup),
+                "speedup_interval": p.map(|p| { let (lo, hi) = interval(p.speedup, p.speedup_interval); [lo, hi] }),
+                "noisy": p.map(|p| p.noisy),
+                "timing_unavailable": r.timing_unavailable,
+                "fingerprint": r.environment.fingerprint,
             })
-            .collect();
-        crate::term::json(&serde_json::Value::Array(list));
+        })
+        .collect();
+    Ok(serde_json::Value::Array(list))
+}
+
+pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
+    let store = ctx.store_read()?;
+    if a.json {
+        crate::term::json(&evals_json(&store, a)?);
         return Ok(0);
     }
+    let evals = select_evals(&store, a)?;
     if evals.is_empty() {
         say!("no stored evaluations match in {}", ctx.store_dir.display());
         return Ok(0);

@@ -370,6 +370,10 @@ fn run_error(e: StoreError) -> Exit {
 }
 
 fn new_run_id() -> String {
+    // Chosen by `ksmith mcp`, which starts this process and answers with the id at once.
+    if let Some(id) = crate::mcp::requested_run_id() {
+        return id;
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -599,7 +603,8 @@ fn drive(
             store: &mut *store,
             run: id.clone(),
         };
-        search.run(expander, &TermSink, &mut persist)
+        let sink = crate::mcp::EventFile::tee(&id, TermSink);
+        search.run(expander, &sink, &mut persist)
     };
     run.active_s += started.elapsed().as_secs_f64();
     let r = match result {

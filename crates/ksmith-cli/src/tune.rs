@@ -89,6 +89,28 @@ pub(crate) fn search(
     args: &SearchArgs,
     opts: &JudgeOpts,
 ) -> Result<Outcome, Exit> {
+    search_observed(ctx, task, solution, args, opts, None)
+}
+
+/// Sends every event to both sinks.
+struct Both<'a>(&'a dyn EventSink, &'a dyn EventSink);
+
+impl EventSink for Both<'_> {
+    fn emit(&self, event: Event) {
+        self.1.emit(event.clone());
+        self.0.emit(event);
+    }
+}
+
+/// [`search`], its events also sent to `observer` (the MCP server's progress notifications).
+pub(crate) fn search_observed(
+    ctx: &Ctx,
+    task: &Task,
+    solution: &Solution,
+    args: &SearchArgs,
+    opts: &JudgeOpts,
+    observer: Option<&dyn EventSink>,
+) -> Result<Outcome, Exit> {
     let settings = args.settings();
     // Refused before the judge starts (its Python side takes seconds).
     ksmith_search::tune::check(task, solution, &settings).map_err(tune_err)?;
@@ -96,8 +118,15 @@ pub(crate) fn search(
     let mut judge = ctx.judge(opts)?;
     let view = TuneView::new(&solution.name);
     judge.set_stage_hook(Some(view.judge_hook(!opts.no_timing)));
-    let outcome =
-        ksmith_search::tune::search(&mut judge, &mut store, task, solution, &settings, &view);
+    let outcome = match observer {
+        Some(o) => {
+            let both = Both(&view, o);
+            ksmith_search::tune::search(&mut judge, &mut store, task, solution, &settings, &both)
+        }
+        None => {
+            ksmith_search::tune::search(&mut judge, &mut store, task, solution, &settings, &view)
+        }
+    };
     view.finish();
     outcome.map_err(tune_err)
 }
@@ -263,6 +292,33 @@ fn outcome_text(o: &TrialOutcome, reused: bool) -> String {
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
+    let tuned = tune_and_write(ctx, args, None)?;
+    if args.json {
+        crate::term::json(&tuned.json);
+    } else {
+        print_table(&tuned.outcome);
+        summarize(&tuned.outcome, &tuned.out);
+    }
+    Ok(if tuned.outcome.best.is_some() { 0 } else { 1 })
+}
+
+/// A finished tuning: the search, where a winner goes, and `tune --json`'s document.
+pub(crate) struct Tuned {
+    /// The search.
+    pub outcome: Outcome,
+    /// Where the tuned solution is (or would have been) written.
+    pub out: PathBuf,
+    /// What `ksmith tune --json` prints.
+    pub json: serde_json::Value,
+}
+
+/// Tunes `args.solution` and writes the winning configuration when it beat the untuned
+/// solution (the work of `ksmith tune`, without printing).
+pub(crate) fn tune_and_write(
+    ctx: &Ctx,
+    args: &TuneArgs,
+    observer: Option<&dyn EventSink>,
+) -> Result<Tuned, Exit> {
     let task = load_task(&args.task)?;
     let solution = Solution::load(&args.solution, &task).map_err(|e| {
         input(anyhow!(
@@ -280,25 +336,23 @@ pub(crate) fn run(ctx: &Ctx, args: &TuneArgs) -> Result<u8, Exit> {
             out.display()
         )));
     }
-    let outcome = search(ctx, &task, &solution, &args.search, &args.opts)?;
+    let outcome = search_observed(ctx, &task, &solution, &args.search, &args.opts, observer)?;
     // Only a tuned configuration that beat the untuned solution is written: a copy of the
     // untuned solution under a `-tuned` name would claim a tuning that found nothing.
     if let Some((Some(config), _)) = &outcome.best {
         write_tuned(&solution, Some(config), &out, "tune").map_err(env_err)?;
     }
-    if args.json {
-        let mut v = outcome_json(&task, &solution, &args.search, &outcome);
-        // Where the winner was written; null when the untuned solution won (nothing written).
-        v["written"] = match &outcome.best {
-            Some((Some(_), _)) => json!(out.display().to_string()),
-            _ => serde_json::Value::Null,
-        };
-        crate::term::json(&v);
-    } else {
-        print_table(&outcome);
-        summarize(&outcome, &out);
-    }
-    Ok(if outcome.best.is_some() { 0 } else { 1 })
+    let mut v = outcome_json(&task, &solution, &args.search, &outcome);
+    // Where the winner was written; null when the untuned solution won (nothing written).
+    v["written"] = match &outcome.best {
+        Some((Some(_), _)) => json!(out.display().to_string()),
+        _ => serde_json::Value::Null,
+    };
+    Ok(Tuned {
+        outcome,
+        out,
+        json: v,
+    })
 }
 
 /// Where `tune` writes by default: STORE/tuned/TASK/SOLUTION-tuned.

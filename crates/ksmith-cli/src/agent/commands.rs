@@ -56,46 +56,97 @@ impl Shown {
     }
 }
 
+/// Failed LLM calls among `calls`.
+fn failed(calls: &[ksmith_store::CallRow]) -> usize {
+    calls.iter().filter(|c| c.error.is_some()).count()
+}
+
+/// What `runs` shows of a run beyond its row: its kind, steps, best figure and final judgement.
+struct RunSummary {
+    /// A graph search (else a serial run).
+    search: bool,
+    /// Snapshots or nodes.
+    steps: usize,
+    /// The best speedup any step measured.
+    best: Option<f64>,
+    /// The final judgement, when recorded.
+    finals: Option<ksmith_search::finalize::FinalRecord>,
+}
+
+impl RunSummary {
+    fn of(store: &Store, r: &RunRow) -> Result<RunSummary, Exit> {
+        let (search, steps) = steps(store, r)?;
+        Ok(RunSummary {
+            search,
+            steps: steps.len(),
+            best: steps
+                .iter()
+                .filter_map(|s| s.speedup)
+                .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x)))),
+            finals: final_record(store, &r.id),
+        })
+    }
+}
+
+/// One row of `ksmith runs --json`.
+fn run_row_json(
+    r: &RunRow,
+    shown: &Shown,
+    calls: usize,
+    failed_calls: usize,
+    sum: &RunSummary,
+) -> serde_json::Value {
+    serde_json::json!({
+        "id": r.id, "created_at": r.created_at, "updated_at": r.updated_at,
+        "task": r.task, "task_dir": r.task_dir, "model": r.model, "mode": r.mode,
+        "status": shown.status.as_str(), "stored_status": r.status.as_str(),
+        "process_gone": shown.gone, "pid": shown.pid,
+        "calls": calls, "failed_calls": failed_calls,
+        "best_speedup": sum.best, "stop_reason": r.stop_reason, "active_s": r.active_s,
+        "out_dir": r.out_dir, "kind": if sum.search { "search" } else { "serial" },
+        "steps": sum.steps, "final": sum.finals,
+    })
+}
+
+/// Every run as `ksmith runs --json` lists it (`{"runs": [...]}`), newest first.
+pub(crate) fn runs_json(store: &Store) -> Result<serde_json::Value, Exit> {
+    let mut rows = Vec::new();
+    for r in store.runs().map_err(env_err)? {
+        let calls = store.calls(&r.id).map_err(env_err)?;
+        let sum = RunSummary::of(store, &r)?;
+        let shown = Shown::of(store, &r);
+        rows.push(run_row_json(&r, &shown, calls.len(), failed(&calls), &sum));
+    }
+    Ok(serde_json::json!({ "runs": rows }))
+}
+
 /// `ksmith runs`: every run, newest first.
 pub(crate) fn cmd_runs(ctx: &Ctx, json: bool) -> Result<u8, Exit> {
     let store = ctx.store_read()?;
+    if json {
+        let v = runs_json(&store)?;
+        crate::term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
+        return Ok(0);
+    }
     let runs = store.runs().map_err(env_err)?;
-    if runs.is_empty() && !json {
+    if runs.is_empty() {
         say!("no runs yet (start one with `ksmith optimize TASK --model PROVIDER:MODEL`)");
         return Ok(0);
     }
     let mut t = crate::report::table(&[
         "run", "created", "task", "model", "mode", "status", "calls", "best", "winner", "why",
     ]);
-    let mut rows = Vec::new();
     for r in runs {
         let calls = store.calls(&r.id).map_err(env_err)?;
-        let (search, steps) = steps(&store, &r)?;
-        let best = steps
-            .iter()
-            .filter_map(|s| s.speedup)
-            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+        let sum = RunSummary::of(&store, &r)?;
+        let best = sum.best;
         // The kernel the run wrote (its final judgement), which need not be the best first
         // figure.
-        let finals = final_record(&store, &r.id);
-        let winner = finals.as_ref().map(|f| match f.node {
-            Some(n) => step_name(search, n),
+        let winner = sum.finals.as_ref().map(|f| match f.node {
+            Some(n) => step_name(sum.search, n),
             None => "none held up".to_string(),
         });
         let shown = Shown::of(&store, &r);
-        if json {
-            rows.push(serde_json::json!({
-                "id": r.id, "created_at": r.created_at, "updated_at": r.updated_at,
-                "task": r.task, "task_dir": r.task_dir, "model": r.model, "mode": r.mode,
-                "status": shown.status.as_str(), "stored_status": r.status.as_str(),
-                "process_gone": shown.gone, "pid": shown.pid,
-                "calls": calls.len(), "failed_calls": calls.iter().filter(|c| c.error.is_some()).count(),
-                "best_speedup": best, "stop_reason": r.stop_reason, "active_s": r.active_s,
-                "out_dir": r.out_dir, "kind": if search { "search" } else { "serial" },
-                "steps": steps.len(), "final": finals,
-            }));
-            continue;
-        }
         t.add_row([
             one(&r.id).into_owned(),
             one(&r.created_at).into_owned(),
@@ -109,13 +160,7 @@ pub(crate) fn cmd_runs(ctx: &Ctx, json: bool) -> Result<u8, Exit> {
             short(&shown.why(&r), 70),
         ]);
     }
-    if json {
-        crate::term::json(
-            &serde_json::to_string_pretty(&serde_json::json!({ "runs": rows })).map_err(env_err)?,
-        );
-    } else {
-        say!("{t}");
-    }
+    say!("{t}");
     Ok(0)
 }
 
@@ -425,25 +470,7 @@ pub(crate) fn cmd_show_run(
     });
     let shown = Shown::of(&store, &run);
     if json {
-        let v = serde_json::json!({
-            "id": run.id, "task": run.task, "task_dir": run.task_dir, "tests_hash": run.tests_hash,
-            "model": run.model, "mode": run.mode, "status": shown.status.as_str(),
-            "stored_status": run.status.as_str(), "process_gone": shown.gone, "pid": shown.pid,
-            "stop_reason": run.stop_reason,
-            "created_at": run.created_at, "updated_at": run.updated_at, "active_s": run.active_s,
-            "out_dir": run.out_dir,
-            "options": serde_json::from_str::<serde_json::Value>(&run.options).unwrap_or_default(),
-            "llm": {"calls": calls.len(), "failed": calls.iter().filter(|c| c.error.is_some()).count(),
-                    "tokens_in": tin, "tokens_out": tout, "cost": cost},
-            "kind": if search { "search" } else { "serial" },
-            "snapshots": snaps.iter().map(|s| serde_json::json!({
-                "iteration": s.iteration, "status": s.status, "speedup": s.speedup,
-                "latency_ms": s.latency_ms, "eval_id": s.eval_id, "summary": s.summary})).collect::<Vec<_>>(),
-            "nodes": if search { steps.iter().map(|n| serde_json::json!({
-                "node": n.id, "parent": n.parent, "status": n.status, "speedup": n.speedup,
-                "interval": n.interval, "eval_id": n.eval_id, "what": n.what})).collect::<Vec<_>>() } else { Vec::new() },
-            "final": finals,
-        });
+        let v = run_json(&store, &run)?;
         crate::term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
         return Ok(0);
     }
@@ -551,6 +578,37 @@ pub(crate) fn cmd_show_run(
         say!("continue with `ksmith resume {}`", one(&run.id));
     }
     Ok(0)
+}
+
+/// One run as `ksmith show RUN --json` prints it (also the MCP server's `show` of a run).
+pub(crate) fn run_json(store: &Store, run: &RunRow) -> Result<serde_json::Value, Exit> {
+    let snaps = store.snapshots(&run.id).map_err(env_err)?;
+    let calls = store.calls(&run.id).map_err(env_err)?;
+    let (tin, tout, cost) = calls.iter().fold((0u64, 0u64, 0.0f64), |a, c| {
+        (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost)
+    });
+    let shown = Shown::of(store, run);
+    let (search, steps) = steps(store, run)?;
+    let finals = final_record(store, &run.id);
+    Ok(serde_json::json!({
+        "id": run.id, "task": run.task, "task_dir": run.task_dir, "tests_hash": run.tests_hash,
+        "model": run.model, "mode": run.mode, "status": shown.status.as_str(),
+        "stored_status": run.status.as_str(), "process_gone": shown.gone, "pid": shown.pid,
+        "stop_reason": run.stop_reason,
+        "created_at": run.created_at, "updated_at": run.updated_at, "active_s": run.active_s,
+        "out_dir": run.out_dir,
+        "options": serde_json::from_str::<serde_json::Value>(&run.options).unwrap_or_default(),
+        "llm": {"calls": calls.len(), "failed": calls.iter().filter(|c| c.error.is_some()).count(),
+                "tokens_in": tin, "tokens_out": tout, "cost": cost},
+        "snapshots": snaps.iter().map(|s| serde_json::json!({
+            "iteration": s.iteration, "status": s.status, "speedup": s.speedup,
+            "latency_ms": s.latency_ms, "eval_id": s.eval_id, "summary": s.summary})).collect::<Vec<_>>(),
+        "kind": if search { "search" } else { "serial" },
+        "nodes": if search { steps.iter().map(|n| serde_json::json!({
+            "node": n.id, "parent": n.parent, "status": n.status, "speedup": n.speedup,
+            "interval": n.interval, "eval_id": n.eval_id, "what": n.what})).collect::<Vec<_>>() } else { Vec::new() },
+        "final": finals,
+    }))
 }
 
 /// `ksmith calls RUN`: every LLM call of a run.

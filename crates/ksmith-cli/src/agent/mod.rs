@@ -8,7 +8,7 @@
 
 mod autotune;
 mod brief;
-mod commands;
+pub(crate) mod commands;
 mod finish;
 mod interrupt;
 mod iterate;

@@ -85,6 +85,10 @@ fn lock_error(e: StoreError) -> Exit {
 }
 
 fn new_run_id() -> String {
+    // Chosen by `ksmith mcp`, which starts this process and answers with the id at once.
+    if let Some(id) = crate::mcp::requested_run_id() {
+        return id;
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

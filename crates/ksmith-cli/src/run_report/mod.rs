@@ -46,14 +46,56 @@ fn file_stem(id: &str) -> String {
 }
 
 /// `ksmith report RUN [--out FILE.html]`.
-pub(crate) fn cmd_report(ctx: &Ctx, args: &ReportArgs) -> Result<u8, Exit> {
+/// What writing a run's report produced (the MCP server's `report` result).
+#[derive(serde::Serialize)]
+pub(crate) struct ReportWritten {
+    /// The run.
+    pub run: String,
+    /// Where the page was written.
+    pub path: String,
+    /// The run's status as stored.
+    pub status: String,
+    /// Nodes (graph search) or snapshots (agent loop) drawn.
+    pub nodes: usize,
+    /// The winner's speedup, when a candidate passed.
+    pub best_speedup: Option<f64>,
+    /// LLM calls.
+    pub calls: u64,
+    /// Tokens in and out.
+    pub tokens: u64,
+    /// USD.
+    pub cost: f64,
+    /// Evaluations by the judge.
+    pub evaluations: u64,
+    /// Wall seconds of the run.
+    pub wall_s: f64,
+    /// What the report could not show.
+    pub warnings: Vec<String>,
+}
+
+/// Writes the HTML report of `run` to `out` (default STORE/reports/RUN.html).
+pub(crate) fn write_report(
+    ctx: &Ctx,
+    run: &str,
+    out: Option<&std::path::Path>,
+) -> Result<ReportWritten, Exit> {
+    let (written, _) = write_page(ctx, run, out)?;
+    Ok(written)
+}
+
+/// The report page written, with the data it drew.
+fn write_page(
+    ctx: &Ctx,
+    run: &str,
+    out: Option<&std::path::Path>,
+) -> Result<(ReportWritten, data::ReportData), Exit> {
     let store = ctx.store_read()?;
-    let d = data::load(&store, &args.run).map_err(|e| match e {
+    let d = data::load(&store, run).map_err(|e| match e {
         data::LoadError::UnknownRun(_) => input(e),
         data::LoadError::Store(_) => env_err(e),
     })?;
-    let out = match &args.out {
-        Some(p) => p.clone(),
+    let out = match out {
+        Some(p) => p.to_path_buf(),
         None if store.is_read_only() => {
             return Err(input(anyhow!(
                 "the store {} is read-only: write the report elsewhere with --out FILE.html",
@@ -72,7 +114,25 @@ pub(crate) fn cmd_report(ctx: &Ctx, args: &ReportArgs) -> Result<u8, Exit> {
     }
     std::fs::write(&out, page)
         .map_err(|e| env_err(anyhow!("--out: cannot write {}: {e}", out.display())))?;
+    let written = ReportWritten {
+        run: d.run.id.clone(),
+        path: out.display().to_string(),
+        status: d.run.status.to_string(),
+        nodes: d.nodes.len(),
+        best_speedup: d.winner.as_ref().and_then(|w| d.nodes[w.node].speedup),
+        calls: d.calls,
+        tokens: d.tokens,
+        cost: d.cost,
+        evaluations: d.evaluations,
+        wall_s: d.wall_s,
+        warnings: d.warnings.clone(),
+    };
+    Ok((written, d))
+}
 
+pub(crate) fn cmd_report(ctx: &Ctx, args: &ReportArgs) -> Result<u8, Exit> {
+    let (written, d) = write_page(ctx, &args.run, args.out.as_deref())?;
+    let out = PathBuf::from(&written.path);
     let r = &d.run;
     say!(
         "run {} ({}, {}, {}): {}",
