@@ -644,15 +644,7 @@ fn drive(
     let winner = record.node.map(ksmith_search::NodeId);
     if !finalists.is_empty() {
         // Stored, so that `show` and the report show the kernel that was chosen and written.
-        let seq = store.events(&id).map_err(env_err)?.len() as u64;
-        store
-            .record_event(
-                &id,
-                seq,
-                "winner",
-                &serde_json::to_string(&record).map_err(env_err)?,
-            )
-            .map_err(env_err)?;
+        ksmith_search::finalize::record_final(store, &id, &record).map_err(env_err)?;
     }
     run.status = if r.stop.is_normal() {
         RunStatus::Finished

@@ -334,6 +334,32 @@ impl Judgement {
     }
 }
 
+/// The journal position a run's final judgement is stored at: far past any journal a run
+/// replays (a serial run replays its events by position on resume, so a record among them
+/// made the resumed run's journal diverge), and one place, so a later judgement replaces it.
+pub const FINAL_RECORD_SEQ: u64 = 1 << 40;
+
+/// Stores `record` as `run`'s final judgement (the `winner` event).
+pub fn record_final(
+    store: &Store,
+    run: &str,
+    record: &FinalRecord,
+) -> Result<(), ksmith_store::StoreError> {
+    let payload = serde_json::to_string(record).unwrap_or_default();
+    store.record_event(run, FINAL_RECORD_SEQ, "winner", &payload)
+}
+
+/// `run`'s final judgement, when one was recorded (an older record's position included).
+pub fn recorded_final(store: &Store, run: &str) -> Option<FinalRecord> {
+    store
+        .events(run)
+        .ok()?
+        .into_iter()
+        .rev()
+        .find(|(_, k, _)| k == "winner")
+        .and_then(|(_, _, p)| serde_json::from_str(&p).ok())
+}
+
 /// The finalists judged again with `judge` (made with fresh seeds, timing on): timed together,
 /// checked (untimed) on held-out shapes derived from `held_out_seed` that the reference accepts,
 /// and the winner chosen against `incumbent` by the decision rule; a comparison left undecided

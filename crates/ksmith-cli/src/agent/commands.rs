@@ -262,13 +262,7 @@ fn steps(store: &Store, run: &RunRow) -> Result<(bool, Vec<Step>), Exit> {
 
 /// The final judgement a run recorded (its `winner` event), if any.
 fn final_record(store: &Store, id: &str) -> Option<ksmith_search::finalize::FinalRecord> {
-    store
-        .events(id)
-        .ok()?
-        .into_iter()
-        .rev()
-        .find(|(_, k, _)| k == "winner")
-        .and_then(|(_, _, p)| serde_json::from_str(&p).ok())
+    ksmith_search::finalize::recorded_final(store, id)
 }
 
 /// `iteration 2`, `node 4`.

@@ -145,15 +145,7 @@ pub(super) fn finalize(
         .map(|(sn, _)| sn.iteration as u64)
         .collect();
     let record = judged.record(&iterations, name);
-    let seq = s.store.events(&s.run.id).map_err(env_err)?.len() as u64;
-    s.store
-        .record_event(
-            &s.run.id,
-            seq,
-            "winner",
-            &serde_json::to_string(&record).map_err(env_err)?,
-        )
-        .map_err(env_err)?;
+    ksmith_search::finalize::record_final(&s.store, &s.run.id, &record).map_err(env_err)?;
     let (ids, cmp, held) = (
         &judged.rechecked.ids,
         &judged.rechecked,

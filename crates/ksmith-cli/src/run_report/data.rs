@@ -295,11 +295,7 @@ pub(crate) fn load(store: &Store, id: &str) -> Result<ReportData, LoadError> {
 
     // The winner the search's finalizer chose (re-checked and re-timed together), when it
     // recorded one; else the fastest by first measurement.
-    let finals: Option<ksmith_search::finalize::FinalRecord> = store
-        .events(id)
-        .ok()
-        .and_then(|ev| ev.into_iter().rev().find(|(_, k, _)| k == "winner"))
-        .and_then(|(_, _, p)| serde_json::from_str(&p).ok());
+    let finals = ksmith_search::finalize::recorded_final(store, id);
     let winner_ix = match &finals {
         // The final judgement decided: its winner, or none.
         Some(f) => f.node.and_then(|w| nodes.iter().position(|n| n.id == w)),
