@@ -136,6 +136,25 @@ impl<'a> Evaluator<'a> {
         self
     }
 
+    /// [`compare`](Self::compare) with `factor` times the rounds and timed time (an undecided
+    /// comparison timed again: [`Judge::with_more_rounds`]).
+    pub fn compare_with_more_rounds(
+        &mut self,
+        task: &Task,
+        solutions: &[Solution],
+        factor: u32,
+    ) -> Result<(Vec<i64>, Comparison), EvaluatorError> {
+        let (store, reuse) = (&mut *self.store, self.reuse);
+        self.judge.with_more_rounds(factor, |judge| {
+            Evaluator {
+                judge,
+                store,
+                reuse,
+            }
+            .compare(task, solutions)
+        })
+    }
+
     /// The judge (e.g. to set its stage hook).
     pub fn judge(&mut self) -> &mut Judge {
         self.judge

@@ -403,7 +403,23 @@ fn confirm(
         with_untuned: untuned_first,
     });
     let sols: Vec<Solution> = finalists.iter().map(|f| f.2.clone()).collect();
-    let (_, cmp) = ev.compare(task, &sols)?;
+    let (_, mut cmp) = ev.compare(task, &sols)?;
+    // Against the untuned solution: a wide interval across 1.00 with nothing decided faster
+    // is timed again with more rounds (2x, then 4x) before the decision stands.
+    if untuned_first {
+        for k in 1..=ksmith_judge::decide::MORE_ROUNDS {
+            let (w, decided) =
+                ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
+            if w != 0 || !decided.iter().any(|(_, d)| d.wants_more_rounds()) {
+                break;
+            }
+            events.emit(Event::TuneRetiming {
+                finalists: sols.len(),
+                with_untuned: true,
+            });
+            cmp = ev.compare_with_more_rounds(task, &sols, 1 << k)?.1;
+        }
+    }
     let mut confirmed = Vec::new();
     for (i, ((config, first, _), second)) in finalists.into_iter().zip(cmp.results).enumerate() {
         let vs_untuned = (untuned_first && i > 0).then(|| cmp.versus[i][0]).flatten();
