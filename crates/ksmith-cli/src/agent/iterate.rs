@@ -381,6 +381,17 @@ pub(super) fn ask<T>(
     Ok(Err(last_err))
 }
 
+/// What a fix attempt was about, for the history: the first diagnostic or mismatch line of a
+/// failure's detail, not its `status ...` line (which only repeats the status).
+fn key_line(detail: &str) -> &str {
+    detail
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_else(|| first_line(detail))
+}
+
 pub(super) fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
@@ -690,7 +701,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         let src = cand.source().to_string();
         match code_step(s, st, Role::Fixer, &step, vars, &src, &detail)? {
             Ok(fixed) => {
-                tried.push(format!("{kind}: {}", first_line(&detail)));
+                tried.push(format!("{kind}: {}", key_line(&detail)));
                 cand = evaluate(
                     s,
                     st,
@@ -831,6 +842,14 @@ fn expected_vs_measured(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_fix_is_summarized_by_its_first_diagnostic_not_its_status() {
+        let detail = "status COMPILE_ERROR\nkernel.c:3:5: error: unknown type name 'flot'\nkernel.c:9:1: error: x\n";
+        assert_eq!(key_line(detail), "kernel.c:3:5: error: unknown type name 'flot'");
+        assert_eq!(key_line("status TIMEOUT\n"), "status TIMEOUT");
+    }
+
     use super::*;
 
     #[test]
