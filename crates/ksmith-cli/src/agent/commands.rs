@@ -341,12 +341,7 @@ fn write_snapshots(
         let Some((file, text)) = sources.first().cloned() else {
             continue;
         };
-        let flags = stored["flags"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|f| f.as_str().map(str::to_string))
-            .collect();
+        let flags = string_list(&stored["flags"]);
         let mut sol = Solution::from_source(
             &format!("{}-iter{}", task.name, sn.iteration),
             start.language,
@@ -356,18 +351,31 @@ fn write_snapshots(
             flags,
         );
         sol.sources = sources;
-        let out = dir.join(format!("iter{}", sn.iteration));
-        if out.exists() {
-            return Err(input(anyhow!(
-                "{}: already exists; nothing is overwritten (choose another --write directory)",
-                out.display()
-            )));
-        }
-        crate::tune::write_solution(&sol, &out, "", "")
-            .map_err(|e| env_err(anyhow!("{}: {e}", out.display())))?;
-        written.push(out);
+        written.push(write_new(&sol, dir.join(format!("iter{}", sn.iteration)))?);
     }
     Ok(written)
+}
+
+/// The strings of a JSON array (none when it is not one).
+fn string_list(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Writes `sol` as the solution directory `out`, which must not exist (nothing is overwritten).
+fn write_new(sol: &Solution, out: PathBuf) -> Result<PathBuf, Exit> {
+    if out.exists() {
+        return Err(input(anyhow!(
+            "{}: already exists; nothing is overwritten (choose another --write directory)",
+            out.display()
+        )));
+    }
+    crate::tune::write_solution(sol, &out, "", "")
+        .map_err(|e| env_err(anyhow!("{}: {e}", out.display())))?;
+    Ok(out)
 }
 
 /// Each search node with a stored evaluation as a solution directory `DIR/nodeN`, rebuilt
@@ -382,12 +390,7 @@ fn write_nodes(store: &Store, steps: &[Step], dir: &Path) -> Result<Vec<PathBuf>
             serde_json::from_value(stored.solution["language"].clone())
                 .map_err(|e| env_err(anyhow!("node {}: stored language: {e}", n.id)))?;
         let entry = stored.solution["entry_point"].as_str().unwrap_or_default();
-        let flags: Vec<String> = stored.solution["flags"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|f| f.as_str().map(str::to_string))
-            .collect();
+        let flags = string_list(&stored.solution["flags"]);
         let mut sources = Vec::new();
         for (name, hash) in &stored.sources {
             // Names come from the store: never a path outside the solution directory.
@@ -411,16 +414,7 @@ fn write_nodes(store: &Store, steps: &[Step], dir: &Path) -> Result<Vec<PathBuf>
             flags,
         );
         sol.sources = sources;
-        let out = dir.join(format!("node{}", n.id));
-        if out.exists() {
-            return Err(input(anyhow!(
-                "{}: already exists; nothing is overwritten (choose another --write directory)",
-                out.display()
-            )));
-        }
-        crate::tune::write_solution(&sol, &out, "", "")
-            .map_err(|e| env_err(anyhow!("{}: {e}", out.display())))?;
-        written.push(out);
+        written.push(write_new(&sol, dir.join(format!("node{}", n.id)))?);
     }
     Ok(written)
 }

@@ -846,7 +846,10 @@ mod tests {
     #[test]
     fn a_fix_is_summarized_by_its_first_diagnostic_not_its_status() {
         let detail = "status COMPILE_ERROR\nkernel.c:3:5: error: unknown type name 'flot'\nkernel.c:9:1: error: x\n";
-        assert_eq!(key_line(detail), "kernel.c:3:5: error: unknown type name 'flot'");
+        assert_eq!(
+            key_line(detail),
+            "kernel.c:3:5: error: unknown type name 'flot'"
+        );
         assert_eq!(key_line("status TIMEOUT\n"), "status TIMEOUT");
     }
 
