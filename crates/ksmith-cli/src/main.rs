@@ -11,6 +11,7 @@ mod term;
 mod agent;
 mod bench;
 mod bench_rows;
+mod cache;
 mod cluster;
 mod deploy;
 mod memory;
@@ -331,6 +332,9 @@ enum Cmd {
     /// managed Python with Ray (python).
     #[command(subcommand)]
     Cluster(cluster::ClusterCmd),
+    /// What the store holds on disk (du) and the caches brought back to their caps (prune).
+    #[command(subcommand)]
+    Cache(cache::CacheCmd),
     /// What a cluster's device runs (not for people).
     #[command(subcommand, hide = true)]
     Worker(cluster::WorkerCmd),
@@ -553,6 +557,7 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
         Cmd::Memory(cmd) => memory::run(&ctx, &cmd),
         Cmd::Simulate(args) => search::simulate(&ctx, &args),
         Cmd::Cluster(cmd) => cluster::run(&ctx, &cmd),
+        Cmd::Cache(cmd) => cache::run(&ctx, &cmd),
         Cmd::Worker(cmd) => cluster::run_worker(&ctx, &cmd),
     }
 }
@@ -573,6 +578,7 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Cluster(_) => false,
         Cmd::Validate { no_run, .. } => !no_run,
         Cmd::Memory(m) => m.writes_store(),
+        Cmd::Cache(c) => c.writes_store(),
         // A missing roofline, or one of another format, is measured and written.
         Cmd::Hw { refresh, gpu, .. } => {
             *refresh || *gpu || hw::read_cached(&store_dir.join("hw.json")).is_err()

@@ -88,17 +88,32 @@ impl Judge {
             }
             self.at = Some(w);
             let started = Instant::now();
-            let cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
+            let mut cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
             // A copy in the runner's directory: the cache, with the references next to the
             // inputs, stays out of its view.
             let name = format!("w{w}_s{seed}");
-            let (staged, inputs) = match copy_to_runner(
+            let mut copied = copy_to_runner(
                 runner,
                 Path::new(&cached),
                 &name,
                 "inputs.safetensors",
                 0o666,
-            ) {
+            );
+            // Evicted by another process's cap in between: prepared (drawn) again.
+            if copied
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            {
+                cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
+                copied = copy_to_runner(
+                    runner,
+                    Path::new(&cached),
+                    &name,
+                    "inputs.safetensors",
+                    0o666,
+                );
+            }
+            let (staged, inputs) = match copied {
                 Ok(s) => s,
                 // Its in-memory directory holds one run's tensors and some room: the
                 // candidate filled it.
