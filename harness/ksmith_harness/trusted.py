@@ -16,6 +16,7 @@ import re
 import stat
 import sys
 import time
+import traceback
 
 import jax
 import jax.numpy as jnp
@@ -120,7 +121,22 @@ def _user(where, fn, *args):
         if _out_of_memory(e):
             limit = f"{_MEMORY_LIMIT / 2**30:.1f} GiB" if _MEMORY_LIMIT else "no limit"
             raise HarnessError(f"{where}: ran out of memory (the reference process is limited to {limit}; --reference-memory): {_first_line(e)}") from None
-        raise HarnessError(f"{where}: raised {type(e).__name__}: {_first_line(e)}") from None
+        raise HarnessError(f"{where}: raised {type(e).__name__}: {_first_line(e)}{_task_line(e)}") from None
+
+
+# Frames in these places are ours or installed libraries', never the task's own code.
+_NOT_TASK = tuple({os.path.dirname(os.path.abspath(__file__)), sys.prefix, sys.base_prefix, sys.exec_prefix})
+
+
+def _task_line(e):
+    """` (line N)` of the innermost frame of the task's own code where `e` was raised (the
+    file named too when it is not the one `where` names), or "" when there is none."""
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+        name = frame.filename
+        if name.startswith("<") or os.path.abspath(name).startswith(_NOT_TASK):
+            continue
+        return f" (line {frame.lineno})" if os.path.basename(name) == "reference.py" else f" ({name}, line {frame.lineno})"
+    return ""
 
 
 def _task(req):

@@ -119,7 +119,7 @@ struct JudgeOpts {
     #[arg(long, default_value_t = 30.0, value_parser = parse_timeout)]
     timeout: f64,
     /// Seeds per workload in the full check (at least 3).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=100))]
+    #[arg(long, default_value_t = 3, value_parser = crate::whole::<u64>(3..=100))]
     seeds: u64,
     /// Draw fresh random seeds instead of the fixed ones.
     #[arg(long)]
@@ -131,7 +131,7 @@ struct JudgeOpts {
     #[arg(long, value_enum, default_value_t = FlushArg::Auto)]
     flush: FlushArg,
     /// Minimum timed milliseconds per side (candidate, baseline) per workload.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    #[arg(long, default_value_t = 100, value_parser = crate::whole::<u64>(1..=600_000))]
     min_time_ms: u64,
 }
 
@@ -141,6 +141,31 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && (0.1..=86_400.0).contains(&v) => Ok(v),
         _ => Err("expected a number of seconds from 0.1 to 86400".into()),
+    }
+}
+
+/// A whole number in `range` as a clap value parser: the message names the range whatever was
+/// given (clap's own range parser answers "invalid digit found in string" to `-3`).
+pub(crate) fn whole<T>(
+    range: impl std::ops::RangeBounds<i128> + Clone + Send + Sync + 'static,
+) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: TryFrom<i128> + Clone + Send + Sync + 'static,
+{
+    move |s: &str| -> Result<T, String> {
+        use std::ops::Bound;
+        let expected = match (range.start_bound(), range.end_bound()) {
+            (Bound::Included(a), Bound::Included(b)) => {
+                format!("expected a whole number from {a} to {b}")
+            }
+            (Bound::Included(a), _) => format!("expected a whole number of at least {a}"),
+            _ => "expected a whole number".to_string(),
+        };
+        match s.trim().parse::<i128>() {
+            Ok(n) if range.contains(&n) => T::try_from(n).map_err(|_| expected),
+            Ok(n) => Err(format!("{n} is out of range: {expected}")),
+            Err(_) => Err(expected),
+        }
     }
 }
 
@@ -154,8 +179,12 @@ fn parse_gib(s: &str) -> Result<f64, String> {
 
 /// `--language`: a solution language name.
 fn parse_language(s: &str) -> Result<ksmith_task::Language, String> {
-    ksmith_task::Language::from_name(s)
-        .ok_or_else(|| "expected one of c, cuda, triton, pallas".to_string())
+    ksmith_task::Language::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown language {}",
+            ksmith_task::suggest::expected(s, &ksmith_task::LANGUAGES)
+        )
+    })
 }
 
 /// `--threads`: 1 to 1024.
@@ -403,6 +432,27 @@ fn command() -> clap::Command {
         for sub in *subs {
             cmd = cmd.mut_subcommand(*sub, |sc| sc.mut_arg(*arg, |a| a.hide(true)));
         }
+    }
+    negative_numbers(cmd)
+}
+
+/// Every option that takes a value accepts a negative number as that value, so `--timeout -1`
+/// reaches the option's own range message instead of clap's "unexpected argument '-1'" (whose
+/// tip, `-- -1`, would make -1 a positional argument).
+fn negative_numbers(cmd: clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    let mut cmd = cmd.mut_args(|a| {
+        if a.get_long().is_some() && a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    });
+    for name in names {
+        cmd = cmd.mut_subcommand(name, negative_numbers);
     }
     cmd
 }

@@ -215,8 +215,21 @@ fn render(s: &BenchSummary, format: Format) -> String {
 
 /// `--status`: a status name, any case.
 fn parse_status(s: &str) -> Result<Status, String> {
+    const NAMES: [&str; 8] = [
+        "PASSED",
+        "COMPILE_ERROR",
+        "RUNTIME_ERROR",
+        "TIMEOUT",
+        "INCORRECT_SHAPE",
+        "INCORRECT_DTYPE",
+        "INCORRECT_NUMERICAL",
+        "POLICY_REJECTED",
+    ];
     Status::parse(&s.trim().to_ascii_uppercase()).ok_or_else(|| {
-        "expected one of PASSED, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, INCORRECT_SHAPE, INCORRECT_DTYPE, INCORRECT_NUMERICAL, POLICY_REJECTED".into()
+        format!(
+            "unknown status {}",
+            ksmith_task::suggest::expected(s.trim(), &NAMES)
+        )
     })
 }
 

@@ -28,38 +28,38 @@ use std::sync::Arc;
 )]
 pub(crate) struct SearchFlags {
     /// beam: nodes kept per level, W (default 4).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
     pub width: Option<u32>,
     /// beam: children per kept node, B (default 2).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
     pub branches: Option<u32>,
     /// beam, parallel: levels (beam) or nodes per trajectory (parallel) (default: until a budget).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=1000))]
     pub depth: Option<u32>,
     /// Inner plan → implement → judge rounds per node, K (default 1).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=20))]
     pub inner: Option<u32>,
     /// parallel: trajectories, N (default 4); best-of-n: children of the root (default: until
     /// a budget).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=1000))]
     pub n: Option<u32>,
     /// greedy: most children per node (default 3).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=100))]
     pub branch_cap: Option<u32>,
     /// evolve: islands (default 3).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
     pub islands: Option<u32>,
     /// evolve: finished nodes between migrations, M (default 8).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=10_000))]
     pub migrate_every: Option<u32>,
     /// Node expansions in flight at once (default 1).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
     pub jobs: Option<u32>,
     /// Most evaluations by the judge.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = crate::whole::<u64>(1..))]
     pub max_evals: Option<u64>,
     /// Most nodes (default 20 when no other limit is given).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, value_parser = crate::whole::<u64>(1..=100_000))]
     pub max_nodes: Option<u64>,
     /// Stop once a correct node reaches this speedup.
     #[arg(long, value_parser = positive)]
@@ -740,13 +740,13 @@ pub(crate) struct SimulateArgs {
     )]
     pub strategies: Vec<String>,
     /// Seeds per strategy.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 20, value_parser = crate::whole::<u32>(1..=10_000))]
     pub seeds: u32,
     /// LLM-call budget per search.
-    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 40, value_parser = crate::whole::<u64>(1..=1_000_000))]
     pub calls: u64,
     /// Expansions in flight (results do not depend on it beyond batch order).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = 1, value_parser = crate::whole::<u32>(1..=64))]
     pub jobs: u32,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -826,9 +826,10 @@ pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
             StrategyKind::from_name(s.trim())
                 .map(StrategySettings::default_for)
                 .ok_or_else(|| {
+                    let all: Vec<&str> = StrategyKind::ALL.iter().map(|k| k.as_str()).collect();
                     input(anyhow!(
-                        "--strategies: unknown strategy `{s}`; expected {}",
-                        names()
+                        "--strategies: unknown strategy {}",
+                        ksmith_task::suggest::expected(s.trim(), &all)
                     ))
                 })
         })
