@@ -299,8 +299,15 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List stored evaluations (newest first), with filters.
+    /// List stored evaluations (newest first), with filters, and what each was made for.
     Evals(results::EvalsArgs),
+    /// List bench runs (newest first): suite, state, counts, geomean speedup.
+    Benches {
+        /// Print {"benches": [{"id", "created_at", "suite", "finished", "tasks", "items",
+        /// "evaluated", "errors", "passed", "geomean_speedup"}]}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Compare two bench runs or agent runs per task, with the noise; optionally a regression gate.
     Compare(results::CompareArgs),
     /// Write one self-contained HTML report of an agent run or graph search (best speedup over
@@ -553,6 +560,7 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
         Cmd::Resume(args) => agent::resume(&ctx, &args),
         Cmd::Runs { json } => agent::cmd_runs(&ctx, json),
         Cmd::Evals(args) => results::cmd_evals(&ctx, &args),
+        Cmd::Benches { json } => results::cmd_benches(&ctx, json),
         Cmd::Compare(args) => results::cmd_compare(&ctx, &args),
         Cmd::Calls { run, full, json } => agent::cmd_calls(&ctx, &run, full, json),
         Cmd::Report(args) => run_report::cmd_report(&ctx, &args),
@@ -622,6 +630,7 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Report(_)
         | Cmd::Export { .. }
         | Cmd::Evals(_)
+        | Cmd::Benches { .. }
         | Cmd::Compare(_)
         | Cmd::VerifyExport(_)
         | Cmd::Simulate(_)

@@ -696,10 +696,12 @@ impl<'a> BenchSummary<'a> {
             .iter()
             .map(|r| {
                 let perf = r.result.as_ref().and_then(|x| x.performance.as_ref());
+                // The name it is stored and listed under (`evals`, `show`), not the variant.
+                let name = r.name();
                 let sol = if repeats {
-                    format!("{}#{}", one(&r.solution), r.repeat)
+                    format!("{}#{}", one(name), r.repeat)
                 } else {
-                    one(&r.solution).into_owned()
+                    one(name).into_owned()
                 };
                 vec![
                     one(&r.task).into_owned(),
@@ -859,7 +861,7 @@ impl<'a> BenchSummary<'a> {
             "rows": self.rows.iter().map(|r| {
                 let perf = r.result.as_ref().and_then(|x| x.performance.as_ref());
                 json!({
-                    "task": r.task, "solution": r.solution, "repeat": r.repeat, "eval_id": r.eval_id,
+                    "task": r.task, "solution": r.solution, "name": r.name(), "repeat": r.repeat, "eval_id": r.eval_id,
                     "state": r.state().as_str(),
                     "error": r.error, "unavailable": r.unavailable,
                     "status": r.result.as_ref().map(|x| x.status.as_str()),
