@@ -729,7 +729,7 @@ pub(crate) struct SimulateArgs {
     /// The pool file (docs/search.md).
     #[arg(long)]
     pub pool: Option<PathBuf>,
-    /// The pool's task (default: its first).
+    /// Only this task of the pool (default: every task; one the simulator cannot search is named as skipped).
     #[arg(long)]
     pub task: Option<String>,
     /// Strategies to compare, comma-separated.
@@ -808,17 +808,41 @@ pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
         ))
     })?;
     let pool = Pool::load(path).map_err(input)?;
-    let name = match &args.task {
-        Some(t) => t.clone(),
-        None => pool
-            .tasks
-            .first()
-            .map(|t| t.task.clone())
-            .ok_or_else(|| input(anyhow!("pool file {}: no tasks", path.display())))?,
-    };
-    let task = pool
-        .task(&name, &path.display().to_string())
-        .map_err(input)?;
+    if pool.tasks.is_empty() {
+        return Err(input(anyhow!("pool file {}: no tasks", path.display())));
+    }
+    // One task when named; else every task of the pool, a task the simulator cannot search
+    // (no candidate that passed) named as skipped, never silently left out.
+    let mut tasks = Vec::new();
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    match &args.task {
+        Some(t) => tasks.push(pool.task(t, &path.display().to_string()).map_err(input)?),
+        None => {
+            for t in &pool.tasks {
+                match pool.task(&t.task, &path.display().to_string()) {
+                    Ok(found) if !tasks.iter().any(|x: &&sim::PoolTask| x.task == t.task) => {
+                        tasks.push(found)
+                    }
+                    Ok(_) => {}
+                    Err(_) => skipped.push((
+                        t.task.clone(),
+                        "no candidate in the pool passed: nothing to search for".into(),
+                    )),
+                }
+            }
+        }
+    }
+    if tasks.is_empty() {
+        return Err(input(anyhow!(
+            "pool file {}: no task has a candidate that passed ({})",
+            path.display(),
+            skipped
+                .iter()
+                .map(|(t, _)| t.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     let strategies = args
         .strategies
         .iter()
@@ -834,33 +858,58 @@ pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let c = sim::compare(&pool, task, &strategies, args.seeds, args.calls, args.jobs)
-        .map_err(env_err)?;
-    match args.format {
-        Format::Json => crate::term::json(&serde_json::to_string_pretty(&c).map_err(env_err)?),
-        Format::Table => {
-            say!(
+    let mut compared = Vec::new();
+    for task in tasks {
+        compared.push(
+            sim::compare(&pool, task, &strategies, args.seeds, args.calls, args.jobs)
+                .map_err(env_err)?,
+        );
+    }
+    if let Format::Json = args.format {
+        let v = if args.task.is_some() {
+            serde_json::to_value(&compared[0]).map_err(env_err)?
+        } else {
+            serde_json::json!({
+                "tasks": compared,
+                "skipped": skipped.iter().map(|(t, why)| serde_json::json!({"task": t, "why": why})).collect::<Vec<_>>(),
+            })
+        };
+        crate::term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
+        return Ok(0);
+    }
+    for (t, why) in &skipped {
+        note!(
+            "ksmith: simulate: task {} skipped: {why}",
+            crate::term::one(t)
+        );
+    }
+    for c in &compared {
+        match args.format {
+            Format::Json => {}
+            Format::Table => {
+                say!(
                 "task {}: best speedup reached (mean ± sd over {} seeds, [min-max]) against LLM calls; failure rate {:.2}",
                 c.task,
                 c.seeds,
                 c.failure_rate
             );
-            let mut head = format!("{:<10}", "strategy");
-            for s in c.rows.first().map(|r| r.at.as_slice()).unwrap_or(&[]) {
-                head.push_str(&format!(" | {:>22}", format!("{} calls", s.calls)));
-            }
-            head.push_str(&format!(" | {:>6} | {:>9}", "nodes", "µs/node"));
-            say!("{head}");
-            for r in &c.rows {
-                let mut line = format!("{:<10}", r.strategy.as_str());
-                for s in &r.at {
-                    line.push_str(&format!(
-                        " | {:>22}",
-                        format!("{:.2} ± {:.2} [{:.2}-{:.2}]", s.mean, s.sd, s.min, s.max)
-                    ));
+                let mut head = format!("{:<10}", "strategy");
+                for s in c.rows.first().map(|r| r.at.as_slice()).unwrap_or(&[]) {
+                    head.push_str(&format!(" | {:>22}", format!("{} calls", s.calls)));
                 }
-                line.push_str(&format!(" | {:>6.1} | {:>9.1}", r.nodes, r.overhead_us));
-                say!("{line}");
+                head.push_str(&format!(" | {:>6} | {:>9}", "nodes", "µs/node"));
+                say!("{head}");
+                for r in &c.rows {
+                    let mut line = format!("{:<10}", r.strategy.as_str());
+                    for s in &r.at {
+                        line.push_str(&format!(
+                            " | {:>22}",
+                            format!("{:.2} ± {:.2} [{:.2}-{:.2}]", s.mean, s.sd, s.min, s.max)
+                        ));
+                    }
+                    line.push_str(&format!(" | {:>6.1} | {:>9.1}", r.nodes, r.overhead_us));
+                    say!("{line}");
+                }
             }
         }
     }

@@ -493,6 +493,49 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
         )
         .unwrap();
     assert_eq!(fps, 6, "stored with the devices' machine fingerprint");
+    // Each names the device that judged it, and its time split adds up to its wall time here:
+    // the device's terms, its wait for the device, and the cluster's queue and transfer.
+    let results: Vec<(i64, serde_json::Value)> = c
+        .prepare("SELECT id, result_json FROM evaluations")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))
+        .unwrap()
+        .map(|r| {
+            let (id, j) = r.unwrap();
+            (id, serde_json::from_str(&j).unwrap())
+        })
+        .collect();
+    for (_, r) in &results {
+        let device = r["device"].as_str().unwrap_or_default();
+        assert!(device.contains("cpu"), "no device named: {r}");
+        let t = &r["time_split"];
+        let f = |k: &str| t[k].as_f64().unwrap();
+        let sum = f("build_s")
+            + f("kernel_s")
+            + f("baseline_s")
+            + f("harness_s")
+            + f("device_wait_s")
+            + f("cluster_s");
+        let elapsed = r["elapsed_s"].as_f64().unwrap();
+        assert!((sum - elapsed).abs() < 0.02, "{sum} != {elapsed}: {t}");
+        assert!(f("cluster_s") > 0.0, "{t}");
+        let parts: f64 = t["harness"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter_map(|(k, v)| (k != "buffer_parts").then(|| v.as_f64()).flatten())
+            .sum();
+        assert!(
+            parts <= f("harness_s") + 0.02,
+            "harness parts {parts} > harness: {t}"
+        );
+    }
+    let shown = ksmith(&store, &["show", &results[0].0.to_string()]);
+    let shown = stdout(&shown);
+    assert!(
+        shown.contains("judged on: cluster device") && shown.contains("cluster queue and transfer"),
+        "{shown}"
+    );
 
     phase("bench with a killed worker");
     // The same statuses as a local run.

@@ -479,6 +479,7 @@ impl Judge {
             timing_unavailable: None,
             device_kernels: None,
             failed_workload: None,
+            device: None,
         }
     }
 }
