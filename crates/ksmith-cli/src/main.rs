@@ -584,9 +584,10 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
                 note!("ksmith: not exported: {}", term::one(why));
             }
             say!(
-                "wrote {} definitions, {} solutions and {} traces to {}",
+                "wrote {} definitions, {} solutions, {} workloads and {} traces to {} (FlashInfer-Bench's layout: definitions/OP_TYPE/NAME.json, ...)",
                 s.definitions,
                 s.solutions,
+                s.workloads,
                 s.traces,
                 out.display()
             );
