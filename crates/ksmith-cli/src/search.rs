@@ -883,34 +883,30 @@ pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
             crate::term::one(t)
         );
     }
+    // The table, one per task (JSON was printed above).
     for c in &compared {
-        match args.format {
-            Format::Json => {}
-            Format::Table => {
-                say!(
-                "task {}: best speedup reached (mean ± sd over {} seeds, [min-max]) against LLM calls; failure rate {:.2}",
-                c.task,
-                c.seeds,
-                c.failure_rate
-            );
-                let mut head = format!("{:<10}", "strategy");
-                for s in c.rows.first().map(|r| r.at.as_slice()).unwrap_or(&[]) {
-                    head.push_str(&format!(" | {:>22}", format!("{} calls", s.calls)));
-                }
-                head.push_str(&format!(" | {:>6} | {:>9}", "nodes", "µs/node"));
-                say!("{head}");
-                for r in &c.rows {
-                    let mut line = format!("{:<10}", r.strategy.as_str());
-                    for s in &r.at {
-                        line.push_str(&format!(
-                            " | {:>22}",
-                            format!("{:.2} ± {:.2} [{:.2}-{:.2}]", s.mean, s.sd, s.min, s.max)
-                        ));
-                    }
-                    line.push_str(&format!(" | {:>6.1} | {:>9.1}", r.nodes, r.overhead_us));
-                    say!("{line}");
-                }
+        say!(
+            "task {}: best speedup reached (mean ± sd over {} seeds, [min-max]) against LLM calls; failure rate {:.2}",
+            c.task,
+            c.seeds,
+            c.failure_rate
+        );
+        let mut head = format!("{:<10}", "strategy");
+        for s in c.rows.first().map(|r| r.at.as_slice()).unwrap_or(&[]) {
+            head.push_str(&format!(" | {:>22}", format!("{} calls", s.calls)));
+        }
+        head.push_str(&format!(" | {:>6} | {:>9}", "nodes", "µs/node"));
+        say!("{head}");
+        for r in &c.rows {
+            let mut line = format!("{:<10}", r.strategy.as_str());
+            for s in &r.at {
+                line.push_str(&format!(
+                    " | {:>22}",
+                    format!("{:.2} ± {:.2} [{:.2}-{:.2}]", s.mean, s.sd, s.min, s.max)
+                ));
             }
+            line.push_str(&format!(" | {:>6.1} | {:>9.1}", r.nodes, r.overhead_us));
+            say!("{line}");
         }
     }
     Ok(0)
