@@ -1161,6 +1161,20 @@ fn cmd_show(ctx: &Ctx, id: i64, json: bool) -> Result<u8, Exit> {
         term::json(&v);
     } else {
         say!("evaluation {} recorded {}", ev.id, ev.created_at);
+        // What it was made for, as `evals` lists it.
+        let owners = store.owners(ev.id).map_err(env_err)?;
+        if !owners.is_empty() {
+            let of: Vec<String> = owners
+                .iter()
+                .map(|o| match o {
+                    ksmith_store::Owner::Bench { item, .. } => {
+                        format!("{} (item {})", o.label(), term::one(item))
+                    }
+                    _ => term::one(&o.label()).into_owned(),
+                })
+                .collect();
+            say!("  made for: {}", of.join(", "));
+        }
         report::print_result(&ev.result, None);
         for (name, hash) in &ev.sources {
             say!(

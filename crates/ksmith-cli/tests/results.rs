@@ -505,6 +505,14 @@ fn evals_filters_by_status_and_date_and_compare_refuses_other_machines() {
             runs.contains(&of["run"].as_i64().unwrap().to_string()),
             "{e}"
         );
+        let shown = stdout(&ksmith(&store, &["show", &e["id"].to_string()]));
+        assert!(
+            shown.contains(&format!(
+                "made for: bench {} (item vector_add/fast#0)",
+                of["run"]
+            )),
+            "{shown}"
+        );
     }
     let passed = json(&ksmith(
         &store,
