@@ -416,13 +416,15 @@ pub(crate) fn judge_err(e: ksmith_judge::JudgeError) -> Exit {
 /// it out because it changes nothing there). They are still accepted everywhere, so a script
 /// that passes them first (`ksmith --threads 4 SUBCOMMAND`) keeps working.
 const INERT_GLOBALS: &[(&str, &[&str])] = &[
-    ("python", &["show", "runs", "calls"]),
+    ("python", &["show", "runs", "calls", "benches", "cache"]),
     (
         "threads",
         &[
             "show",
             "runs",
             "calls",
+            "benches",
+            "cache",
             "export",
             "validate",
             "verify-export",
@@ -433,13 +435,19 @@ const INERT_GLOBALS: &[(&str, &[&str])] = &[
 /// The command line, with the global options hidden where they do nothing.
 fn command() -> clap::Command {
     let mut cmd = Cli::command();
-    // Global options reach the subcommands when the command is built; hide them after.
-    cmd.build();
+    // A subcommand that already has a global option keeps its own copy when the command is
+    // built: a hidden copy goes in first. (Hiding the propagated copy after the build broke
+    // `ksmith runs --help`: "a value is required for '--threads'".)
     for (arg, subs) in INERT_GLOBALS {
+        let Some(global) = cmd.get_arguments().find(|a| a.get_id() == *arg).cloned() else {
+            continue;
+        };
         for sub in *subs {
-            cmd = cmd.mut_subcommand(*sub, |sc| sc.mut_arg(*arg, |a| a.hide(true)));
+            let hidden = global.clone().hide(true);
+            cmd = cmd.mut_subcommand(*sub, |sc| sc.arg(hidden));
         }
     }
+    cmd.build();
     negative_numbers(cmd)
 }
 

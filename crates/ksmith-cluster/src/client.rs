@@ -681,8 +681,14 @@ impl Remote for ClusterRemote {
             let mut c = response.comparison.ok_or_else(|| {
                 JudgeError::Cluster(format!("device {device} answered without a comparison"))
             })?;
+            // Side by side, each result holds its share of the device's time: the queue and
+            // transfer are shared out the same way, so each time line still adds up.
+            let judged: f64 = c.results.iter().map(|r| r.elapsed_s).sum();
+            let extra = (wall - judged).max(0.0) / c.results.len().max(1) as f64;
             for r in &mut c.results {
                 r.device = Some(device.clone());
+                r.time_split.cluster_s = extra;
+                r.elapsed_s += extra;
             }
             Ok(RemoteOutcome::Compared(c))
         } else {
