@@ -3,6 +3,7 @@
 Runs only task code (the reference) and our own code; candidates never run here.
 """
 
+import contextlib
 import ctypes
 import functools
 import importlib.metadata
@@ -15,6 +16,7 @@ import re
 import stat
 import sys
 import time
+import traceback
 
 import jax
 import jax.numpy as jnp
@@ -119,7 +121,22 @@ def _user(where, fn, *args):
         if _out_of_memory(e):
             limit = f"{_MEMORY_LIMIT / 2**30:.1f} GiB" if _MEMORY_LIMIT else "no limit"
             raise HarnessError(f"{where}: ran out of memory (the reference process is limited to {limit}; --reference-memory): {_first_line(e)}") from None
-        raise HarnessError(f"{where}: raised {type(e).__name__}: {_first_line(e)}") from None
+        raise HarnessError(f"{where}: raised {type(e).__name__}: {_first_line(e)}{_task_line(e)}") from None
+
+
+# Frames in these places are ours or installed libraries', never the task's own code.
+_NOT_TASK = tuple({os.path.dirname(os.path.abspath(__file__)), sys.prefix, sys.base_prefix, sys.exec_prefix})
+
+
+def _task_line(e):
+    """` (line N)` of the innermost frame of the task's own code where `e` was raised (the
+    file named too when it is not the one `where` names), or "" when there is none."""
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+        name = frame.filename
+        if name.startswith("<") or os.path.abspath(name).startswith(_NOT_TASK):
+            continue
+        return f" (line {frame.lineno})" if os.path.basename(name) == "reference.py" else f" ({name}, line {frame.lineno})"
+    return ""
 
 
 def _task(req):
@@ -214,31 +231,74 @@ def _reference64(state, arrays, workload):
 
 
 def prepare(req):
-    """Ensures inputs + float64 reference for (task, workload, seed) exist on disk."""
+    """Ensures inputs + float64 reference for (task, workload, seed) exist on disk. The judge
+    keeps the cache to a size (least recently used first, inputs before references): a hit
+    marks the entry used, missing inputs are drawn again from the seed, a missing reference is
+    computed again."""
     state = _task(req)
     w, seed = req["workload"], req["seed"]
     inp_path, ref_path, meta_path = _paths(req["cache_dir"], state.spec["content_hash"], w, seed)
-    if os.path.exists(meta_path):
-        with open(meta_path) as f:
-            meta = json.load(f)
+    meta = _read_meta(meta_path)
+    if meta is not None and os.path.exists(ref_path):
+        if not os.path.exists(inp_path):
+            arrays = _generate(state, w, seed)
+            hashes = {i["name"]: tensors.digest(a) for i, a in zip(state.spec["inputs"], arrays, strict=False)}
+            # A generator that draws differently now (it should not): its reference is stale.
+            if hashes != meta["input_hashes"]:
+                return _write_entry(state, w, arrays, inp_path, ref_path, meta_path)
+            _save_atomic(lambda p: save_file(_disk_inputs(state.spec, arrays), p), inp_path)
+        # The entry's last use, for the cache's eviction order.
+        with contextlib.suppress(OSError):
+            os.utime(meta_path)
         return {"inputs": inp_path, "reference": ref_path, "input_hashes": meta["input_hashes"], "cached": True}
     os.makedirs(os.path.dirname(inp_path), exist_ok=True)
-    arrays = _generate(state, w, seed)
-    refs = _reference64(state, arrays, w)
+    return _write_entry(state, w, _generate(state, w, seed), inp_path, ref_path, meta_path)
+
+
+def _read_meta(meta_path):
+    try:
+        with open(meta_path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _disk_inputs(spec, arrays):
+    return {f"in.{i['name']}": _to_disk(a, i["dtype"]) for i, a in zip(spec["inputs"], arrays, strict=False)}
+
+
+def _save_atomic(write, path):
+    # Write-then-rename so a killed process never leaves a half-written cache entry.
+    tmp = f"{path}.tmp{os.getpid()}"
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _write_entry(state, w, arrays, inp_path, ref_path, meta_path):
     spec = state.spec
-    inputs = {f"in.{i['name']}": _to_disk(a, i["dtype"]) for i, a in zip(spec["inputs"], arrays, strict=False)}
+    refs = _reference64(state, arrays, w)
     ref = {f"ref.{o['name']}": np.ascontiguousarray(r.astype(np.float64) if o["dtype"] in _FLOATS else r) for o, r in zip(spec["outputs"], refs, strict=False)}
     meta = {"input_hashes": {i["name"]: tensors.digest(a) for i, a in zip(spec["inputs"], arrays, strict=False)}}
-    # Write-then-rename so a killed process never leaves a half-written cache entry.
-    tmp = f".tmp{os.getpid()}"
-    save_file(inputs, inp_path + tmp)
-    save_file(ref, ref_path + tmp)
-    with open(meta_path + tmp, "w") as f:
-        json.dump(meta, f)
-    os.replace(inp_path + tmp, inp_path)
-    os.replace(ref_path + tmp, ref_path)
-    os.replace(meta_path + tmp, meta_path)
+    os.makedirs(os.path.dirname(inp_path), exist_ok=True)
+    _save_atomic(lambda p: save_file(_disk_inputs(spec, arrays), p), inp_path)
+    _save_atomic(lambda p: save_file(ref, p), ref_path)
+
+    def write_meta(p):
+        with open(p, "w") as f:
+            json.dump(meta, f)
+
+    # The metadata last: an entry without it is never taken as complete.
+    _save_atomic(write_meta, meta_path)
     return {"inputs": inp_path, "reference": ref_path, "input_hashes": meta["input_hashes"], "cached": False}
+
+
+def _load_reference(state, req, w, seed):
+    """The cached reference of (workload, seed), computed again if the cache's cap evicted it."""
+    _, ref_path, _ = _paths(req["cache_dir"], state.spec["content_hash"], w, seed)
+    try:
+        return load_file(ref_path)
+    except FileNotFoundError:
+        return load_file(prepare({**req, "workload": w, "seed": seed})["reference"])
 
 
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
@@ -452,8 +512,7 @@ def check(req):
             for o, r in zip(spec["outputs"], _reference64(state, arrays, w), strict=False)
         }
     else:
-        _, ref_path, _ = _paths(req["cache_dir"], spec["content_hash"], w, seed)
-        refs = load_file(ref_path)
+        refs = _load_reference(state, req, w, seed)
     result = {"passed": True, "status": "PASSED", "reason": None, "outputs": []}
 
     def fail(status, reason, detail):
@@ -520,7 +579,11 @@ def _matches_other_seed(req, state, name, cand, out):
 
 def _load_inputs(state, req, w, seed):
     inp_path, _, _ = _paths(req["cache_dir"], state.spec["content_hash"], w, seed)
-    raw = load_file(inp_path)
+    try:
+        raw = load_file(inp_path)
+    except FileNotFoundError:
+        # Evicted by the cache's cap: drawn again from the seed (the same values).
+        return _generate(state, w, seed)
     return [_from_disk(raw[f"in.{i['name']}"], i["dtype"]) for i in state.spec["inputs"]]
 
 
@@ -682,11 +745,11 @@ def validate(req):
     # One workload per request when asked (the judge's time limit is per request).
     for w in [req["workload"]] if "workload" in req else range(len(spec["workloads"])):
         try:
-            prep = prepare({**req, "workload": w, "seed": 0})
+            prepare({**req, "workload": w, "seed": 0})
         except HarnessError as e:
             problem(f"workloads[{w}]", str(e))
             continue
-        refs = load_file(prep["reference"])
+        refs = _load_reference(state, req, w, 0)
         arrays = _load_inputs(state, req, w, 0)
         try:
             _check_deterministic(state, w, arrays)

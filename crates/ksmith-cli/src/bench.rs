@@ -22,7 +22,7 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub solution: Option<String>,
     /// Evaluate everything N times (an A/A repeatability test when N > 1).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    #[arg(long, default_value_t = 1, value_parser = crate::whole::<u32>(1..=20))]
     pub repeat: u32,
     /// Start a new bench run instead of resuming an unfinished one.
     #[arg(long)]
@@ -39,7 +39,7 @@ pub(crate) struct BenchArgs {
     pub output: Option<PathBuf>,
     /// Candidates judged at once (default: 1 here, one per device on a cluster). Here, builds
     /// and checks overlap while timing stays alone on the device.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=256))]
     pub jobs: Option<u32>,
     #[command(flatten)]
     pub opts: JudgeOpts,
@@ -130,6 +130,24 @@ pub(crate) fn run(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Exit> {
         }
     }
     if items.is_empty() {
+        // A name that matched nothing: the names there are, and the nearest.
+        if let Some(name) = &args.solution {
+            let mut names: Vec<String> = tasks
+                .iter()
+                .flat_map(|t| task_solutions(t, args.solutions.as_deref(), None))
+                .filter_map(|p| p.file_stem().and_then(|s| s.to_str()).map(str::to_string))
+                .collect();
+            names.sort();
+            names.dedup();
+            if !names.is_empty() {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                return Err(input(anyhow!(
+                    "--solution: no solution named {} in {}",
+                    ksmith_task::suggest::expected(name, &names),
+                    args.suite.display()
+                )));
+            }
+        }
         return Err(input(anyhow!(
             "no solutions found for the tasks in {}",
             args.suite.display()

@@ -16,6 +16,16 @@ pub(crate) struct Row {
     pub unavailable: Option<String>,
 }
 
+impl Row {
+    /// The solution's own name, as stored and listed by `evals` (`softmax_fast`); the variant
+    /// label (`fast`) when nothing was evaluated.
+    pub fn name(&self) -> &str {
+        self.result
+            .as_ref()
+            .map_or(self.solution.as_str(), |r| r.solution.as_str())
+    }
+}
+
 /// Rows grouped by (task, solution), in first-seen order.
 pub(crate) fn group(rows: &[Row]) -> BTreeMap<(String, String), Vec<&Row>> {
     let mut m: BTreeMap<(String, String), Vec<&Row>> = BTreeMap::new();

@@ -170,7 +170,7 @@ pub(crate) enum ClusterCmd {
     /// trying scale-out and for benchmarks; the nodes share this machine's cores.
     Local {
         /// Worker nodes.
-        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
+        #[arg(long, default_value_t = 2, value_parser = crate::whole::<u32>(1..=16))]
         workers: u32,
         /// Where the nodes keep their temp dirs and logs (default: a new temporary directory).
         #[arg(long)]

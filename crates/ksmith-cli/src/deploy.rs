@@ -22,11 +22,11 @@ pub(crate) struct VerifyArgs {
     #[arg(long)]
     kernel: Vec<String>,
     /// Fresh seeds per workload.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, default_value_t = 2, value_parser = crate::whole::<u32>(1..=100))]
     seeds: u32,
     /// Timing rounds per workload (kernel and reference alternating; at least 6, so that the
     /// interval means something).
-    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(6..=1000))]
+    #[arg(long, default_value_t = 12, value_parser = crate::whole::<u32>(6..=1000))]
     rounds: u32,
     /// Check only; skip timing.
     #[arg(long)]

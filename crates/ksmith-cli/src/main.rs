@@ -11,6 +11,7 @@ mod term;
 mod agent;
 mod bench;
 mod bench_rows;
+mod cache;
 mod cluster;
 mod deploy;
 mod mcp;
@@ -119,7 +120,7 @@ struct JudgeOpts {
     #[arg(long, default_value_t = 30.0, value_parser = parse_timeout)]
     timeout: f64,
     /// Seeds per workload in the full check (at least 3).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=100))]
+    #[arg(long, default_value_t = 3, value_parser = crate::whole::<u64>(3..=100))]
     seeds: u64,
     /// Draw fresh random seeds instead of the fixed ones.
     #[arg(long)]
@@ -131,7 +132,7 @@ struct JudgeOpts {
     #[arg(long, value_enum, default_value_t = FlushArg::Auto)]
     flush: FlushArg,
     /// Minimum timed milliseconds per side (candidate, baseline) per workload.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    #[arg(long, default_value_t = 100, value_parser = crate::whole::<u64>(1..=600_000))]
     min_time_ms: u64,
 }
 
@@ -141,6 +142,31 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && (0.1..=86_400.0).contains(&v) => Ok(v),
         _ => Err("expected a number of seconds from 0.1 to 86400".into()),
+    }
+}
+
+/// A whole number in `range` as a clap value parser: the message names the range whatever was
+/// given (clap's own range parser answers "invalid digit found in string" to `-3`).
+pub(crate) fn whole<T>(
+    range: impl std::ops::RangeBounds<i128> + Clone + Send + Sync + 'static,
+) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: TryFrom<i128> + Clone + Send + Sync + 'static,
+{
+    move |s: &str| -> Result<T, String> {
+        use std::ops::Bound;
+        let expected = match (range.start_bound(), range.end_bound()) {
+            (Bound::Included(a), Bound::Included(b)) => {
+                format!("expected a whole number from {a} to {b}")
+            }
+            (Bound::Included(a), _) => format!("expected a whole number of at least {a}"),
+            _ => "expected a whole number".to_string(),
+        };
+        match s.trim().parse::<i128>() {
+            Ok(n) if range.contains(&n) => T::try_from(n).map_err(|_| expected),
+            Ok(n) => Err(format!("{n} is out of range: {expected}")),
+            Err(_) => Err(expected),
+        }
     }
 }
 
@@ -154,8 +180,12 @@ fn parse_gib(s: &str) -> Result<f64, String> {
 
 /// `--language`: a solution language name.
 fn parse_language(s: &str) -> Result<ksmith_task::Language, String> {
-    ksmith_task::Language::from_name(s)
-        .ok_or_else(|| "expected one of c, cuda, triton, pallas".to_string())
+    ksmith_task::Language::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown language {}",
+            ksmith_task::suggest::expected(s, &ksmith_task::LANGUAGES)
+        )
+    })
 }
 
 /// `--threads`: 1 to 1024.
@@ -270,8 +300,15 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List stored evaluations (newest first), with filters.
+    /// List stored evaluations (newest first), with filters, and what each was made for.
     Evals(results::EvalsArgs),
+    /// List bench runs (newest first): suite, state, counts, geomean speedup.
+    Benches {
+        /// Print {"benches": [{"id", "created_at", "suite", "finished", "tasks", "items",
+        /// "evaluated", "errors", "passed", "geomean_speedup"}]}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Compare two bench runs or agent runs per task, with the noise; optionally a regression gate.
     Compare(results::CompareArgs),
     /// Write one self-contained HTML report of an agent run or graph search (best speedup over
@@ -335,6 +372,9 @@ enum Cmd {
     /// managed Python with Ray (python).
     #[command(subcommand)]
     Cluster(cluster::ClusterCmd),
+    /// What the store holds on disk (du) and the caches brought back to their caps (prune).
+    #[command(subcommand)]
+    Cache(cache::CacheCmd),
     /// What a cluster's device runs (not for people).
     #[command(subcommand, hide = true)]
     Worker(cluster::WorkerCmd),
@@ -380,13 +420,15 @@ pub(crate) fn judge_err(e: ksmith_judge::JudgeError) -> Exit {
 /// it out because it changes nothing there). They are still accepted everywhere, so a script
 /// that passes them first (`ksmith --threads 4 SUBCOMMAND`) keeps working.
 const INERT_GLOBALS: &[(&str, &[&str])] = &[
-    ("python", &["show", "runs", "calls"]),
+    ("python", &["show", "runs", "calls", "benches", "cache"]),
     (
         "threads",
         &[
             "show",
             "runs",
             "calls",
+            "benches",
+            "cache",
             "export",
             "validate",
             "verify-export",
@@ -397,12 +439,39 @@ const INERT_GLOBALS: &[(&str, &[&str])] = &[
 /// The command line, with the global options hidden where they do nothing.
 fn command() -> clap::Command {
     let mut cmd = Cli::command();
-    // Global options reach the subcommands when the command is built; hide them after.
-    cmd.build();
+    // A subcommand that already has a global option keeps its own copy when the command is
+    // built: a hidden copy goes in first. (Hiding the propagated copy after the build broke
+    // `ksmith runs --help`: "a value is required for '--threads'".)
     for (arg, subs) in INERT_GLOBALS {
+        let Some(global) = cmd.get_arguments().find(|a| a.get_id() == *arg).cloned() else {
+            continue;
+        };
         for sub in *subs {
-            cmd = cmd.mut_subcommand(*sub, |sc| sc.mut_arg(*arg, |a| a.hide(true)));
+            let hidden = global.clone().hide(true);
+            cmd = cmd.mut_subcommand(*sub, |sc| sc.arg(hidden));
         }
+    }
+    cmd.build();
+    negative_numbers(cmd)
+}
+
+/// Every option that takes a value accepts a negative number as that value, so `--timeout -1`
+/// reaches the option's own range message instead of clap's "unexpected argument '-1'" (whose
+/// tip, `-- -1`, would make -1 a positional argument).
+fn negative_numbers(cmd: clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    let mut cmd = cmd.mut_args(|a| {
+        if a.get_long().is_some() && a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    });
+    for name in names {
+        cmd = cmd.mut_subcommand(name, negative_numbers);
     }
     cmd
 }
@@ -503,6 +572,7 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
         Cmd::Resume(args) => agent::resume(&ctx, &args),
         Cmd::Runs { json } => agent::cmd_runs(&ctx, json),
         Cmd::Evals(args) => results::cmd_evals(&ctx, &args),
+        Cmd::Benches { json } => results::cmd_benches(&ctx, json),
         Cmd::Compare(args) => results::cmd_compare(&ctx, &args),
         Cmd::Calls { run, full, json } => agent::cmd_calls(&ctx, &run, full, json),
         Cmd::Report(args) => run_report::cmd_report(&ctx, &args),
@@ -526,9 +596,10 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
                 note!("ksmith: not exported: {}", term::one(why));
             }
             say!(
-                "wrote {} definitions, {} solutions and {} traces to {}",
+                "wrote {} definitions, {} solutions, {} workloads and {} traces to {} (FlashInfer-Bench's layout: definitions/OP_TYPE/NAME.json, ...)",
                 s.definitions,
                 s.solutions,
+                s.workloads,
                 s.traces,
                 out.display()
             );
@@ -558,6 +629,7 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
         Cmd::Simulate(args) => search::simulate(&ctx, &args),
         Cmd::Cluster(cmd) => cluster::run(&ctx, &cmd),
         Cmd::Mcp(args) => mcp::run(&ctx, &args),
+        Cmd::Cache(cmd) => cache::run(&ctx, &cmd),
         Cmd::Worker(cmd) => cluster::run_worker(&ctx, &cmd),
     }
 }
@@ -572,12 +644,14 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Report(_)
         | Cmd::Export { .. }
         | Cmd::Evals(_)
+        | Cmd::Benches { .. }
         | Cmd::Compare(_)
         | Cmd::VerifyExport(_)
         | Cmd::Simulate(_)
         | Cmd::Cluster(_) => false,
         Cmd::Validate { no_run, .. } => !no_run,
         Cmd::Memory(m) => m.writes_store(),
+        Cmd::Cache(c) => c.writes_store(),
         // A missing roofline, or one of another format, is measured and written.
         Cmd::Hw { refresh, gpu, .. } => {
             *refresh || *gpu || hw::read_cached(&store_dir.join("hw.json")).is_err()
@@ -1170,6 +1244,20 @@ fn cmd_show(ctx: &Ctx, id: i64, json: bool) -> Result<u8, Exit> {
         term::json(&stored_eval_json(&ev)?);
     } else {
         say!("evaluation {} recorded {}", ev.id, ev.created_at);
+        // What it was made for, as `evals` lists it.
+        let owners = store.owners(ev.id).map_err(env_err)?;
+        if !owners.is_empty() {
+            let of: Vec<String> = owners
+                .iter()
+                .map(|o| match o {
+                    ksmith_store::Owner::Bench { item, .. } => {
+                        format!("{} (item {})", o.label(), term::one(item))
+                    }
+                    _ => term::one(&o.label()).into_owned(),
+                })
+                .collect();
+            say!("  made for: {}", of.join(", "));
+        }
         report::print_result(&ev.result, None);
         for (name, hash) in &ev.sources {
             say!(

@@ -99,7 +99,10 @@ impl MemoryCmd {
 fn parse_op_class(s: &str) -> Result<OpClass, String> {
     OpClass::from_name(s).ok_or_else(|| {
         let names: Vec<_> = OpClass::ALL.iter().map(|c| c.as_str()).collect();
-        format!("expected one of {}", names.join(", "))
+        format!(
+            "unknown op class {}",
+            ksmith_task::suggest::expected(s, &names)
+        )
     })
 }
 

@@ -297,15 +297,23 @@ pub(crate) fn print_result(r: &EvalResult, id: Option<i64>) {
         one(&r.environment.compiler),
         one(&r.environment.harness_version)
     );
+    if let Some(device) = &r.device {
+        say!("  judged on: cluster device {}", one(device));
+    }
     let t = &r.time_split;
-    say!(
-        "  time: {:.2} s = build {:.2} + kernel {:.2} + XLA baseline {:.2} + harness {:.2}",
-        r.elapsed_s,
-        t.build_s,
-        t.kernel_s,
-        t.baseline_s,
-        t.harness_s
+    // Every term of the wall time, so the line adds up: waiting for the device (other judges
+    // on it) and, on a cluster, the queue and the job's transfer.
+    let mut terms = format!(
+        "build {:.2} + kernel {:.2} + XLA baseline {:.2} + harness {:.2}",
+        t.build_s, t.kernel_s, t.baseline_s, t.harness_s
     );
+    if t.device_wait_s >= 0.005 {
+        terms.push_str(&format!(" + device wait {:.2}", t.device_wait_s));
+    }
+    if r.device.is_some() {
+        terms.push_str(&format!(" + cluster queue and transfer {:.2}", t.cluster_s));
+    }
+    say!("  time: {:.2} s = {terms}", r.elapsed_s);
     if t.harness_s > 0.0 {
         let parts: Vec<String> = t
             .harness
@@ -696,10 +704,12 @@ impl<'a> BenchSummary<'a> {
             .iter()
             .map(|r| {
                 let perf = r.result.as_ref().and_then(|x| x.performance.as_ref());
+                // The name it is stored and listed under (`evals`, `show`), not the variant.
+                let name = r.name();
                 let sol = if repeats {
-                    format!("{}#{}", one(&r.solution), r.repeat)
+                    format!("{}#{}", one(name), r.repeat)
                 } else {
-                    one(&r.solution).into_owned()
+                    one(name).into_owned()
                 };
                 vec![
                     one(&r.task).into_owned(),
@@ -859,7 +869,7 @@ impl<'a> BenchSummary<'a> {
             "rows": self.rows.iter().map(|r| {
                 let perf = r.result.as_ref().and_then(|x| x.performance.as_ref());
                 json!({
-                    "task": r.task, "solution": r.solution, "repeat": r.repeat, "eval_id": r.eval_id,
+                    "task": r.task, "solution": r.solution, "name": r.name(), "repeat": r.repeat, "eval_id": r.eval_id,
                     "state": r.state().as_str(),
                     "error": r.error, "unavailable": r.unavailable,
                     "status": r.result.as_ref().map(|x| x.status.as_str()),

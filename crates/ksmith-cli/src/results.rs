@@ -8,7 +8,7 @@ use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use ksmith_judge::{EvalResult, Status};
-use ksmith_store::{EvalFilter, Store, StoredEval};
+use ksmith_store::{EvalFilter, Owner, Store, StoredEval};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -215,8 +215,21 @@ fn render(s: &BenchSummary, format: Format) -> String {
 
 /// `--status`: a status name, any case.
 pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
+    const NAMES: [&str; 8] = [
+        "PASSED",
+        "COMPILE_ERROR",
+        "RUNTIME_ERROR",
+        "TIMEOUT",
+        "INCORRECT_SHAPE",
+        "INCORRECT_DTYPE",
+        "INCORRECT_NUMERICAL",
+        "POLICY_REJECTED",
+    ];
     Status::parse(&s.trim().to_ascii_uppercase()).ok_or_else(|| {
-        "expected one of PASSED, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, INCORRECT_SHAPE, INCORRECT_DTYPE, INCORRECT_NUMERICAL, POLICY_REJECTED".into()
+        format!(
+            "unknown status {}",
+            ksmith_task::suggest::expected(s.trim(), &NAMES)
+        )
     })
 }
 
@@ -241,7 +254,7 @@ pub(crate) struct EvalsArgs {
     /// At most N, newest first (0: all).
     #[arg(long, default_value_t = 50)]
     pub(crate) limit: usize,
-    /// Print a JSON array instead of the table.
+    /// Print {"evals": [{"id", "created_at", "task", "solution", "belongs_to": [{"kind", "run", ...}], "language", "status", ...}]} instead of the table.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -349,15 +362,24 @@ fn select_evals(store: &Store, a: &EvalsArgs) -> Result<Vec<ksmith_store::Stored
     Ok(evals)
 }
 
-/// The evaluations `a` selects as `ksmith evals --json` prints them (a JSON array).
+/// The evaluations `a` selects as `ksmith evals --json` prints them: `{"evals": [...]}`, each
+/// with what it belongs to (bench item, agent-run snapshot, search node).
 pub(crate) fn evals_json(store: &Store, a: &EvalsArgs) -> Result<serde_json::Value, Exit> {
-    let list: Vec<serde_json::Value> = select_evals(store, a)?
+    let evals = select_evals(store, a)?;
+    let owners: Vec<Vec<Owner>> = evals
         .iter()
-        .map(|e| {
+        .map(|e| store.owners(e.id))
+        .collect::<Result<_, _>>()
+        .map_err(env_err)?;
+    let list: Vec<serde_json::Value> = evals
+        .iter()
+        .zip(&owners)
+        .map(|(e, owners)| {
             let r = &e.result;
             let p = r.performance.as_ref();
             json!({
                 "id": e.id, "created_at": e.created_at, "task": r.task, "solution": r.solution,
+                "belongs_to": owners.iter().map(owner_json).collect::<Vec<_>>(),
                 "language": language(e), "status": r.status, "reason": r.reason,
                 "speedup": p.map(|p| p.speedup),
                 "speedup_interval": p.map(|p| { let (lo, hi) = interval(p.speedup, p.speedup_interval); [lo, hi] }),
@@ -367,7 +389,7 @@ pub(crate) fn evals_json(store: &Store, a: &EvalsArgs) -> Result<serde_json::Val
             })
         })
         .collect();
-    Ok(serde_json::Value::Array(list))
+    Ok(json!({ "evals": list }))
 }
 
 pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
@@ -381,6 +403,11 @@ pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
         say!("no stored evaluations match in {}", ctx.store_dir.display());
         return Ok(0);
     }
+    let owners: Vec<Vec<Owner>> = evals
+        .iter()
+        .map(|e| store.owners(e.id))
+        .collect::<Result<_, _>>()
+        .map_err(env_err)?;
     let header = [
         "id",
         "recorded (UTC)",
@@ -389,10 +416,20 @@ pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
         "language",
         "status",
         "speedup vs XLA (95%)",
+        "for",
     ];
     let mut cells: Vec<Vec<String>> = evals
         .iter()
-        .map(|e| {
+        .zip(&owners)
+        .map(|(e, owners)| {
+            let of = match owners.as_slice() {
+                [] => "-".to_string(),
+                all => all
+                    .iter()
+                    .map(|o| one(&o.label()).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
             vec![
                 e.id.to_string(),
                 one(&e.created_at).into_owned(),
@@ -401,6 +438,7 @@ pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
                 one(&language(e)).into_owned(),
                 crate::report::status_text(&e.result),
                 speed_text(&e.result),
+                of,
             ]
         })
         .collect();
@@ -413,6 +451,78 @@ pub(crate) fn cmd_evals(ctx: &Ctx, a: &EvalsArgs) -> Result<u8, Exit> {
     } else {
         say!("{shown} shown; `ksmith show ID` shows one in full");
     }
+    Ok(0)
+}
+
+/// One owner in JSON: `{"kind": "bench", "run": 3, "item": "softmax/fast#0"}`,
+/// `{"kind": "run", "run": ID, "iteration": 2}` or `{"kind": "search", "run": ID, "node": 5}`.
+fn owner_json(o: &Owner) -> serde_json::Value {
+    match o {
+        Owner::Bench { run, item } => json!({"kind": "bench", "run": run, "item": item}),
+        Owner::Run { run, iteration } => json!({"kind": "run", "run": run, "iteration": iteration}),
+        Owner::Search { run, node } => json!({"kind": "search", "run": run, "node": node}),
+    }
+}
+
+/// `ksmith benches`: every bench run, newest first.
+pub(crate) fn cmd_benches(ctx: &Ctx, json_out: bool) -> Result<u8, Exit> {
+    let store = ctx.store_read()?;
+    let runs = store.bench_runs().map_err(env_err)?;
+    let geomean = |s: &[f64]| {
+        (!s.is_empty()).then(|| (s.iter().map(|x| x.ln()).sum::<f64>() / s.len() as f64).exp())
+    };
+    if json_out {
+        let list: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|b| {
+                json!({
+                    "id": b.run.id, "created_at": b.run.created_at, "suite": b.run.suite,
+                    "finished": b.run.finished, "tasks": b.tasks, "items": b.items,
+                    "evaluated": b.evaluated, "errors": b.errors, "passed": b.passed,
+                    "geomean_speedup": geomean(&b.speedups),
+                })
+            })
+            .collect();
+        crate::term::json(&json!({ "benches": list }));
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        say!("no bench runs yet (start one with `ksmith bench SUITE`)");
+        return Ok(0);
+    }
+    let mut t = crate::report::table(&[
+        "bench",
+        "created (UTC)",
+        "suite",
+        "state",
+        "tasks",
+        "evaluated",
+        "passed",
+        "geomean speedup (passed, timed)",
+    ]);
+    for b in &runs {
+        t.add_row([
+            b.run.id.to_string(),
+            one(&b.run.created_at).into_owned(),
+            one(&b.run.suite).into_owned(),
+            if b.run.finished {
+                "finished"
+            } else {
+                "unfinished (resumable)"
+            }
+            .to_string(),
+            b.tasks.to_string(),
+            if b.errors > 0 {
+                format!("{} ({} errors)", b.evaluated, b.errors)
+            } else {
+                b.evaluated.to_string()
+            },
+            b.passed.to_string(),
+            geomean(&b.speedups).map_or("-".into(), |g| format!("{g:.2}x")),
+        ]);
+    }
+    say!("{t}");
+    say!("`ksmith compare A B` compares two of them; `ksmith evals` lists their evaluations");
     Ok(0)
 }
 

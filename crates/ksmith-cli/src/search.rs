@@ -28,38 +28,38 @@ use std::sync::Arc;
 )]
 pub(crate) struct SearchFlags {
     /// beam: nodes kept per level, W (default 4).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
     pub width: Option<u32>,
     /// beam: children per kept node, B (default 2).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
     pub branches: Option<u32>,
     /// beam, parallel: levels (beam) or nodes per trajectory (parallel) (default: until a budget).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=1000))]
     pub depth: Option<u32>,
     /// Inner plan → implement → judge rounds per node, K (default 1).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=20))]
     pub inner: Option<u32>,
     /// parallel: trajectories, N (default 4); best-of-n: children of the root (default: until
     /// a budget).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=1000))]
     pub n: Option<u32>,
     /// greedy: most children per node (default 3).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=100))]
     pub branch_cap: Option<u32>,
     /// evolve: islands (default 3).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
     pub islands: Option<u32>,
     /// evolve: finished nodes between migrations, M (default 8).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=10_000))]
     pub migrate_every: Option<u32>,
     /// Node expansions in flight at once (default 1).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
     pub jobs: Option<u32>,
     /// Most evaluations by the judge.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = crate::whole::<u64>(1..))]
     pub max_evals: Option<u64>,
     /// Most nodes (default 20 when no other limit is given).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, value_parser = crate::whole::<u64>(1..=100_000))]
     pub max_nodes: Option<u64>,
     /// Stop once a correct node reaches this speedup.
     #[arg(long, value_parser = positive)]
@@ -760,7 +760,7 @@ pub(crate) struct SimulateArgs {
     /// The pool file (docs/search.md).
     #[arg(long)]
     pub pool: Option<PathBuf>,
-    /// The pool's task (default: its first).
+    /// Only this task of the pool (default: every task; one the simulator cannot search is named as skipped).
     #[arg(long)]
     pub task: Option<String>,
     /// Strategies to compare, comma-separated.
@@ -771,13 +771,13 @@ pub(crate) struct SimulateArgs {
     )]
     pub strategies: Vec<String>,
     /// Seeds per strategy.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 20, value_parser = crate::whole::<u32>(1..=10_000))]
     pub seeds: u32,
     /// LLM-call budget per search.
-    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 40, value_parser = crate::whole::<u64>(1..=1_000_000))]
     pub calls: u64,
     /// Expansions in flight (results do not depend on it beyond batch order).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = 1, value_parser = crate::whole::<u32>(1..=64))]
     pub jobs: u32,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -839,17 +839,41 @@ pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
         ))
     })?;
     let pool = Pool::load(path).map_err(input)?;
-    let name = match &args.task {
-        Some(t) => t.clone(),
-        None => pool
-            .tasks
-            .first()
-            .map(|t| t.task.clone())
-            .ok_or_else(|| input(anyhow!("pool file {}: no tasks", path.display())))?,
-    };
-    let task = pool
-        .task(&name, &path.display().to_string())
-        .map_err(input)?;
+    if pool.tasks.is_empty() {
+        return Err(input(anyhow!("pool file {}: no tasks", path.display())));
+    }
+    // One task when named; else every task of the pool, a task the simulator cannot search
+    // (no candidate that passed) named as skipped, never silently left out.
+    let mut tasks = Vec::new();
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    match &args.task {
+        Some(t) => tasks.push(pool.task(t, &path.display().to_string()).map_err(input)?),
+        None => {
+            for t in &pool.tasks {
+                match pool.task(&t.task, &path.display().to_string()) {
+                    Ok(found) if !tasks.iter().any(|x: &&sim::PoolTask| x.task == t.task) => {
+                        tasks.push(found)
+                    }
+                    Ok(_) => {}
+                    Err(_) => skipped.push((
+                        t.task.clone(),
+                        "no candidate in the pool passed: nothing to search for".into(),
+                    )),
+                }
+            }
+        }
+    }
+    if tasks.is_empty() {
+        return Err(input(anyhow!(
+            "pool file {}: no task has a candidate that passed ({})",
+            path.display(),
+            skipped
+                .iter()
+                .map(|(t, _)| t.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     let strategies = args
         .strategies
         .iter()
@@ -857,41 +881,63 @@ pub(crate) fn simulate(ctx: &Ctx, args: &SimulateArgs) -> Result<u8, Exit> {
             StrategyKind::from_name(s.trim())
                 .map(StrategySettings::default_for)
                 .ok_or_else(|| {
+                    let all: Vec<&str> = StrategyKind::ALL.iter().map(|k| k.as_str()).collect();
                     input(anyhow!(
-                        "--strategies: unknown strategy `{s}`; expected {}",
-                        names()
+                        "--strategies: unknown strategy {}",
+                        ksmith_task::suggest::expected(s.trim(), &all)
                     ))
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let c = sim::compare(&pool, task, &strategies, args.seeds, args.calls, args.jobs)
-        .map_err(env_err)?;
-    match args.format {
-        Format::Json => crate::term::json(&serde_json::to_string_pretty(&c).map_err(env_err)?),
-        Format::Table => {
-            say!(
-                "task {}: best speedup reached (mean ± sd over {} seeds, [min-max]) against LLM calls; failure rate {:.2}",
-                c.task,
-                c.seeds,
-                c.failure_rate
-            );
-            let mut head = format!("{:<10}", "strategy");
-            for s in c.rows.first().map(|r| r.at.as_slice()).unwrap_or(&[]) {
-                head.push_str(&format!(" | {:>22}", format!("{} calls", s.calls)));
+    let mut compared = Vec::new();
+    for task in tasks {
+        compared.push(
+            sim::compare(&pool, task, &strategies, args.seeds, args.calls, args.jobs)
+                .map_err(env_err)?,
+        );
+    }
+    if let Format::Json = args.format {
+        let v = if args.task.is_some() {
+            serde_json::to_value(&compared[0]).map_err(env_err)?
+        } else {
+            serde_json::json!({
+                "tasks": compared,
+                "skipped": skipped.iter().map(|(t, why)| serde_json::json!({"task": t, "why": why})).collect::<Vec<_>>(),
+            })
+        };
+        crate::term::json(&serde_json::to_string_pretty(&v).map_err(env_err)?);
+        return Ok(0);
+    }
+    for (t, why) in &skipped {
+        note!(
+            "ksmith: simulate: task {} skipped: {why}",
+            crate::term::one(t)
+        );
+    }
+    // The table, one per task (JSON was printed above).
+    for c in &compared {
+        say!(
+            "task {}: best speedup reached (mean ± sd over {} seeds, [min-max]) against LLM calls; failure rate {:.2}",
+            c.task,
+            c.seeds,
+            c.failure_rate
+        );
+        let mut head = format!("{:<10}", "strategy");
+        for s in c.rows.first().map(|r| r.at.as_slice()).unwrap_or(&[]) {
+            head.push_str(&format!(" | {:>22}", format!("{} calls", s.calls)));
+        }
+        head.push_str(&format!(" | {:>6} | {:>9}", "nodes", "µs/node"));
+        say!("{head}");
+        for r in &c.rows {
+            let mut line = format!("{:<10}", r.strategy.as_str());
+            for s in &r.at {
+                line.push_str(&format!(
+                    " | {:>22}",
+                    format!("{:.2} ± {:.2} [{:.2}-{:.2}]", s.mean, s.sd, s.min, s.max)
+                ));
             }
-            head.push_str(&format!(" | {:>6} | {:>9}", "nodes", "µs/node"));
-            say!("{head}");
-            for r in &c.rows {
-                let mut line = format!("{:<10}", r.strategy.as_str());
-                for s in &r.at {
-                    line.push_str(&format!(
-                        " | {:>22}",
-                        format!("{:.2} ± {:.2} [{:.2}-{:.2}]", s.mean, s.sd, s.min, s.max)
-                    ));
-                }
-                line.push_str(&format!(" | {:>6.1} | {:>9.1}", r.nodes, r.overhead_us));
-                say!("{line}");
-            }
+            line.push_str(&format!(" | {:>6.1} | {:>9.1}", r.nodes, r.overhead_us));
+            say!("{line}");
         }
     }
     Ok(0)

@@ -27,7 +27,7 @@ pub(crate) struct SearchArgs {
     #[arg(long, default_value_t = 20, value_parser = crate::parse_budget)]
     pub budget: usize,
     /// Stop searching after this many seconds.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    #[arg(long, value_parser = crate::whole::<u64>(1..=604_800))]
     pub time_budget: Option<u64>,
     /// Seed for the random strategies.
     #[arg(long, default_value_t = 1)]

@@ -150,6 +150,113 @@ fn a_wrong_type_or_unknown_dtype_is_the_only_problem_reported() {
     }
 }
 
+/// Misspelt names get the nearest valid one and the list; a negative number reaches the
+/// option's own range message; a missing task directory or a suite given as a task says so.
+#[test]
+fn errors_suggest_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let starter = root().join("tasks/starter");
+    let softmax = starter.join("softmax");
+    let sol = naive();
+    let usage = |args: &[&str], wanted: &[&str]| {
+        let o = ksmith(&store, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let err = stderr(&o);
+        for w in wanted {
+            assert!(err.contains(w), "{args:?}: wanted {w:?} in:\n{err}");
+        }
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    };
+    let task = softmax.to_str().unwrap();
+    for (flag, value, range) in [
+        ("--timeout", "-1", "from 0.1 to 86400"),
+        (
+            "--seeds",
+            "-3",
+            "-3 is out of range: expected a whole number from 3 to 100",
+        ),
+        (
+            "--min-time-ms",
+            "-5",
+            "expected a whole number from 1 to 600000",
+        ),
+    ] {
+        usage(
+            &["eval", task, &sol, flag, value],
+            &[&format!("invalid value '{value}' for '{flag}"), range],
+        );
+    }
+    usage(
+        &["--threads", "-2", "evals"],
+        &["expected a whole number of threads from 1 to 1024"],
+    );
+    // Misspelt names: the nearest valid one, and every valid one.
+    usage(
+        &["bench", starter.to_str().unwrap(), "--solution", "fastest"],
+        &[
+            "no solution named `fastest`: did you mean `fast`?",
+            "naive",
+            "triton_fast",
+        ],
+    );
+    usage(
+        &["export", "--format", "jax", "--language", "cdua"],
+        &[
+            "did you mean `cuda`?",
+            "expected one of c, cuda, triton, pallas",
+        ],
+    );
+    usage(
+        &["export", "--format", "jax", "--language", "rtl"],
+        &["unknown language `rtl` (expected one of c, cuda, triton, pallas)"],
+    );
+    usage(&["evals", "--status", "pased"], &["did you mean `PASSED`?"]);
+    let dir = broken_toml(&tmp.path().join("dtype"), |t| {
+        first(t, "dtype = \"float32\"", "dtype = \"flaot32\"")
+    });
+    one_problem(
+        &validate_static(&dir),
+        &[
+            "inputs[0].dtype",
+            "unknown dtype `flaot32`: did you mean `float32`?",
+            "bfloat16",
+        ],
+    );
+    let dir = broken_toml(&tmp.path().join("field"), |t| {
+        first(t, "\nrtol = ", "\nrtl = ")
+    });
+    let o = validate_static(&dir);
+    assert!(
+        text(&o).contains("outputs[0].rtl: unknown field: did you mean `rtol`?"),
+        "{}",
+        text(&o)
+    );
+    let dir = broken_solution(&tmp.path().join("lang"), |t| {
+        t.replace("language = \"c\"", "language = \"tritn\"")
+    });
+    let o = ksmith(
+        &store,
+        &["eval", task, dir.to_str().unwrap(), "--no-timing"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("language: unsupported language `tritn`: did you mean `triton`?"),
+        "{}",
+        text(&o)
+    );
+    // A task directory that is not there, or a suite where a task goes.
+    let missing = tmp.path().join("no_such_task");
+    usage(
+        &["eval", missing.to_str().unwrap(), &sol],
+        &[&format!("{}: -: no such task directory", missing.display())],
+    );
+    usage(
+        &["eval", starter.to_str().unwrap(), &sol],
+        &["task.toml: -: missing; this directory holds tasks (a suite)"],
+    );
+}
+
 #[test]
 fn a_zero_negative_or_enormous_axis_is_one_clear_line() {
     let tmp = tempfile::tempdir().unwrap();
@@ -233,7 +340,11 @@ fn task_code_that_fails_in_eval_is_bad_input_naming_file_and_function() {
             "raises",
             NORMAL,
             "def reference(x):\n    raise ValueError(\"no softmax today\")\n".to_string(),
-            vec!["reference()", "raised ValueError: no softmax today"],
+            // The line in reference.py that raised.
+            vec![
+                "reference()",
+                "raised ValueError: no softmax today (line 2)",
+            ],
         ),
         (
             "shape",

@@ -408,6 +408,49 @@ fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Every evaluation judged on a cluster device (those naming one): its time split adds up to
+/// its wall time here (the device's terms, its wait for the device, the cluster's queue and
+/// transfer) and its harness parts stay within its harness time. Returns them (id, result).
+fn cluster_results_add_up(c: &rusqlite::Connection) -> Vec<(i64, serde_json::Value)> {
+    let results: Vec<(i64, serde_json::Value)> = c
+        .prepare("SELECT id, result_json FROM evaluations ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))
+        .unwrap()
+        .map(|r| {
+            let (id, j) = r.unwrap();
+            (id, serde_json::from_str(&j).unwrap())
+        })
+        .filter(|(_, r): &(i64, serde_json::Value)| r["device"].is_string())
+        .collect();
+    for (_, r) in &results {
+        let device = r["device"].as_str().unwrap_or_default();
+        assert!(device.contains("cpu"), "no device named: {r}");
+        let t = &r["time_split"];
+        let f = |k: &str| t[k].as_f64().unwrap();
+        let sum = f("build_s")
+            + f("kernel_s")
+            + f("baseline_s")
+            + f("harness_s")
+            + f("device_wait_s")
+            + f("cluster_s");
+        let elapsed = r["elapsed_s"].as_f64().unwrap();
+        assert!((sum - elapsed).abs() < 0.02, "{sum} != {elapsed}: {t}");
+        assert!(f("cluster_s") > 0.0, "{t}");
+        let parts: f64 = t["harness"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter_map(|(k, v)| (k != "buffer_parts").then(|| v.as_f64()).flatten())
+            .sum();
+        assert!(
+            parts <= f("harness_s") + 0.02,
+            "harness parts {parts} > harness: {t}"
+        );
+    }
+    results
+}
+
 #[test]
 fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
     let tmp = tempfile::tempdir().unwrap();
@@ -493,6 +536,16 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
         )
         .unwrap();
     assert_eq!(fps, 6, "stored with the devices' machine fingerprint");
+    // Each names the device that judged it, and its time split adds up to its wall time here:
+    // the device's terms, its wait for the device, and the cluster's queue and transfer.
+    let results = cluster_results_add_up(&c);
+    assert_eq!(results.len(), 6);
+    let shown = ksmith(&store, &["show", &results[0].0.to_string()]);
+    let shown = stdout(&shown);
+    assert!(
+        shown.contains("judged on: cluster device") && shown.contains("cluster queue and transfer"),
+        "{shown}"
+    );
 
     phase("bench with a killed worker");
     // The same statuses as a local run.
@@ -594,6 +647,13 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
         "{all}"
     );
 
+    // The search's evaluations, finalists timed side by side on the device included.
+    let judged_there = cluster_results_add_up(&c);
+    assert!(
+        judged_there.len() > 6,
+        "{} judged on the cluster",
+        judged_there.len()
+    );
     phase("search");
     // The cluster disappears mid-bench: the run stops cleanly (not a candidate's failure)
     // and resumes on this machine.

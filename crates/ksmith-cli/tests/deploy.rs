@@ -395,6 +395,47 @@ fn export_picks_the_fastest_and_refuses_what_it_cannot_export() {
     assert!(stdout(&o).contains("(1 kernels)"), "{}", text(&o));
 }
 
+/// The package feels native: `__version__`, `help()` on a kernel about that kernel and its
+/// members, fallbacks warned once per kernel and reason.
+#[test]
+fn the_package_has_a_version_help_and_warns_its_fallbacks_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = root().join("tasks/starter/vector_add");
+    let v = eval(
+        &store,
+        &task,
+        &task.join("solutions/fast"),
+        &["--no-timing"],
+    );
+    assert_eq!(v["status"], "PASSED", "{v}");
+    let pkg = tmp.path().join("pkg");
+    let o = ksmith(
+        &store,
+        &[
+            "export",
+            "--format",
+            "jax",
+            "--out",
+            pkg.to_str().unwrap(),
+            task.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let env = ksmith_harness::PythonEnv::resolve(None, &|_| {}).expect("ksmith's python");
+    let script = root().join("crates/ksmith-cli/tests/deploy/feels_native.py");
+    let out = python(
+        &env.python,
+        &[script.to_str().unwrap()],
+        tmp.path(),
+        &[
+            ("KSMITH_KERNELS_CACHE", &tmp.path().join("kcache")),
+            ("PYTHONPATH", &pkg),
+        ],
+    );
+    assert!(out.contains("feels native ok"), "{out}");
+}
+
 #[test]
 fn scalar_and_bfloat16_signatures_run_through_the_ffi() {
     // A scalar input (a 0-d buffer read on the host, passed by value) and bfloat16 tensors

@@ -246,11 +246,52 @@ fn flashinfer_bench_loads_every_exported_record() {
     );
     assert!(
         said.contains(&format!(
-            "wrote 2 definitions, 9 solutions and {} traces",
+            "wrote 2 definitions, 9 solutions, {} workloads and {} traces",
+            ts["workloads"],
             traces.len()
         )),
         "{said}"
     );
+    // FlashInfer-Bench's data set layout: every record under its definition's op_type.
+    for f in [
+        "definitions/elementwise/vector_add.json",
+        "definitions/fused/matmul_swish_scaling.json",
+        "workloads/elementwise/vector_add.jsonl",
+        "traces/elementwise/vector_add.jsonl",
+        "traces/fused/matmul_swish_scaling.jsonl",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    assert!(out.join("solutions/elementwise/vector_add").is_dir());
+    // Workload ids are RFC 4122 (version 5, name-based): the same workload the same id in
+    // every trace, and each workload listed once.
+    let workloads = fib["workloads"].as_array().unwrap();
+    assert_eq!(ts["workloads"].as_u64().unwrap() as usize, workloads.len());
+    let rfc4122 = |u: &str| {
+        let b = u.as_bytes();
+        u.len() == 36
+            && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-')
+            && b[14] == b'5'
+            && matches!(b[19], b'8' | b'9' | b'a' | b'b')
+            && u.chars()
+                .filter(|c| *c != '-')
+                .all(|c| c.is_ascii_hexdigit())
+    };
+    let mut ids: Vec<&str> = workloads
+        .iter()
+        .map(|w| w["uuid"].as_str().unwrap())
+        .collect();
+    assert!(ids.iter().all(|u| rfc4122(u)), "{ids:?}");
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), workloads.len(), "a workload listed twice");
+    for t in traces {
+        let u = t["uuid"].as_str().unwrap();
+        assert!(
+            ids.binary_search(&u).is_ok(),
+            "trace workload {u} is not in workloads/"
+        );
+    }
 
     let cpu = vector_add_sizes("cpu");
     let hardware = timed["environment"]["cpu"].as_str().unwrap();

@@ -228,7 +228,7 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
     let list = ksmith(&store, &["evals", "--task", "vector_add", "--json"]);
     assert_eq!(list.status.code(), Some(0), "{}", text(&list));
     let l = json(&list);
-    let l = l.as_array().unwrap();
+    let l = l["evals"].as_array().unwrap();
     assert_eq!(l.len(), 2, "{l:?}");
     assert!(l[0]["id"].as_i64() > l[1]["id"].as_i64(), "newest first");
     assert_eq!(l[0]["solution"], "vector_add_slow");
@@ -238,12 +238,12 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
         &store,
         &["evals", "--solution", "vector_add_fast", "--json"],
     ));
-    assert_eq!(one.as_array().unwrap().len(), 1);
+    assert_eq!(one["evals"].as_array().unwrap().len(), 1);
     let old = json(&ksmith(
         &store,
         &["evals", "--until", "2000-01-01", "--json"],
     ));
-    assert!(old.as_array().unwrap().is_empty());
+    assert!(old["evals"].as_array().unwrap().is_empty());
 
     // An agent run is a side too: its fastest passing snapshot (here the slow kernel as the
     // starting solution, no iterations; a model that is never called).
@@ -452,32 +452,79 @@ fn evals_filters_by_status_and_date_and_compare_refuses_other_machines() {
             ],
         );
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-        runs.push(json(&out)["run_id"].as_i64().unwrap().to_string());
+        let summary = json(&out);
+        // The bench names the solution as `evals` does; the variant stays for its metrics.
+        assert_eq!(summary["rows"][0]["name"], "vector_add_fast", "{summary}");
+        assert_eq!(summary["rows"][0]["solution"], "fast", "{summary}");
+        runs.push(summary["run_id"].as_i64().unwrap().to_string());
     }
+    // Bench runs are listed, newest first, with their counts.
+    let benches = json(&ksmith(&store, &["benches", "--json"]));
+    let list = benches["benches"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{benches}");
+    assert_eq!(list[0]["id"].as_i64().unwrap().to_string(), runs[1]);
+    for b in list {
+        assert_eq!(b["finished"], true, "{b}");
+        assert_eq!(
+            (
+                b["tasks"].as_u64(),
+                b["evaluated"].as_u64(),
+                b["passed"].as_u64()
+            ),
+            (Some(1), Some(1), Some(1)),
+            "{b}"
+        );
+        assert!(b["suite"].as_str().unwrap().ends_with("suite"), "{b}");
+    }
+    let human = stdout(&ksmith(&store, &["benches"]));
+    assert!(
+        human.contains("finished") && human.contains(&runs[0]),
+        "{human}"
+    );
 
     let all = json(&ksmith(
         &store,
         &["evals", "--json", "--since", "2000-01-01"],
     ));
-    assert_eq!(all.as_array().unwrap().len(), 3, "{all}");
+    let all = all["evals"].as_array().unwrap();
+    assert_eq!(all.len(), 3, "{all:?}");
     let failed = json(&ksmith(
         &store,
         &["evals", "--status", "incorrect_numerical", "--json"],
     ));
-    let failed = failed.as_array().unwrap();
+    let failed = failed["evals"].as_array().unwrap();
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0]["solution"], "copies_a");
+    // What each evaluation was made for: the plain eval nothing, each bench item its run.
+    assert_eq!(failed[0]["belongs_to"], serde_json::json!([]));
+    for e in all.iter().filter(|e| e["solution"] == "vector_add_fast") {
+        let of = &e["belongs_to"][0];
+        assert_eq!(of["kind"], "bench", "{e}");
+        assert_eq!(of["item"], "vector_add/fast#0", "{e}");
+        assert!(
+            runs.contains(&of["run"].as_i64().unwrap().to_string()),
+            "{e}"
+        );
+        let shown = stdout(&ksmith(&store, &["show", &e["id"].to_string()]));
+        assert!(
+            shown.contains(&format!(
+                "made for: bench {} (item vector_add/fast#0)",
+                of["run"]
+            )),
+            "{shown}"
+        );
+    }
     let passed = json(&ksmith(
         &store,
         &["evals", "--status", "PASSED", "--limit", "1", "--json"],
     ));
-    assert_eq!(passed.as_array().unwrap().len(), 1);
-    assert_eq!(passed[0]["status"], "PASSED");
+    assert_eq!(passed["evals"].as_array().unwrap().len(), 1);
+    assert_eq!(passed["evals"][0]["status"], "PASSED");
     let future = json(&ksmith(
         &store,
         &["evals", "--since", "2999-01-01T00:00:00+02:00", "--json"],
     ));
-    assert!(future.as_array().unwrap().is_empty());
+    assert!(future["evals"].as_array().unwrap().is_empty());
     let human = ksmith(&store, &["evals", "--task", "vector_add"]);
     assert_eq!(human.status.code(), Some(0));
     assert!(

@@ -352,6 +352,58 @@ fn a_killed_search_resumes_without_repeating_a_finished_node() {
     assert_eq!(status, "finished");
 }
 
+/// A node that found its parent's code again is a duplicate: reused, not an evaluation, and the
+/// search's total counts only what was judged.
+#[test]
+fn duplicate_nodes_are_not_counted_as_evaluations() {
+    let store = tempfile::tempdir().expect("tempdir");
+    let model = format!("sim:{}", pool().display());
+    let t = task();
+    let o = ksmith(
+        store.path(),
+        &[
+            "optimize",
+            t.to_str().expect("path"),
+            "--strategy",
+            "loop",
+            "--model",
+            &model,
+            "--max-calls",
+            "60",
+            "--seed",
+            "5",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let ns = nodes(store.path(), &run_id(&out));
+    let evals = |n: &NodeRow| {
+        shape(&n.4)["spend"]["evaluations"]
+            .as_u64()
+            .expect("evaluations")
+    };
+    // Those that came back to their parent's code (the simulator's own duplicates; one that
+    // meets another branch's code is found by the engine after the node was judged).
+    let dups: Vec<&NodeRow> = ns
+        .iter()
+        .filter(|n| n.2 == "duplicate" && shape(&n.4)["duplicate_of"].as_i64() == n.1)
+        .collect();
+    assert!(
+        !dups.is_empty(),
+        "no duplicate among {} nodes: {out}",
+        ns.len()
+    );
+    assert!(
+        dups.iter().all(|n| evals(n) == 0),
+        "a duplicate counted as an evaluation"
+    );
+    let total: u64 = ns.iter().map(evals).sum();
+    assert!(
+        out.contains(&format!(", {total} evaluations;")),
+        "the total is the stored nodes' evaluations ({total}): {out}"
+    );
+}
+
 #[test]
 fn simulate_compares_strategies_and_makes_pools() {
     let store = tempfile::tempdir().expect("tempdir");
@@ -375,8 +427,18 @@ fn simulate_compares_strategies_and_makes_pools() {
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    let rows = v["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 3);
+    // Every task of the pool, none skipped (both have passing candidates).
+    let tasks = v["tasks"].as_array().expect("tasks");
+    let names: Vec<&str> = tasks
+        .iter()
+        .map(|t| t["task"].as_str().expect("task"))
+        .collect();
+    assert_eq!(names, ["matmul", "softmax"], "{v}");
+    assert_eq!(v["skipped"], serde_json::json!([]), "{v}");
+    for t in tasks {
+        assert_eq!(t["rows"].as_array().expect("rows").len(), 3, "{t}");
+    }
+    let rows = tasks[0]["rows"].as_array().expect("rows");
     for r in rows {
         let at = r["at"].as_array().expect("at");
         assert_eq!(at.last().expect("a checkpoint")["calls"], 20);
@@ -397,6 +459,38 @@ fn simulate_compares_strategies_and_makes_pools() {
         ],
     );
     assert_eq!(o.status.code(), Some(2));
+    // A task with no passing candidate is named as skipped, the others still run.
+    let mut pool_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).expect("pool")).expect("pool json");
+    for c in pool_json["tasks"][1]["candidates"]
+        .as_array_mut()
+        .expect("candidates")
+    {
+        c["status"] = "COMPILE_ERROR".into();
+    }
+    let broken = store.path().join("broken-pool.json");
+    std::fs::write(&broken, pool_json.to_string()).expect("write");
+    let o = ksmith(
+        store.path(),
+        &[
+            "simulate",
+            "--pool",
+            broken.to_str().expect("path"),
+            "--strategies",
+            "loop",
+            "--seeds",
+            "2",
+            "--calls",
+            "8",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("task matmul"), "{out}");
+    assert!(
+        err.contains("task softmax skipped: no candidate in the pool passed"),
+        "{err}"
+    );
     // A pool from an empty store is refused; from the shipped pool's store it is made.
     let out_file = store.path().join("pool.json");
     let o = ksmith(

@@ -344,8 +344,13 @@ fn help_groups_optimize_options_and_leaves_out_global_options_that_do_nothing() 
     assert!(section("Agent budget:").contains("--max-cost"), "{help}");
     assert!(section("Input and output:").contains("--out"), "{help}");
 
-    for sub in ["runs", "show", "calls"] {
-        let h = stdout(&ksmith(&store, &[sub, "--help"]));
+    for sub in ["runs", "show", "calls", "benches"] {
+        // The help itself, not an error with an empty stdout (which hid nothing and once
+        // passed this check: `runs --help` failed with "a value is required for '--threads'").
+        let o = ksmith(&store, &[sub, "--help"]);
+        assert_eq!(o.status.code(), Some(0), "{sub} --help: {}", text(&o));
+        let h = stdout(&o);
+        assert!(h.contains(&format!("Usage: ksmith {sub}")), "{sub}:\n{h}");
         assert!(
             !h.contains("--python") && !h.contains("--threads"),
             "{sub}:\n{h}"

@@ -628,10 +628,12 @@ impl Remote for ClusterRemote {
                 .collect::<Vec<_>>()
                 .join("+")
         );
+        let sent = std::time::Instant::now();
         let (device, response, attempts) = self
             .cluster
             .judge(&self.identity.environment.fingerprint, &label, &request)
             .map_err(|e| JudgeError::Cluster(e.to_string()))?;
+        let wall = sent.elapsed().as_secs_f64();
         if !attempts.is_empty() {
             // Devices that died under this job: not the candidate's doing, and said.
             let lost: Vec<String> = attempts
@@ -676,9 +678,18 @@ impl Remote for ClusterRemote {
             });
         }
         if compare {
-            let c = response.comparison.ok_or_else(|| {
+            let mut c = response.comparison.ok_or_else(|| {
                 JudgeError::Cluster(format!("device {device} answered without a comparison"))
             })?;
+            // Side by side, each result holds its share of the device's time: the queue and
+            // transfer are shared out the same way, so each time line still adds up.
+            let judged: f64 = c.results.iter().map(|r| r.elapsed_s).sum();
+            let extra = (wall - judged).max(0.0) / c.results.len().max(1) as f64;
+            for r in &mut c.results {
+                r.device = Some(device.clone());
+                r.time_split.cluster_s = extra;
+                r.elapsed_s += extra;
+            }
             Ok(RemoteOutcome::Compared(c))
         } else {
             let mut results = response.results;
@@ -688,7 +699,14 @@ impl Remote for ClusterRemote {
                     results.len()
                 )));
             }
-            Ok(RemoteOutcome::Evaluated(Box::new(results.remove(0))))
+            let mut r = results.remove(0);
+            // The driver names the device (not the worker's answer); the time the job spent
+            // queued and travelling is this machine's, beyond the device's own elapsed time,
+            // so the split still adds up to the wall time here.
+            r.device = Some(device);
+            r.time_split.cluster_s = (wall - r.elapsed_s).max(0.0);
+            r.elapsed_s = r.elapsed_s.max(wall);
+            Ok(RemoteOutcome::Evaluated(Box::new(r)))
         }
     }
 }

@@ -41,6 +41,11 @@ _registered = set()
 _register_lock = threading.Lock()
 
 
+class FallbackWarning(UserWarning):
+    """A call went to the reference (or the decorated function) instead of the kernel; warned
+    once per kernel and reason (outside the validated shapes, another dtype, unavailable here)."""
+
+
 class KernelUnavailable(RuntimeError):
     """The kernel cannot run here (no compiler or device, a failed build); the message says why."""
 
@@ -158,6 +163,34 @@ def _load_module(path, name):
     return module
 
 
+def _kernel_doc(name, spec):
+    """What ``help(PACKAGE.NAME)`` says: the call, the task, where it was judged, and the members."""
+    sig = ", ".join(i["name"] for i in spec["inputs"])
+    envelope = {k: tuple(v) for k, v in spec["envelope"].items()}
+    members = [
+        (f"{name}.unchecked({sig}, **axes)", "the kernel for any shape its signature allows"),
+        (f"{name}.reference({sig})", "the task's JAX reference (what the kernel was checked against)"),
+        (f"{name}.why_not({sig}, **axes)", "why a call would use the reference (None: the kernel)"),
+        (f"{name}.status()", "'ready', or 'unavailable: WHY' (building it if needed)"),
+    ]
+    width = max(len(c) for c, _ in members)
+    return (
+        f"{name}({sig}): {spec['description']}\n\n"
+        f"KernelSmith evaluation {spec['provenance']['evaluation']} ({spec['provenance']['solution']}, "
+        f"{spec['language']} via {spec['binding']}); validated on {spec['workload_set']} workloads {envelope}.\n"
+        f"Inside those shapes and dtypes a call runs the kernel (under jax.jit, vmap and grad too;\n"
+        f"derivatives come from the reference); anything else runs the reference, with a\n"
+        f"FallbackWarning once per reason.\n\n"
+        "Members:\n" + "".join(f"  {call:<{width}}  {what}\n" for call, what in members)
+    )
+
+
+def _kernel_class(package, name, spec):
+    """A class of its own per kernel, so that ``help(PACKAGE.NAME)`` is headed by the kernel's
+    name and its documentation rather than by the runtime's generic class."""
+    return type(name, (Kernel,), {"__doc__": _kernel_doc(name, spec), "__module__": package, "__qualname__": name})
+
+
 class Kernel:
     """One exported kernel: ``k(*inputs)`` runs it where it was validated, else the reference."""
 
@@ -178,12 +211,11 @@ class Kernel:
         self._reference = None
         self._shapes = {}
         self._noted = set()
-        sig = ", ".join(i["name"] for i in self.inputs)
-        self.__doc__ = (
-            f"{name}({sig}): {spec['description']}\n\n"
-            f"KernelSmith evaluation {spec['provenance']['evaluation']} ({spec['provenance']['solution']}, "
-            f"{spec['language']} via {self.binding}); validated on {spec['workload_set']} workloads {self.envelope}."
-        )
+        # Reasons already warned about (one FallbackWarning each).
+        self._warned = set()
+        self.__name__ = self.__qualname__ = name
+        self.__module__ = package
+        self.__doc__ = _kernel_doc(name, spec)
 
     def __repr__(self):
         return f"<ksmith kernel {self.package}.{self.name} ({self.binding}): {self.status()}>"
@@ -262,17 +294,26 @@ class Kernel:
 
     def why_not(self, *args, any_shape=False, **axes):
         """Why ``apply`` would not use the kernel for these arguments (None: it would)."""
+        found = self._why(args, axes, any_shape)
+        return None if found is None else found[1]
+
+    def _why(self, args, axes, any_shape=False):
+        """(reason, message) when these arguments would not use the kernel, else None; the
+        reason is one of ``disabled``, ``signature``, ``dtype``, ``shape``, ``unavailable``."""
         if disabled():
-            return f"{DISABLE_ENV} is set"
+            return "disabled", f"{DISABLE_ENV} is set"
         try:
             values = self.bind(args, axes)
         except (TypeError, ValueError) as e:
-            return str(e)
-        problem = self.dtype_problem(args) or (None if any_shape else self.outside(values))
+            return "signature", str(e)
+        problem = self.dtype_problem(args)
         if problem:
-            return problem
+            return "dtype", problem
+        problem = None if any_shape else self.outside(values)
+        if problem:
+            return "shape", problem
         status = self.status()
-        return None if status == "ready" else status
+        return None if status == "ready" else ("unavailable", status)
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *args, **axes):
@@ -281,10 +322,10 @@ class Kernel:
         problem = self.dtype_problem(args)
         if problem:
             raise TypeError(f"{self.name}(): {problem}")
-        why = self.why_not(*args, **axes)
+        why = self._why(args, axes)
         if why is None:
             return self._invoke(args, values)
-        self._note(f"{self.name}: using the JAX reference: {why}")
+        self._note(why[0], f"{self.package}.{self.name}: using the JAX reference: {why[1]}")
         return self.reference(*args)
 
     def unchecked(self, *args, **axes):
@@ -332,7 +373,12 @@ class Kernel:
         run.defvjp(forward, backward_pass)
         return run(*arrays)
 
-    def _note(self, message):
+    def _note(self, reason, message):
+        """A fallback: warned once per reason (a FallbackWarning, shown by default), every
+        distinct message logged at INFO. The kill switch was set on purpose: logged only."""
+        if reason not in self._warned and reason != "disabled":
+            self._warned.add(reason)
+            warnings.warn(message, FallbackWarning, stacklevel=3)
         if message not in self._noted:
             self._noted.add(message)
             log.info(message)
@@ -355,7 +401,9 @@ class Kernel:
                     self._fn = self._load()
                 except (KernelUnavailable, OSError) as e:
                     self._unavailable = str(e)
-                    warnings.warn(f"{self.package}.{self.name}: kernel unavailable, using the fallback: {e}", stacklevel=3)
+                    # The one warning for this reason: later fallbacks because of it are quiet.
+                    self._warned.add("unavailable")
+                    warnings.warn(f"{self.package}.{self.name}: kernel unavailable, using the fallback: {e}", FallbackWarning, stacklevel=3)
             if self._unavailable is not None:
                 raise KernelUnavailable(self._unavailable)
 
@@ -621,7 +669,7 @@ class Package:
         for n, spec in kernels.items():
             _check_spec(f"{path}: kernels.{n}", spec)
         self.manifest = manifest
-        self.kernels = {n: Kernel(name, n, spec, self.root) for n, spec in manifest["kernels"].items()}
+        self.kernels = {n: _kernel_class(name, n, spec)(name, n, spec, self.root) for n, spec in manifest["kernels"].items()}
 
     def kernel(self, name):
         """The kernel named NAME (its task's name)."""
@@ -649,9 +697,9 @@ class Package:
             def wrapper(*args, **kwargs):
                 if kwargs:
                     return fn(*args, **kwargs)
-                why = k.why_not(*args, any_shape=any_shape)
+                why = k._why(args, {}, any_shape)
                 if why is not None:
-                    k._note(f"{name}: calling {getattr(fn, '__qualname__', fn)}: {why}")
+                    k._note(why[0], f"{k.package}.{name}: calling {getattr(fn, '__qualname__', fn)}: {why[1]}")
                     return fn(*args)
                 # Derivatives through the decorated function, as if it had run.
                 return k._invoke(args, k.bind(args), backward=fn)

@@ -14,6 +14,9 @@ impl Judge {
     ) -> Result<Option<Verdict>, Failure> {
         let timeout = self.config.call_timeout;
         let started = Instant::now();
+        // Waiting for the device is `device_wait_s`, never the runner's part as well (on a busy
+        // cluster device the parts once summed to three times the harness time).
+        let waited_before = self.device_wait;
         let channel = if self.config.timing {
             // The channel's cost is timed: alone on the device, or a busy machine's figure
             // would be subtracted from every timed call. A warm-up in the trusted process
@@ -34,7 +37,8 @@ impl Judge {
         };
         let interpreted = interpreted_here(load.product.backend, self.on_gpu);
         let loaded = runner.ask(&load, timeout).map_err(Failure::Candidate)?;
-        self.split.runner_s += started.elapsed().as_secs_f64();
+        let waited = self.device_wait.saturating_sub(waited_before);
+        self.split.runner_s += started.elapsed().saturating_sub(waited).as_secs_f64();
         // Whether the candidate runs in an interpreter decides whether it is timed (and its
         // timed calls re-checked on fresh inputs): the judge knows it from the backend and
         // the device, and a runner that says otherwise was patched by its candidate (red
@@ -88,17 +92,32 @@ impl Judge {
             }
             self.at = Some(w);
             let started = Instant::now();
-            let cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
+            let mut cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
             // A copy in the runner's directory: the cache, with the references next to the
             // inputs, stays out of its view.
             let name = format!("w{w}_s{seed}");
-            let (staged, inputs) = match copy_to_runner(
+            let mut copied = copy_to_runner(
                 runner,
                 Path::new(&cached),
                 &name,
                 "inputs.safetensors",
                 0o666,
-            ) {
+            );
+            // Evicted by another process's cap in between: prepared (drawn) again.
+            if copied
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            {
+                cached = self.prepare(task, w, seed).map_err(Failure::Judge)?;
+                copied = copy_to_runner(
+                    runner,
+                    Path::new(&cached),
+                    &name,
+                    "inputs.safetensors",
+                    0o666,
+                );
+            }
+            let (staged, inputs) = match copied {
                 Ok(s) => s,
                 // Its in-memory directory holds one run's tensors and some room: the
                 // candidate filled it.

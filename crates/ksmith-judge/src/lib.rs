@@ -13,6 +13,7 @@ mod gpu;
 mod measure;
 mod parallel;
 mod protocol;
+pub mod refcache;
 pub mod remote;
 mod result;
 mod roofline;
@@ -62,6 +63,11 @@ pub struct Judge {
     hw_rechecked: bool,
     /// Reference outputs computed (cache misses) so far.
     references_computed: usize,
+    /// Reference-cache entries this judge prepared (older ones of its own are fair game for
+    /// eviction; another process's recent ones are not).
+    own_entries: BTreeSet<PathBuf>,
+    /// Those of the evaluation in progress: never evicted.
+    current_entries: BTreeSet<PathBuf>,
     /// Where the evaluation in progress spent the judge's own time.
     split: HarnessSplit,
     /// The race of the evaluation in progress, if any.
@@ -181,6 +187,8 @@ impl Judge {
             hw_path: None,
             hw_rechecked: false,
             references_computed: 0,
+            own_entries: BTreeSet::new(),
+            current_entries: BTreeSet::new(),
             split: HarnessSplit::default(),
             race: None,
             on_gpu: false,
@@ -374,8 +382,16 @@ impl Judge {
         solution: &Solution,
     ) -> Result<EvalResult, JudgeError> {
         self.device_wait = Duration::ZERO;
+        self.current_entries.clear();
+        let computed = self.references_computed;
         let r = self.evaluate_leased(task, solution);
         self.release();
+        // Its own entries are no longer in use: the cache back to its cap now, not at the next
+        // evaluation's first new reference (which may never come).
+        self.current_entries.clear();
+        if self.references_computed > computed {
+            self.evict_references();
+        }
         r
     }
 
@@ -463,6 +479,7 @@ impl Judge {
             timing_unavailable: None,
             device_kernels: None,
             failed_workload: None,
+            device: None,
         }
     }
 }

@@ -643,6 +643,10 @@ pub struct EvalResult {
     /// the failure concerns no single workload (policy, build, load).
     #[serde(default)]
     pub failed_workload: Option<usize>,
+    /// The cluster device that judged it (`node/cpu0`), as the cluster's driver named it;
+    /// None when judged on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 /// Breakdown of an evaluation's wall time; `harness_s` is what the judge itself costs.
@@ -660,6 +664,10 @@ pub struct TimeSplit {
     /// device scheduler); not part of `harness_s`.
     #[serde(default)]
     pub device_wait_s: f64,
+    /// Judged on a cluster: this machine's wall time beyond the device's own (waiting in the
+    /// cluster's queue for a device, moving the job and its answer); 0 when judged here.
+    #[serde(default)]
+    pub cluster_s: f64,
     /// Where `harness_s` went.
     #[serde(default)]
     pub harness: HarnessSplit,

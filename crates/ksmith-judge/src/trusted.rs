@@ -202,10 +202,26 @@ impl Judge {
             cache_dir: &cache_dir,
         };
         let v = self.trusted_ask(task, &req)?;
+        let entry = refcache::entry_of(Path::new(&v.inputs));
+        self.own_entries.insert(entry.clone());
+        self.current_entries.insert(entry);
         if !v.cached {
             self.references_computed += 1;
+            // The cache grew: kept to its cap, least recently used first.
+            self.evict_references();
         }
         Ok(v.inputs)
+    }
+
+    /// Keeps the reference cache to its cap (`KSMITH_REFERENCE_CACHE_MB`): never the entries of
+    /// the evaluation in progress, nor those another process used in the last minute.
+    pub(crate) fn evict_references(&self) {
+        let root = self.config.cache_dir.join("reference");
+        let protect = |entry: &Path, used: std::time::SystemTime| {
+            self.current_entries.contains(entry)
+                || (!self.own_entries.contains(entry) && refcache::recently_used(used))
+        };
+        refcache::evict(&root, refcache::cap_bytes(), &protect);
     }
 
     /// The judge's own inputs for a workload (first seed), as the safetensors file the trusted
@@ -244,6 +260,8 @@ impl Judge {
             let v = self.trusted_ask(task, &req)?;
             problems.extend(v.problems.into_iter().map(|p| (p.field, p.message)));
         }
+        // Validation computes references too (seed 0 of every workload).
+        self.evict_references();
         Ok(problems)
     }
 

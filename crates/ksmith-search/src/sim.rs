@@ -464,9 +464,17 @@ impl Expander for SimExpander {
                 .unwrap_or(0.0)
         };
         let mut best: Option<usize> = None;
+        // Code judged already (the parent's, or drawn earlier in this session) is reused, as
+        // the real expander reuses the same bytes: not an evaluation.
+        let mut judged: Vec<usize> = from.into_iter().collect();
+        let mut evaluations = 0;
         for _ in 0..iters {
             let cur = best.filter(|b| rank(*b) > 0.0).or(from);
             let i = self.draw(cur, req.hint, &mut rng);
+            if i == usize::MAX || !judged.contains(&i) {
+                evaluations += 1;
+                judged.push(i);
+            }
             if best.is_none_or(|b| rank(i) > rank(b)) {
                 best = Some(i);
             }
@@ -475,14 +483,20 @@ impl Expander for SimExpander {
             calls,
             tokens: calls * s.tokens_per_call,
             cost: calls as f64 * s.cost_per_call,
-            evaluations: iters,
+            evaluations,
             wall_s: 0.0,
         };
         let plan = format!(
             "{} (simulated, {iters} iteration(s))",
             req.hint.instruction()
         );
-        Ok(self.expanded(best.unwrap_or(usize::MAX), plan, spend))
+        let mut x = self.expanded(best.unwrap_or(usize::MAX), plan, spend);
+        // The session's best is its parent's code again: a duplicate node, as a real search
+        // marks it.
+        if best.is_some() && best == from {
+            x.duplicate_of = req.parent.as_ref().map(|p| p.id);
+        }
+        Ok(x)
     }
 }
 
@@ -882,11 +896,31 @@ mod tests {
             "{failed} of 400 failed at rate 0.2"
         );
         // Calls follow the cap.
-        let mut r = req(Some(parent), Hint::Tile, 3);
+        let mut r = req(Some(parent.clone()), Hint::Tile, 3);
         r.inner_iterations = 3;
         r.max_calls = Some(3);
         let e = x.expand(&r, &NullSink).expect("draw");
-        assert_eq!((e.spend.calls, e.spend.evaluations), (2, 1));
+        assert_eq!(e.spend.calls, 2);
+        // One iteration: one evaluation, none when it drew the parent's code again (a
+        // duplicate node, reused as the real expander reuses it).
+        assert_eq!(e.spend.evaluations, u64::from(e.duplicate_of.is_none()));
+        let (mut dups, mut fresh) = (0, 0);
+        for seed in 0..400 {
+            let e = x
+                .expand(&req(Some(parent.clone()), Hint::Tile, seed), &NullSink)
+                .expect("draw");
+            match e.duplicate_of {
+                Some(_) => {
+                    dups += 1;
+                    assert_eq!(e.spend.evaluations, 0, "a duplicate is no evaluation");
+                }
+                None => {
+                    fresh += 1;
+                    assert_eq!(e.spend.evaluations, 1);
+                }
+            }
+        }
+        assert!(dups > 0 && fresh > dups, "{dups} duplicates, {fresh} new");
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub enum TuneError {
         solution: String,
     },
     /// The strategy name is not known.
-    #[error("unknown strategy `{name}` (expected one of {})", ksmith_tune::STRATEGIES.join(", "))]
+    #[error("unknown strategy {}", ksmith_task::suggest::expected(name, &ksmith_tune::STRATEGIES))]
     UnknownStrategy {
         /// The name given.
         name: String,

@@ -11,7 +11,7 @@ mod trace;
 
 pub use lock::{RunHolder, RunLock};
 pub use memory::MemoryRow;
-pub use query::{BenchItemRow, BenchRunRow, EvalFilter};
+pub use query::{BenchItemRow, BenchRunRow, BenchRunSummary, EvalFilter, Owner};
 pub use runs::{CallRow, RunRow, RunStatus, SnapshotRow};
 pub use search::{DedupHit, NodeRecord};
 

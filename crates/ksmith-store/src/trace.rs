@@ -1,5 +1,7 @@
-//! Export in the FlashInfer Trace schema: `definitions/*.json`, `solutions/<def>/*.json`,
-//! `traces/<def>.jsonl` (one trace per evaluation and workload), in the form flashinfer-bench
+//! Export in the FlashInfer Trace schema, laid out as FlashInfer-Bench's data set:
+//! `definitions/<op_type>/<def>.json`, `solutions/<op_type>/<def>/*.json`,
+//! `workloads/<op_type>/<def>.jsonl` (each workload once), `traces/<op_type>/<def>.jsonl` (one
+//! trace per evaluation and workload), in the form flashinfer-bench
 //! 0.1.2's own classes (`Definition`, `Solution`, `Trace`, `TraceSet.from_path`) load.
 //!
 //! Where their schema has no field for a fact of ours (our exact status, the input
@@ -28,6 +30,8 @@ pub struct ExportSummary {
     pub solutions: usize,
     /// Trace lines written.
     pub traces: usize,
+    /// Workload lines written (one per distinct workload of a definition).
+    pub workloads: usize,
     /// Evaluations not exported, and why.
     pub skipped: Vec<String>,
 }
@@ -98,16 +102,19 @@ const FIB_DTYPES: [&str; 8] = [
     "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "bool",
 ];
 
-fn uuid_like(seed: &str) -> String {
-    let h = ksmith_task::content_hash(seed.as_bytes());
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
+/// The namespace of exported workload identifiers (a fixed, randomly drawn UUID).
+const WORKLOAD_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x6b73_6d69_7468_4b53_9e1d_0c3a_5f2e_8d41);
+
+/// A workload's identifier: an RFC 4122 name-based (version 5) UUID of the judged set's task
+/// hash and the workload's index, so the same workload has the same id in every evaluation
+/// and every export.
+pub fn workload_uuid(task_hash: &str, workload: usize) -> String {
+    uuid::Uuid::new_v5(
+        &WORKLOAD_NAMESPACE,
+        format!("{task_hash}:{workload}").as_bytes(),
     )
+    .to_string()
 }
 
 /// A float as JSON; NaN and infinities as the strings pydantic reads (and writes) for them,
@@ -311,6 +318,8 @@ struct Export {
     /// Solution name -> its definition (FlashInfer-Bench wants names unique in a data set).
     owner: BTreeMap<String, String>,
     traces: BTreeMap<String, Vec<Value>>,
+    /// Definition -> its workloads by id (a workload trace each: no solution, no evaluation).
+    workloads: BTreeMap<String, BTreeMap<String, Value>>,
     skipped: Vec<String>,
 }
 
@@ -337,6 +346,14 @@ impl Export {
         let sol_name = self.solution(store, ev, &def_name)?;
         for wi in workloads_judged(r, workloads.len()) {
             let trace = trace(ev, &def_name, &sol_name, &set, wi, &workloads[wi]);
+            let workload = trace["workload"].clone();
+            if let Some(id) = workload["uuid"].as_str() {
+                self.workloads
+                    .entry(def_name.clone())
+                    .or_default()
+                    .entry(id.to_string())
+                    .or_insert_with(|| json!({"definition": def_name, "workload": workload}));
+            }
             self.traces.entry(def_name.clone()).or_default().push(trace);
         }
         Ok(())
@@ -425,34 +442,55 @@ impl Export {
             path: p.to_path_buf(),
             source: e,
         };
-        for d in ["definitions", "solutions", "traces"] {
+        for d in ["definitions", "solutions", "workloads", "traces"] {
             std::fs::create_dir_all(out.join(d)).map_err(|e| io(out, e))?;
         }
         let mut summary = ExportSummary {
             skipped: self.skipped,
             ..ExportSummary::default()
         };
+        // FlashInfer-Bench's data set layout: every kind of record under its definition's
+        // op_type (`definitions/<op_type>/<name>.json`, ...), so theirs and ours mix.
+        let op_type = |def: &str| -> String {
+            self.definitions
+                .get(def)
+                .and_then(|d| d["op_type"].as_str())
+                .map_or_else(|| "other".to_string(), safe_component)
+        };
+        let mkdir = |dir: &Path| std::fs::create_dir_all(dir).map_err(|e| io(dir, e));
         for (name, d) in &self.definitions {
-            let p = out.join("definitions").join(format!("{name}.json"));
+            let dir = out.join("definitions").join(op_type(name));
+            mkdir(&dir)?;
+            let p = dir.join(format!("{name}.json"));
             std::fs::write(&p, serde_json::to_vec_pretty(d).unwrap_or_default())
                 .map_err(|e| io(&p, e))?;
             summary.definitions += 1;
         }
         for ((def, file), s) in &self.solutions {
-            let dir = out.join("solutions").join(def);
-            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            let dir = out.join("solutions").join(op_type(def)).join(def);
+            mkdir(&dir)?;
             let p = dir.join(file);
             std::fs::write(&p, serde_json::to_vec_pretty(s).unwrap_or_default())
                 .map_err(|e| io(&p, e))?;
             summary.solutions += 1;
         }
-        for (def, list) in self.traces {
-            let p = out.join("traces").join(format!("{def}.jsonl"));
+        let jsonl = |kind: &str, def: &str, lines: &mut dyn Iterator<Item = &Value>| {
+            let dir = out.join(kind).join(op_type(def));
+            mkdir(&dir)?;
+            let p = dir.join(format!("{def}.jsonl"));
             let mut f = std::fs::File::create(&p).map_err(|e| io(&p, e))?;
-            for t in list {
+            let mut n = 0;
+            for t in lines {
                 writeln!(f, "{t}").map_err(|e| io(&p, e))?;
-                summary.traces += 1;
+                n += 1;
             }
+            Ok::<usize, StoreError>(n)
+        };
+        for (def, list) in &self.workloads {
+            summary.workloads += jsonl("workloads", def, &mut list.values())?;
+        }
+        for (def, list) in &self.traces {
+            summary.traces += jsonl("traces", def, &mut list.iter())?;
         }
         Ok(summary)
     }
@@ -571,7 +609,7 @@ fn trace(
         "definition": def_name,
         "solution": sol_name,
         "workload": {
-            "uuid": uuid_like(&format!("{}:{wi}", r.task_hash)),
+            "uuid": workload_uuid(&r.task_hash, wi),
             "axes": w["axes"],
             "inputs": workload_inputs(&ev.task, w),
         },
@@ -676,7 +714,7 @@ mod tests {
                 f.display()
             );
         }
-        let sols: Vec<String> = std::fs::read_dir(out.join("solutions/vector_add"))
+        let sols: Vec<String> = std::fs::read_dir(out.join("solutions/elementwise/vector_add"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
@@ -688,7 +726,7 @@ mod tests {
                 "{s}"
             );
             let v: Value = serde_json::from_slice(
-                &std::fs::read(out.join("solutions/vector_add").join(s)).unwrap(),
+                &std::fs::read(out.join("solutions/elementwise/vector_add").join(s)).unwrap(),
             )
             .unwrap();
             assert_eq!(format!("{}.json", v["name"].as_str().unwrap()), *s);
@@ -725,6 +763,7 @@ mod tests {
         let summary = export_flashinfer(&store, &out).unwrap();
         let traces = std::fs::read_dir(out.join("traces"))
             .unwrap()
+            .flat_map(|op| std::fs::read_dir(op.unwrap().path()).unwrap())
             .flat_map(|e| {
                 let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
                 text.lines()
@@ -858,7 +897,7 @@ mod tests {
             .unwrap()
             .contains("interpreter"));
         // Workload ids are per set: none is shared with the CPU set's.
-        let cpu_uuid = uuid_like(&format!("{}:0", task.content_hash));
+        let cpu_uuid = workload_uuid(&task.content_hash, 0);
         assert!(traces.iter().all(|t| t["workload"]["uuid"] != cpu_uuid));
     }
 
@@ -874,7 +913,7 @@ mod tests {
         let out = tmp.path().join("out");
         export_flashinfer(&store, &out).unwrap();
         let def: Value = serde_json::from_slice(
-            &std::fs::read(out.join("definitions/matmul_swish_scaling.json")).unwrap(),
+            &std::fs::read(out.join("definitions/fused/matmul_swish_scaling.json")).unwrap(),
         )
         .unwrap();
         assert_eq!(def["inputs"]["scale"]["shape"], Value::Null);
@@ -883,7 +922,8 @@ mod tests {
             reference.contains("def run(*inputs):\n    return reference(*inputs)"),
             "{reference}"
         );
-        let line = std::fs::read_to_string(out.join("traces/matmul_swish_scaling.jsonl")).unwrap();
+        let line =
+            std::fs::read_to_string(out.join("traces/fused/matmul_swish_scaling.jsonl")).unwrap();
         let t: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
         assert_eq!(
             t["workload"]["inputs"]["scale"],
@@ -910,7 +950,11 @@ mod tests {
             .unwrap();
         export_flashinfer(&store, &tmp.path().join("out")).unwrap();
         let def: Value = serde_json::from_slice(
-            &std::fs::read(tmp.path().join("out/definitions/vector_add.json")).unwrap(),
+            &std::fs::read(
+                tmp.path()
+                    .join("out/definitions/elementwise/vector_add.json"),
+            )
+            .unwrap(),
         )
         .unwrap();
         let reference = def["reference"].as_str().unwrap();
@@ -942,6 +986,15 @@ mod tests {
     }
 
     #[test]
+    fn workload_ids_are_rfc_4122_and_stable() {
+        let a = uuid::Uuid::parse_str(&workload_uuid(&"ab".repeat(32), 0)).unwrap();
+        assert_eq!(a.get_variant(), uuid::Variant::RFC4122);
+        assert_eq!(a.get_version(), Some(uuid::Version::Sha1));
+        assert_eq!(workload_uuid(&"ab".repeat(32), 0), a.to_string());
+        assert_ne!(workload_uuid(&"ab".repeat(32), 1), a.to_string());
+    }
+
+    #[test]
     fn one_solution_on_two_tasks_gets_two_names() {
         let tmp = tempfile::tempdir().unwrap();
         let mut store = Store::open(&tmp.path().join("store")).unwrap();
@@ -952,7 +1005,7 @@ mod tests {
         store.record("k2", &b, &sol, &result(&b, &sol)).unwrap();
         let s = export_flashinfer(&store, &tmp.path().join("out")).unwrap();
         assert_eq!(s.solutions, 2);
-        let names: Vec<String> = ["vector_add", "softmax"]
+        let names: Vec<String> = ["elementwise/vector_add", "normalization/softmax"]
             .iter()
             .flat_map(|d| std::fs::read_dir(tmp.path().join("out/solutions").join(d)).unwrap())
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

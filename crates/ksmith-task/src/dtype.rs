@@ -110,7 +110,7 @@ impl FromStr for DType {
             .find(|d| d.name() == s)
             .ok_or_else(|| {
                 let names: Vec<_> = DType::ALL.iter().map(|d| d.name()).collect();
-                format!("unknown dtype `{s}` (expected one of {})", names.join(", "))
+                format!("unknown dtype {}", crate::suggest::expected(s, &names))
             })
     }
 }

@@ -10,6 +10,7 @@ pub mod escape;
 pub mod flags;
 mod formula;
 mod solution;
+pub mod suggest;
 mod task;
 
 pub use component::{is_safe_component, safe_component, MAX_COMPONENT_LEN};

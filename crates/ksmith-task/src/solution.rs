@@ -391,17 +391,25 @@ impl Solution {
         let mut problems = Vec::new();
         let mut err = |field: &str, msg: String| problems.push(Problem::new(&file, field, msg));
         for k in t.keys() {
-            if ![
+            const FIELDS: [&str; 6] = [
                 "name",
                 "language",
                 "entry_point",
                 "sources",
                 "flags",
                 "tunables",
-            ]
-            .contains(&k.as_str())
-            {
-                err(k, "unknown field (expected one of: name, language, entry_point, sources, flags, tunables)".into());
+            ];
+            if !FIELDS.contains(&k.as_str()) {
+                let near = crate::suggest::closest(k, FIELDS)
+                    .map(|n| format!(": did you mean `{n}`?"))
+                    .unwrap_or_default();
+                err(
+                    k,
+                    format!(
+                        "unknown field{near} (expected one of: {})",
+                        FIELDS.join(", ")
+                    ),
+                );
             }
         }
         let get_str = |key: &str| t.get(key).and_then(Value::as_str).map(str::to_string);
@@ -429,8 +437,8 @@ impl Solution {
                 err(
                     "language",
                     format!(
-                        "unsupported language `{l}` (supported: {})",
-                        LANGUAGES.join(", ")
+                        "unsupported language {}",
+                        crate::suggest::expected(&l, &LANGUAGES)
                     ),
                 );
                 Language::C

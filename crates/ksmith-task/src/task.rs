@@ -316,8 +316,35 @@ impl Task {
         // Absolute, so the harness (which runs elsewhere) finds the reference.
         let dir = &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         let file = dir.join(TASK_FILE);
+        let whole = |at: &Path, msg: String| Problems(vec![Problem::new(at, "-", msg)]);
+        match std::fs::metadata(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(whole(
+                dir,
+                "no such task directory (a task is a directory holding task.toml and reference.py)"
+                    .into(),
+            )),
+            Ok(m) if !m.is_dir() => {
+                return Err(whole(
+                    dir,
+                    "not a directory (a task is a directory holding task.toml and reference.py)"
+                        .into(),
+                ))
+            }
+            _ => {}
+        }
+        if !file.exists() {
+            // A suite given where a task is expected is the likely mistake.
+            let holds_tasks = std::fs::read_dir(dir)
+                .is_ok_and(|rd| rd.flatten().any(|e| e.path().join(TASK_FILE).is_file()));
+            let hint = if holds_tasks {
+                "; this directory holds tasks (a suite): give one of them, or a command that takes a suite (bench, validate)"
+            } else {
+                "; a task directory holds task.toml and reference.py"
+            };
+            return Err(whole(&file, format!("missing{hint}")));
+        }
         let text = std::fs::read_to_string(&file)
-            .map_err(|e| Problems(vec![Problem::new(&file, "-", format!("cannot read: {e}"))]))?;
+            .map_err(|e| whole(&file, format!("cannot read: {e}")))?;
         let table: Table = text.parse().map_err(|e: toml::de::Error| {
             Problems(vec![Problem::new(&file, "-", toml_error(&text, &e))])
         })?;
@@ -555,7 +582,13 @@ impl Reader {
             if !allowed.contains(&k.as_str()) {
                 self.err(
                     join(prefix, k),
-                    format!("unknown field (expected one of: {})", allowed.join(", ")),
+                    match crate::suggest::closest(k, allowed.iter().copied()) {
+                        Some(near) => format!(
+                            "unknown field: did you mean `{near}`? (expected one of: {})",
+                            allowed.join(", ")
+                        ),
+                        None => format!("unknown field (expected one of: {})", allowed.join(", ")),
+                    },
                 );
             }
         }
@@ -681,10 +714,7 @@ impl Reader {
                     let names: Vec<_> = OpClass::NAMES.iter().map(|(n, _)| *n).collect();
                     self.err(
                         "op_class",
-                        format!(
-                            "unknown op class `{s}` (expected one of {})",
-                            names.join(", ")
-                        ),
+                        format!("unknown op class {}", crate::suggest::expected(&s, &names)),
                     );
                     OpClass::Other
                 }
@@ -1040,10 +1070,16 @@ impl Reader {
                 None => {
                     self.err(
                         format!("{prefix}.set"),
-                        format!(
-                            "expected one of {}, found {v}",
-                            WorkloadSet::NAMES.join(", ")
-                        ),
+                        match v.as_str() {
+                            Some(name) => format!(
+                                "unknown workload set {}",
+                                crate::suggest::expected(name, &WorkloadSet::NAMES)
+                            ),
+                            None => format!(
+                                "expected one of {}, found {v}",
+                                WorkloadSet::NAMES.join(", ")
+                            ),
+                        },
                     );
                     WorkloadSet::Cpu
                 }

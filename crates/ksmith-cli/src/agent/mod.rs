@@ -37,7 +37,7 @@ pub(crate) struct AgentArgs {
     #[arg(long)]
     pub interactive: bool,
     /// Fix attempts per failing stage (build, test) in one iteration.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=20))]
+    #[arg(long, default_value_t = 3, value_parser = crate::whole::<u32>(0..=20))]
     pub fix_attempts: u32,
     /// Extra knowledge directories (markdown/text) retrieved into prompts; repeatable.
     #[arg(long = "knowledge")]
@@ -61,13 +61,13 @@ pub(crate) struct AgentArgs {
 #[command(next_help_heading = "Agent budget")]
 pub(crate) struct BudgetArgs {
     /// Optimization iterations (default 3 for a new run; 0 judges the starting solution only).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    #[arg(long, value_parser = crate::whole::<u32>(0..=1000))]
     pub iterations: Option<u32>,
     /// Most LLM calls (at least 1).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = crate::whole::<u64>(1..))]
     pub max_calls: Option<u64>,
     /// Most tokens, in + out (at least 1).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = crate::whole::<u64>(1..))]
     pub max_tokens: Option<u64>,
     /// Most USD spent (from the price table; the model must have a price).
     #[arg(long, value_parser = positive)]

@@ -16,7 +16,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -785,7 +785,8 @@ impl Server {
             };
             let store = self.ctx().store_read().map_err(server_side)?;
             // The only input errors here are the dates', and they name their flag.
-            let list = crate::results::evals_json(&store, &args).map_err(|e| {
+            // Already `{"evals": [...]}`, as `ksmith evals --json` prints it.
+            let listed = crate::results::evals_json(&store, &args).map_err(|e| {
                 let field = if e.1.to_string().starts_with("--until") {
                     "until"
                 } else {
@@ -793,7 +794,7 @@ impl Server {
                 };
                 Fail::from_exit(field, e)
             })?;
-            Ok(json!({ "evals": list }))
+            Ok(listed)
         })();
         answer(r)
     }

@@ -32,8 +32,14 @@ pub fn ksmith(store: &Path, args: &[&str]) -> Output {
 /// about the judge; a verdict stored by an earlier run of the suite must not stand in for it)
 /// unless `env` sets `KSMITH_EVAL_AGAIN=0`.
 pub fn ksmith_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ksmith"))
-        .arg("--store")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ksmith"));
+    if store == shared_store() {
+        // The suite's shared store holds every task's references for every test; under the
+        // default cap one test's evaluation could evict what another is about to reuse
+        // (tests/cache.rs tests the cap on stores of its own).
+        cmd.env("KSMITH_REFERENCE_CACHE_MB", "65536");
+    }
+    cmd.arg("--store")
         .arg(store)
         .args(args)
         .env("KSMITH_EVAL_AGAIN", "1")

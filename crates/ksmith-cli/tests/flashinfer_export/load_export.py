@@ -49,7 +49,7 @@ def _import_data():
 def main():
     root = Path(sys.argv[1])
     data = _import_data()
-    out = {"definitions": {}, "solutions": {}, "traces": []}
+    out = {"definitions": {}, "solutions": {}, "traces": [], "workloads": []}
     for p in sorted((root / "definitions").rglob("*.json")):
         d = data.Definition.model_validate_json(p.read_text())
         out["definitions"][d.name] = {
@@ -89,11 +89,18 @@ def main():
                     "log": e.log,
                 }
             )
+    for p in sorted((root / "workloads").rglob("*.jsonl")):
+        for line in p.read_text().splitlines():
+            if line.strip():
+                t = data.Trace.model_validate_json(line)
+                assert t.is_workload_trace(), line
+                out["workloads"].append({"definition": t.definition, "uuid": t.workload.uuid, "axes": t.workload.axes})
     ts = data.TraceSet.from_path(str(root))
     out["trace_set"] = {
         "definitions": sorted(ts.definitions),
         "solutions": sum(len(v) for v in ts.solutions.values()),
         "traces": sum(len(v) for v in ts.traces.values()),
+        "workloads": sum(len(v) for v in ts.workloads.values()),
         "resolved": all(ts.get_solution(t.solution) is not None for v in ts.traces.values() for t in v),
         "summary": ts.summary(),
     }
