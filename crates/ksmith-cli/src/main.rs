@@ -21,6 +21,7 @@ mod report;
 pub(crate) mod results;
 pub(crate) mod run_report;
 mod search;
+mod serve;
 pub(crate) mod tune;
 
 use anyhow::{anyhow, Context, Result};
@@ -331,6 +332,9 @@ enum Cmd {
     /// Serve KernelSmith's judge, tuner, searches and store as MCP tools to a coding agent
     /// (stdio, or streamable HTTP on a loopback port with --http; docs/mcp.md).
     Mcp(mcp::McpArgs),
+    /// A web page over the store on a local port: runs and evaluations, a run watched live,
+    /// its final judgement and report, reviews of interactive runs (docs/serve.md).
+    Serve(serve::ServeArgs),
     /// Ray clusters: the --cluster one's devices (status), one on this machine (local), the
     /// managed Python with Ray (python).
     #[command(subcommand)]
@@ -558,6 +562,7 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
         Cmd::Simulate(args) => search::simulate(&ctx, &args),
         Cmd::Cluster(cmd) => cluster::run(&ctx, &cmd),
         Cmd::Mcp(args) => mcp::run(&ctx, &args),
+        Cmd::Serve(args) => serve::run(&ctx, &args),
         Cmd::Worker(cmd) => cluster::run_worker(&ctx, &cmd),
     }
 }
@@ -589,6 +594,7 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Resume(_)
         | Cmd::Worker(_)
         | Cmd::Mcp(_)
+        | Cmd::Serve(_)
         | Cmd::Task(_) => true,
     }
 }
