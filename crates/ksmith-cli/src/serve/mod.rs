@@ -486,6 +486,12 @@ struct StartRequest {
     /// Minimum timed milliseconds per side (judge setting).
     #[serde(default)]
     min_time_ms: Option<u64>,
+    /// Configurations the agent loop's autotuner may try per iteration (0: no tuning).
+    #[serde(default)]
+    tune_budget: Option<u64>,
+    /// Skip the agent loop's profile stage.
+    #[serde(default)]
+    no_profile: bool,
 }
 
 /// A flag value from the page must not read as a flag itself.
@@ -533,6 +539,12 @@ async fn start_run(
     }
     if let Some(n) = r.min_time_ms {
         args.extend(["--min-time-ms".into(), n.to_string()]);
+    }
+    if let Some(n) = r.tune_budget {
+        args.extend(["--tune-budget".into(), n.to_string()]);
+    }
+    if r.no_profile {
+        args.push("--no-profile".into());
     }
     let run = procs::new_run_id();
     app.procs
