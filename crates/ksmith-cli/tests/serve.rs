@@ -602,7 +602,8 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
     });
     let (code, _) = post(&url, &json!({"id": plan_id, "action": "approve"}));
     assert_eq!(code, 409);
-    assert_eq!(v["review"]["what"], "diff", "{v}");
+    assert_eq!(v["review"]["what"], "code change", "{v}");
+    assert!(v["review"]["shown"].as_str().unwrap().contains("+    #pragma omp parallel for"), "the diff is shown: {v}");
     let diff_id = v["review"]["id"].as_str().unwrap().to_string();
     let (code, e) = post(&url, &json!({"id": diff_id, "action": "approve"}));
     assert_eq!(code, 200, "{e}");
