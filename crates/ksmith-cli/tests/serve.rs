@@ -146,7 +146,10 @@ fn wait_state(s: &Serve, run: &str, limit: Duration, done: impl Fn(&Value) -> bo
 fn assert_strict_csp(csp: &str) {
     assert!(csp.contains("default-src 'none'"), "{csp}");
     assert!(csp.contains("script-src 'self'"), "{csp}");
-    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{csp}"
+    );
     assert!(!csp.contains("http:") && !csp.contains("https:"), "{csp}");
 }
 
@@ -156,18 +159,27 @@ fn assert_inert(page: &str) {
     assert!(!page.contains("<b onmouseover"), "raw hostile tag");
     assert!(!page.contains("<img src=x"), "raw hostile image");
     let lower = page.to_ascii_lowercase();
-    assert!(!lower.contains("http://") && !lower.contains("https://"), "external reference");
+    assert!(
+        !lower.contains("http://") && !lower.contains("https://"),
+        "external reference"
+    );
     assert!(!lower.contains(" style="), "inline style");
     for tag in page.split("<script").skip(1) {
         let tag = tag.split('>').next().unwrap();
-        assert!(tag.contains("src=\"/static/app.js\""), "a script that is not ours: {tag}");
+        assert!(
+            tag.contains("src=\"/static/app.js\""),
+            "a script that is not ours: {tag}"
+        );
     }
 }
 
 /// The HTML sections a `state` event carries hold no raw hostile markup.
 fn assert_sections_inert(sections: &Value) {
     let map = sections.as_object().expect("sections");
-    assert!(map.contains_key("nodes") && map.contains_key("finals"), "{sections}");
+    assert!(
+        map.contains_key("nodes") && map.contains_key("finals"),
+        "{sections}"
+    );
     for (k, v) in map {
         let h = v.as_str().unwrap();
         assert!(
@@ -177,7 +189,13 @@ fn assert_sections_inert(sections: &Value) {
     }
 }
 
-fn node(id: u64, parent: Option<u64>, status: Option<Status>, speedup: Option<f64>, code: &str) -> Node {
+fn node(
+    id: u64,
+    parent: Option<u64>,
+    status: Option<Status>,
+    speedup: Option<f64>,
+    code: &str,
+) -> Node {
     Node {
         id: NodeId(id),
         parent: parent.map(NodeId),
@@ -230,7 +248,12 @@ fn hostile_store(dir: &Path) -> (PathBuf, &'static str) {
         .unwrap();
     let start = store.put_artifact(b"void softmax(void) {}\n").unwrap();
     let better = store
-        .put_artifact(format!("void softmax(void) {{\n    /* tiled {EVIL} <img src=x onerror=alert(2)> */\n}}\n").as_bytes())
+        .put_artifact(
+            format!(
+                "void softmax(void) {{\n    /* tiled {EVIL} <img src=x onerror=alert(2)> */\n}}\n"
+            )
+            .as_bytes(),
+        )
         .unwrap();
     for n in [
         node(0, None, Some(Status::Passed), Some(1.0), &start),
@@ -260,7 +283,9 @@ fn hostile_store(dir: &Path) -> (PathBuf, &'static str) {
              "vs_incumbent": {"speedup": 1.5, "low": 1.3, "high": 1.7}, "decision": "better"}
         ]
     });
-    store.record_event(id, 0, "winner", &finals.to_string()).unwrap();
+    store
+        .record_event(id, 0, "winner", &finals.to_string())
+        .unwrap();
     (store_dir, id)
 }
 
@@ -274,17 +299,29 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
     assert_eq!(code, 200, "{page}");
     assert_strict_csp(&csp);
     assert!(page.contains(run), "the run is listed");
-    assert!(page.contains("&lt;img src=x onerror=alert(4)&gt;"), "{page}");
+    assert!(
+        page.contains("&lt;img src=x onerror=alert(4)&gt;"),
+        "{page}"
+    );
     assert_inert(&page);
 
     let (code, csp, page) = get(&format!("{}/runs/{run}", s.url));
     assert_eq!(code, 200, "{page}");
     assert_strict_csp(&csp);
     assert_inert(&page);
-    assert!(page.matches(EVIL_ESCAPED).count() >= 3, "plans, summary, kernel: {page}");
+    assert!(
+        page.matches(EVIL_ESCAPED).count() >= 3,
+        "plans, summary, kernel: {page}"
+    );
     assert!(page.contains("&lt;b onmouseover=alert(3)&gt;"));
-    assert!(page.contains("Winner written") && page.contains("winner: <strong>n1</strong> 1.60x"), "{page}");
-    assert!(page.contains("id=\"finalists\"") && page.contains("better"), "{page}");
+    assert!(
+        page.contains("Winner written") && page.contains("winner: <strong>n1</strong> 1.60x"),
+        "{page}"
+    );
+    assert!(
+        page.contains("id=\"finalists\"") && page.contains("better"),
+        "{page}"
+    );
     assert!(page.contains("href=\"/runs/run-hostile-1/report\""));
 
     // The state document carries the raw text (JSON, for the script), never as markup.
@@ -293,16 +330,25 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
     assert_eq!(v["finals"]["node"], 1, "{v}");
     assert_eq!(v["winner"]["label"], "n1", "{v}");
     assert_eq!(v["nodes"].as_array().unwrap().len(), 3);
-    assert_eq!(v["nodes"][1]["depth"], 1, "children below their parent: {v}");
+    assert_eq!(
+        v["nodes"][1]["depth"], 1,
+        "children below their parent: {v}"
+    );
 
     // The stream of a finished run: its state (with the sections rendered escaped), then end.
-    let mut r = agent().get(&format!("{}/runs/{run}/events", s.url)).call().unwrap();
+    let mut r = agent()
+        .get(&format!("{}/runs/{run}/events", s.url))
+        .call()
+        .unwrap();
     assert_eq!(
         r.headers().get("content-type").unwrap().to_str().unwrap(),
         "text/event-stream"
     );
     let body = r.body_mut().read_to_string().unwrap();
-    assert!(body.contains("event: state") && body.contains("event: end"), "{body}");
+    assert!(
+        body.contains("event: state") && body.contains("event: end"),
+        "{body}"
+    );
     // The document carries the raw text as JSON strings (the script shows them as text); the
     // HTML it swaps in is the server's, escaped.
     let data = body
@@ -312,18 +358,37 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
         .expect("a state event");
     let doc: Value = serde_json::from_str(&data).unwrap();
     assert_sections_inert(&doc["sections"]);
-    assert!(doc["sections"]["finals"].as_str().unwrap().contains(EVIL_ESCAPED));
+    assert!(doc["sections"]["finals"]
+        .as_str()
+        .unwrap()
+        .contains(EVIL_ESCAPED));
 
     // The report: written now, no script at all.
     let (code, csp, page) = get(&format!("{}/runs/{run}/report", s.url));
     assert_eq!(code, 200, "{page}");
-    assert!(csp.contains("default-src 'none'") && !csp.contains("script-src"), "{csp}");
+    assert!(
+        csp.contains("default-src 'none'") && !csp.contains("script-src"),
+        "{csp}"
+    );
     assert!(page.contains(EVIL_ESCAPED) && !page.contains("<script>alert"));
 
     // The script and style are ours, with their types.
-    let mut r = agent().get(&format!("{}/static/app.js", s.url)).call().unwrap();
-    assert!(r.headers().get("content-type").unwrap().to_str().unwrap().starts_with("text/javascript"));
-    assert!(r.body_mut().read_to_string().unwrap().contains("EventSource"));
+    let mut r = agent()
+        .get(&format!("{}/static/app.js", s.url))
+        .call()
+        .unwrap();
+    assert!(r
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
+    assert!(r
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+        .contains("EventSource"));
 
     // Unknown and malformed ids.
     assert_eq!(get(&format!("{}/runs/run-nope", s.url)).0, 404);
@@ -354,8 +419,14 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
         &json!({"id": "x", "action": "approve"}),
     );
     assert_eq!(code, 409, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("waits on no review"), "{v}");
-    let (code, v) = post(&format!("{}/runs/{run}/review", s.url), &json!({"id": "x", "action": "explode"}));
+    assert!(
+        v["error"].as_str().unwrap().contains("waits on no review"),
+        "{v}"
+    );
+    let (code, v) = post(
+        &format!("{}/runs/{run}/review", s.url),
+        &json!({"id": "x", "action": "explode"}),
+    );
     assert_eq!(code, 400, "{v}");
     drop(s);
 
@@ -365,11 +436,26 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
     assert!(stderr(&o).contains("--token"), "{}", text(&o));
     let s = Serve::start(&store, &["127.0.0.1:0", "--token", TOKEN]);
     assert_eq!(get(&format!("{}/", s.url)).0, 401);
-    assert_eq!(get(&format!("{}/?token=wrong-token-of-some-length", s.url)).0, 401);
-    let r = agent().get(&format!("{}/?token={TOKEN}", s.url)).call().unwrap();
+    assert_eq!(
+        get(&format!("{}/?token=wrong-token-of-some-length", s.url)).0,
+        401
+    );
+    let r = agent()
+        .get(&format!("{}/?token={TOKEN}", s.url))
+        .call()
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
-    let cookie = r.headers().get("set-cookie").unwrap().to_str().unwrap().to_string();
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let cookie = r
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     let r = agent()
         .get(&format!("{}/runs/{run}", s.url))
         .header("Cookie", cookie.split(';').next().unwrap())
@@ -400,13 +486,17 @@ fn sse(url: String) -> std::sync::mpsc::Receiver<(Instant, String, String)> {
                 name = n.to_string();
             } else if let Some(d) = line.strip_prefix("data: ") {
                 data.push_str(d);
-            } else if line.is_empty() && !name.is_empty() {
-                if tx
-                    .send((Instant::now(), std::mem::take(&mut name), std::mem::take(&mut data)))
+            } else if line.is_empty()
+                && !name.is_empty()
+                && tx
+                    .send((
+                        Instant::now(),
+                        std::mem::take(&mut name),
+                        std::mem::take(&mut data),
+                    ))
                     .is_err()
-                {
-                    break;
-                }
+            {
+                break;
             }
         }
     });
@@ -470,7 +560,10 @@ fn a_scripted_search_started_from_the_page_streams_live_and_ends_with_its_winner
         }
     }
     let engine: Vec<&(Instant, String, String)> = got.iter().filter(|e| e.1 == "engine").collect();
-    let finished = engine.iter().filter(|e| e.2.contains("\"node_finished\"")).count();
+    let finished = engine
+        .iter()
+        .filter(|e| e.2.contains("\"node_finished\""))
+        .count();
     assert!(finished >= 3, "every node's end streamed: {got:?}");
     assert!(
         engine.iter().any(|e| e.2.contains("node n1 started")),
@@ -478,9 +571,15 @@ fn a_scripted_search_started_from_the_page_streams_live_and_ends_with_its_winner
     );
     // It grew while the search ran, not in one burst at the end.
     let spread = engine.last().unwrap().0 - engine.first().unwrap().0;
-    assert!(spread > Duration::from_secs(1), "all events at once ({spread:?})");
+    assert!(
+        spread > Duration::from_secs(1),
+        "all events at once ({spread:?})"
+    );
     let states = got.iter().filter(|e| e.1 == "state").count();
-    assert!(states >= 3, "the state was re-sent as it changed ({states})");
+    assert!(
+        states >= 3,
+        "the state was re-sent as it changed ({states})"
+    );
     for e in got.iter().filter(|e| e.1 == "state") {
         assert_sections_inert(&serde_json::from_str::<Value>(&e.2).unwrap()["sections"]);
     }
@@ -524,7 +623,12 @@ fn a_scripted_search_started_from_the_page_streams_live_and_ends_with_its_winner
 
 /// The headless Chromium binary, if this machine has one.
 fn chromium() -> Option<PathBuf> {
-    let names = ["chromium-headless-shell", "chromium", "chromium-browser", "google-chrome"];
+    let names = [
+        "chromium-headless-shell",
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+    ];
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default()
@@ -537,13 +641,22 @@ fn chromium() -> Option<PathBuf> {
 fn dump_dom(chromium: &Path, url: &str, dir: &Path) -> String {
     let profile = dir.join("chromium-profile");
     let o = Command::new(chromium)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=5000",
+        ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg("--dump-dom")
         .arg(url)
         .output()
         .expect("start chromium");
-    assert!(o.status.success(), "chromium: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -573,7 +686,9 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
     let run = v["run"].as_str().unwrap().to_string();
 
     // The run waits on its plan: shown on the page, escaped, with the answers it takes.
-    let v = wait_state(&s, &run, Duration::from_secs(300), |v| v["review"].is_object());
+    let v = wait_state(&s, &run, Duration::from_secs(300), |v| {
+        v["review"].is_object()
+    });
     assert_eq!(v["mode"], "interactive", "{v}");
     assert_eq!(v["review"]["what"], "plan", "{v}");
     assert!(v["review"]["shown"].as_str().unwrap().contains(EVIL), "{v}");
@@ -581,14 +696,27 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
     let (_, csp, page) = get(&format!("{}/runs/{run}", s.url));
     assert_strict_csp(&csp);
     assert_inert(&page);
-    assert!(page.contains(&format!("data-review=\"{plan_id}\"")), "{page}");
-    assert!(page.contains("data-action=\"approve\"") && page.contains(EVIL_ESCAPED), "{page}");
-    assert!(store.join("serve").join(&run).join("review-pending.json").exists());
+    assert!(
+        page.contains(&format!("data-review=\"{plan_id}\"")),
+        "{page}"
+    );
+    assert!(
+        page.contains("data-action=\"approve\"") && page.contains(EVIL_ESCAPED),
+        "{page}"
+    );
+    assert!(store
+        .join("serve")
+        .join(&run)
+        .join("review-pending.json")
+        .exists());
 
     // An empty guidance is refused; then the plan is rejected with guidance, which the
     // implementer's scripted reply expects to see in its prompt.
     let url = format!("{}/runs/{run}/review", s.url);
-    let (code, e) = post(&url, &json!({"id": plan_id, "action": "guidance", "text": " "}));
+    let (code, e) = post(
+        &url,
+        &json!({"id": plan_id, "action": "guidance", "text": " "}),
+    );
     assert_eq!(code, 400, "{e}");
     let (code, e) = post(
         &url,
@@ -603,13 +731,26 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
     let (code, _) = post(&url, &json!({"id": plan_id, "action": "approve"}));
     assert_eq!(code, 409);
     assert_eq!(v["review"]["what"], "code change", "{v}");
-    assert!(v["review"]["shown"].as_str().unwrap().contains("+    #pragma omp parallel for"), "the diff is shown: {v}");
+    assert!(
+        v["review"]["shown"]
+            .as_str()
+            .unwrap()
+            .contains("+    #pragma omp parallel for"),
+        "the diff is shown: {v}"
+    );
     let diff_id = v["review"]["id"].as_str().unwrap().to_string();
     let (code, e) = post(&url, &json!({"id": diff_id, "action": "approve"}));
     assert_eq!(code, 200, "{e}");
 
-    let v = wait_state(&s, &run, Duration::from_secs(400), |v| v["running"] == false);
-    assert_eq!(v["status"], "finished", "{v}\n{}", std::fs::read_to_string(store.join("serve").join(&run).join("log.txt")).unwrap_or_default());
+    let v = wait_state(&s, &run, Duration::from_secs(400), |v| {
+        v["running"] == false
+    });
+    assert_eq!(
+        v["status"],
+        "finished",
+        "{v}\n{}",
+        std::fs::read_to_string(store.join("serve").join(&run).join("log.txt")).unwrap_or_default()
+    );
     // The page's answers went through the loop's journal as the terminal's verdicts do.
     let db = rusqlite::Connection::open(store.join("ksmith.db")).unwrap();
     let reviews: Vec<String> = db
@@ -620,7 +761,14 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
         .map(|r| r.unwrap())
         .collect();
     assert_eq!(reviews.len(), 2, "{reviews:?}");
-    assert!(reviews[0].contains("guidance") && reviews[0].contains("use a static schedule"), "{reviews:?}");
+    assert!(
+        reviews[0].contains("guidance") && reviews[0].contains("use a static schedule"),
+        "{reviews:?}"
+    );
     assert_eq!(reviews[1], "\"approve\"", "{reviews:?}");
-    assert!(!store.join("serve").join(&run).join("review-pending.json").exists());
+    assert!(!store
+        .join("serve")
+        .join(&run)
+        .join("review-pending.json")
+        .exists());
 }

@@ -214,7 +214,12 @@ fn tree_order(d: &ReportData) -> Vec<NodeView> {
             status: n.status.clone(),
             tone: n.tone.class().to_string(),
             hint: n.hint.clone(),
-            plan: n.plan.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_string(),
+            plan: n
+                .plan
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_string(),
             speedup: n.speedup,
             eval_id: n.eval_id,
         });
@@ -419,8 +424,10 @@ fn poll(s: &mut Stream) -> Result<(), Failure> {
 pub(super) async fn events(
     State(app): State<Arc<App>>,
     UrlPath(run): UrlPath<String>,
-) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, std::convert::Infallible>>>, Failure>
-{
+) -> Result<
+    Sse<impl futures_util::Stream<Item = Result<SseEvent, std::convert::Infallible>>>,
+    Failure,
+> {
     let run = super::run_id(&run)?;
     let s = Stream {
         app,

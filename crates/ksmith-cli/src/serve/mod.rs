@@ -220,7 +220,10 @@ fn run_id(run: &str) -> Result<String, Failure> {
 /// Every request: the host and token checked, the security headers set on the answer.
 async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     if app.loopback && !host_is_loopback(req.headers()) {
-        return plain(StatusCode::FORBIDDEN, "this server answers loopback hosts only");
+        return plain(
+            StatusCode::FORBIDDEN,
+            "this server answers loopback hosts only",
+        );
     }
     let mut set_cookie = None;
     if let Some(want) = &app.token {
@@ -255,7 +258,10 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if let Some(c) = set_cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
@@ -316,7 +322,11 @@ fn offered_token(req: &Request) -> Option<(String, bool)> {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|c| c.trim().strip_prefix(&format!("{COOKIE}=")).map(str::to_string))
+        .find_map(|c| {
+            c.trim()
+                .strip_prefix(&format!("{COOKIE}="))
+                .map(str::to_string)
+        })
         .map(|t| (t, false))
 }
 
@@ -330,7 +340,11 @@ fn same_origin_json(h: &HeaderMap) -> bool {
     let json = h
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(';').next().is_some_and(|t| t.trim() == "application/json"));
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim() == "application/json")
+        });
     let origin_ok = match h.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
         None => true,
         Some(o) => h

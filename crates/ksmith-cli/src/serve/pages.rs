@@ -180,7 +180,11 @@ fn finals_html(s: &RunState) -> String {
             html(&f.summary)
         );
         if !f.held_out.is_empty() {
-            let _ = write!(b, "<p class=\"muted\">held-out shapes: {}</p>", html(&f.held_out));
+            let _ = write!(
+                b,
+                "<p class=\"muted\">held-out shapes: {}</p>",
+                html(&f.held_out)
+            );
         }
         b.push_str("<table id=\"finalists\"><thead><tr><th>finalist</th><th>re-check</th><th>held out</th><th>vs XLA, together</th><th>vs incumbent</th><th>decision</th></tr></thead><tbody>");
         for r in &f.finalists {
@@ -262,7 +266,8 @@ fn current_html(s: &RunState) -> String {
     };
     let mut b = format!(
         "<h2>Now</h2><p>{}{}</p>",
-        c.node.map_or(String::new(), |n| format!("expanding n{n} · ")),
+        c.node
+            .map_or(String::new(), |n| format!("expanding n{n} · ")),
         html(s.stage.as_deref().unwrap_or("")),
     );
     if let Some(call) = &c.call {

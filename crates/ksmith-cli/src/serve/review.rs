@@ -96,7 +96,9 @@ pub(crate) fn answer(store: &Path, run: &str, id: &str, verdict: Verdict) -> Res
                 verdict,
             },
         ),
-        Some(_) => Err(anyhow!("run {run} now waits on another review; reload the page")),
+        Some(_) => Err(anyhow!(
+            "run {run} now waits on another review; reload the page"
+        )),
         None => Err(anyhow!("run {run} waits on no review")),
     }
 }
@@ -121,7 +123,13 @@ impl Reviewer for WebReviewer {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let id = ksmith_task::content_hash(
-            format!("{}-{}-{step}-{}", self.run, now.as_nanos(), std::process::id()).as_bytes(),
+            format!(
+                "{}-{}-{step}-{}",
+                self.run,
+                now.as_nanos(),
+                std::process::id()
+            )
+            .as_bytes(),
         )[..16]
             .to_string();
         let answer_file = answer_path(&self.store, &self.run);
@@ -179,7 +187,13 @@ mod tests {
         };
         assert_eq!(p.what, "plan");
         assert!(answer(&store, "run-1-abc", "not-this-one", Verdict::Approve).is_err());
-        answer(&store, "run-1-abc", &p.id, Verdict::Guidance("smaller".into())).unwrap();
+        answer(
+            &store,
+            "run-1-abc",
+            &p.id,
+            Verdict::Guidance("smaller".into()),
+        )
+        .unwrap();
         let v = waiter.join().unwrap().unwrap();
         assert_eq!(v, Verdict::Guidance("smaller".into()));
         assert!(pending(&store, "run-1-abc").unwrap().is_none());
