@@ -2,8 +2,9 @@
 //! under a strict Content-Security-Policy), the refusals (foreign host, missing token, a POST
 //! that is not this page's JSON), a scripted-provider search started from the page whose event
 //! stream is watched growing to its end and whose finished page names the written winner, an
-//! interactive agent run whose plan and diff are approved through the HTTP endpoint, and the
-//! finished page opened in headless Chromium.
+//! interactive agent run whose plan is rejected with guidance from the page in headless
+//! Chromium and whose code change is approved through the HTTP endpoint. Chromium is driven over
+//! the DevTools protocol on a pipe: it watches the search grow and finds the written winner.
 
 mod common;
 
@@ -540,13 +541,20 @@ fn a_scripted_search_started_from_the_page_streams_live_and_ends_with_its_winner
     );
     assert_eq!(code, 200, "{v}");
     let run = v["run"].as_str().unwrap().to_string();
+    // A person watching: the page open in a browser while the search runs.
+    let mut browser = Browser::open(&format!("{}/runs/{run}", s.url), tmp.path());
     let events = sse(format!("{}/runs/{run}/events", s.url));
     let mut got: Vec<(Instant, String, String)> = Vec::new();
+    let mut seen_in_browser: Vec<Value> = Vec::new();
     let start_t = Instant::now();
     loop {
         match events.recv_timeout(Duration::from_secs(5)) {
             Ok(e) => {
                 let end = e.1 == "end";
+                if e.1 == "engine" {
+                    seen_in_browser
+                        .push(browser.eval("document.querySelectorAll('#events li').length"));
+                }
                 got.push(e);
                 if end {
                     break;
@@ -605,24 +613,42 @@ fn a_scripted_search_started_from_the_page_streams_live_and_ends_with_its_winner
     // The page's runs are processes with their files under STORE/serve/RUN/.
     assert!(store.join("serve").join(&run).join("events.jsonl").exists());
 
-    // The finished page in a real browser: the script runs under the CSP and the winner is
-    // on the page it leaves.
-    if let Some(chromium) = chromium() {
-        let dom = dump_dom(&chromium, &format!("{}/runs/{run}", s.url), tmp.path());
-        assert!(dom.contains("Final judgement"), "{dom}");
-        assert!(
-            dom.contains("id=\"winner\""),
-            "the winner's line is on the page: {dom}"
-        );
-        assert!(
-            dom.contains("data-ended=\"true\""),
-            "the script ran and saw the stream end: {dom}"
-        );
-    }
+    // The browser followed the same stream: its event list grew to the end, the script ran
+    // under the CSP (the only script is ours), and the written winner is on the page it has.
+    browser.wait_for(
+        "document.body.getAttribute('data-ended') === 'true'",
+        Duration::from_secs(60),
+    );
+    let mut grew = seen_in_browser.clone();
+    grew.dedup();
+    assert!(
+        grew.len() >= 3,
+        "the page's event list grew while the search ran: {seen_in_browser:?}"
+    );
+    let shown = browser.eval("document.querySelectorAll('#events li').length");
+    assert!(
+        shown.as_u64().unwrap() as usize >= engine.len(),
+        "{shown} of {}",
+        engine.len()
+    );
+    assert_eq!(browser.eval("document.scripts.length"), json!(1));
+    assert_eq!(
+        browser.eval("document.getElementById('status').textContent"),
+        json!("finished")
+    );
+    let finals = browser.eval("document.getElementById('finals').innerText");
+    assert!(
+        finals.as_str().unwrap().contains("Final judgement"),
+        "{finals}"
+    );
+    assert!(
+        browser.eval("!!document.getElementById('winner')") == json!(true),
+        "the winner's line is on the page: {finals}"
+    );
 }
 
-/// The headless Chromium binary, if this machine has one.
-fn chromium() -> Option<PathBuf> {
+/// The headless Chromium binary, or a failure saying what to install (as tests/report_html.rs).
+fn chromium() -> PathBuf {
     let names = [
         "chromium-headless-shell",
         "chromium",
@@ -633,31 +659,155 @@ fn chromium() -> Option<PathBuf> {
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default()
         .into_iter()
+        .chain([PathBuf::from("/usr/lib/chromium")])
         .flat_map(|d| names.iter().map(move |n| d.join(n)))
         .find(|p| p.is_file())
+        .expect(
+            "headless Chromium is needed to drive the page: install it \
+             (Debian: `apt-get install -y chromium-headless-shell`; .ci/run does)",
+        )
 }
 
-/// The DOM of `url` after its scripts ran for a while, as headless Chromium leaves it.
-fn dump_dom(chromium: &Path, url: &str, dir: &Path) -> String {
-    let profile = dir.join("chromium-profile");
-    let o = Command::new(chromium)
-        .args([
+/// Headless Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`:
+/// NUL-separated JSON messages, the browser reading descriptor 3 and writing 4), one page
+/// attached: the test reads the live DOM and clicks as a person would.
+struct Browser {
+    child: Child,
+    to: std::fs::File,
+    from: BufReader<std::fs::File>,
+    next: u64,
+    session: String,
+}
+
+/// A pipe whose ends close on exec: (read, write).
+fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    }
+}
+
+impl Browser {
+    /// Chromium on `url`, its profile under `dir`.
+    fn open(url: &str, dir: &Path) -> Browser {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let (their_in, our_out) = pipe();
+        let (our_in, their_out) = pipe();
+        let (r, w) = (their_in.as_raw_fd(), their_out.as_raw_fd());
+        let mut cmd = Command::new(chromium());
+        cmd.args([
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
-            "--virtual-time-budget=5000",
+            "--remote-debugging-pipe",
+            "--window-size=1280,2000",
         ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg("--dump-dom")
-        .arg(url)
-        .output()
-        .expect("start chromium");
-    assert!(
-        o.status.success(),
-        "chromium: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.join("chromium-profile").display()
+        ))
+        .arg("about:blank")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        unsafe {
+            cmd.pre_exec(move || {
+                // Out of the way first, so placing one end cannot close the other.
+                let (r2, w2) = (
+                    libc::fcntl(r, libc::F_DUPFD, 10),
+                    libc::fcntl(w, libc::F_DUPFD, 10),
+                );
+                if r2 < 0 || w2 < 0 || libc::dup2(r2, 3) < 0 || libc::dup2(w2, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("start chromium");
+        drop((their_in, their_out));
+        let mut b = Browser {
+            child,
+            to: std::fs::File::from(our_out),
+            from: BufReader::new(std::fs::File::from(our_in)),
+            next: 1,
+            session: String::new(),
+        };
+        let targets = b.call("Target.getTargets", json!({}), false);
+        let page = targets["targetInfos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["type"] == "page")
+            .expect("a page target")["targetId"]
+            .clone();
+        let attached = b.call(
+            "Target.attachToTarget",
+            json!({"targetId": page, "flatten": true}),
+            false,
+        );
+        b.session = attached["sessionId"].as_str().unwrap().to_string();
+        b.call("Page.navigate", json!({"url": url}), true);
+        b
+    }
+
+    /// One protocol call; its result (events before the answer are skipped).
+    fn call(&mut self, method: &str, params: Value, on_page: bool) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let mut msg = json!({"id": id, "method": method, "params": params});
+        if on_page {
+            msg["sessionId"] = json!(self.session);
+        }
+        self.to.write_all(msg.to_string().as_bytes()).unwrap();
+        self.to.write_all(b"\0").unwrap();
+        loop {
+            let mut buf = Vec::new();
+            let n = self.from.read_until(0, &mut buf).unwrap();
+            assert!(n > 0, "chromium closed the protocol pipe during {method}");
+            buf.pop();
+            let v: Value = serde_json::from_slice(&buf).unwrap();
+            if v["id"] == json!(id) {
+                assert!(v["error"].is_null(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression in the page.
+    fn eval(&mut self, js: &str) -> Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            json!({"expression": js, "returnByValue": true}),
+            true,
+        );
+        assert!(r["exceptionDetails"].is_null(), "{js}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// Waits (at most `limit`) until `js` evaluates to true in the page.
+    fn wait_for(&mut self, js: &str, limit: Duration) {
+        let start = Instant::now();
+        while self.eval(js) != json!(true) {
+            assert!(
+                start.elapsed() < limit,
+                "the page never got `{js}`: {}",
+                self.eval("document.body ? document.body.innerText : ''")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 #[test]
@@ -684,6 +834,7 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
     );
     assert_eq!(code, 200, "{v}");
     let run = v["run"].as_str().unwrap().to_string();
+    let mut browser = Browser::open(&format!("{}/runs/{run}", s.url), tmp.path());
 
     // The run waits on its plan: shown on the page, escaped, with the answers it takes.
     let v = wait_state(&s, &run, Duration::from_secs(300), |v| {
@@ -718,11 +869,30 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
         &json!({"id": plan_id, "action": "guidance", "text": " "}),
     );
     assert_eq!(code, 400, "{e}");
-    let (code, e) = post(
-        &url,
-        &json!({"id": plan_id, "action": "guidance", "text": "use a static schedule"}),
+    // The page open since the start got the question over its stream (no reload): the plan
+    // shown as text, the box holding it. A person replaces it with guidance and rejects.
+    browser.wait_for(
+        &format!("!!document.getElementById('review-form') && document.getElementById('review-form').getAttribute('data-review') === '{plan_id}'"),
+        Duration::from_secs(60),
     );
-    assert_eq!(code, 200, "{e}");
+    let shown = browser.eval("document.querySelector('#review pre').textContent");
+    assert!(
+        shown.as_str().unwrap().contains(EVIL),
+        "the plan shown as text: {shown}"
+    );
+    assert_eq!(
+        browser.eval("document.scripts.length"),
+        json!(1),
+        "no script but ours"
+    );
+    browser.eval(
+        "document.getElementById('review-form').elements.text.value = 'use a static schedule'; \
+         document.querySelector('[data-action=guidance]').click(); true",
+    );
+    browser.wait_for(
+        "document.getElementById('review-result').textContent.indexOf('sent: guidance') === 0",
+        Duration::from_secs(30),
+    );
     // A second answer to the same question is refused (it is no longer pending, or a newer
     // one is).
     let v = wait_state(&s, &run, Duration::from_secs(300), |v| {
@@ -745,6 +915,16 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
     let v = wait_state(&s, &run, Duration::from_secs(400), |v| {
         v["running"] == false
     });
+    // The page, never reloaded, ends on the winner the run wrote.
+    browser.wait_for(
+        "document.body.getAttribute('data-ended') === 'true' && !!document.getElementById('winner')",
+        Duration::from_secs(60),
+    );
+    let winner = browser.eval("document.getElementById('winner').textContent");
+    assert!(
+        winner.as_str().unwrap().contains("winner: iteration"),
+        "{winner}"
+    );
     assert_eq!(
         v["status"],
         "finished",
