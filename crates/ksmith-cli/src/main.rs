@@ -580,7 +580,10 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Compare(_)
         | Cmd::VerifyExport(_)
         | Cmd::Simulate(_)
-        | Cmd::Cluster(_) => false,
+        | Cmd::Cluster(_)
+        // Browsing works on a read-only store; starting runs and answering reviews then fail
+        // with the store's own error on the page.
+        | Cmd::Serve(_) => false,
         Cmd::Validate { no_run, .. } => !no_run,
         Cmd::Memory(m) => m.writes_store(),
         // A missing roofline, or one of another format, is measured and written.
@@ -594,7 +597,6 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Resume(_)
         | Cmd::Worker(_)
         | Cmd::Mcp(_)
-        | Cmd::Serve(_)
         | Cmd::Task(_) => true,
     }
 }

@@ -210,6 +210,20 @@ pub(crate) fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<u8, Exit> {
         }
         return crate::search::resume(ctx, &args.run, &args.budget, None);
     }
+    if args.review.is_some() {
+        // Checked before the run is reopened (which marks it running).
+        let mode = ctx
+            .store_read()?
+            .run(&args.run)
+            .map_err(crate::env_err)?
+            .map(|r| r.mode);
+        if mode.as_deref().and_then(RunMode::from_name) == Some(RunMode::Autonomous) {
+            return Err(input(anyhow!(
+                "--review: run {} is autonomous; it has no review points",
+                args.run
+            )));
+        }
+    }
     let mut session = session::Session::reopen(ctx, &args.run, &args.budget)?;
     session.review_via = args.review.unwrap_or_default();
     iterate::drive(ctx, session)

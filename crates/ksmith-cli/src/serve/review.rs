@@ -43,6 +43,8 @@ pub(crate) struct PendingReview {
     pub editable: String,
     /// When it was asked (Unix seconds).
     pub asked_at: u64,
+    /// The process that asks (a question left by a process that is gone is not pending).
+    pub pid: u32,
 }
 
 /// The page's answer to one pending review.
@@ -80,9 +82,20 @@ pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Opt
     }
 }
 
-/// The run's pending review, when it waits on one.
+/// The review the run waits on: the question file, when the process that wrote it still holds
+/// the run (one killed while asking leaves its file behind; its resumed run asks anew).
 pub(crate) fn pending(store: &Path, run: &str) -> Result<Option<PendingReview>> {
-    read_json(&pending_path(store, run))
+    let Some(p) = read_json::<PendingReview>(&pending_path(store, run))? else {
+        return Ok(None);
+    };
+    let holder = ksmith_store::Store::open_read(store)
+        .map(|s| s.run_holder(run))
+        .context("reading the run's lock")?;
+    Ok(match holder {
+        ksmith_store::RunHolder::Held(Some(pid)) if pid != p.pid => None,
+        ksmith_store::RunHolder::Held(_) => Some(p),
+        ksmith_store::RunHolder::Free => None,
+    })
 }
 
 /// Answers the pending review `id` of `run`; refused when the run waits on no such question
@@ -147,6 +160,7 @@ impl Reviewer for WebReviewer {
                 shown: shown.to_string(),
                 editable: editable.to_string(),
                 asked_at: now.as_secs(),
+                pid: std::process::id(),
             },
         )?;
         note!(
@@ -174,6 +188,10 @@ mod tests {
     fn a_web_review_is_answered_through_the_files() {
         let d = tempfile::tempdir().unwrap();
         let store = d.path().to_path_buf();
+        // The run's lock, held as its driving process holds it (the question is pending
+        // only while it is).
+        let s = ksmith_store::Store::open(&store).unwrap();
+        let lock = s.lock_run("run-1-abc").unwrap();
         let r = WebReviewer {
             store: store.clone(),
             run: "run-1-abc".into(),
@@ -196,6 +214,11 @@ mod tests {
         .unwrap();
         let v = waiter.join().unwrap().unwrap();
         assert_eq!(v, Verdict::Guidance("smaller".into()));
+        assert!(pending(&store, "run-1-abc").unwrap().is_none());
+        // A question left by a process that no longer holds the run is not pending.
+        write_json_atomic(&pending_path(&store, "run-1-abc"), &p).unwrap();
+        assert!(pending(&store, "run-1-abc").unwrap().is_some());
+        drop(lock);
         assert!(pending(&store, "run-1-abc").unwrap().is_none());
     }
 }
