@@ -431,6 +431,26 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
     assert_eq!(code, 400, "{v}");
     drop(s);
 
+    // Review points are the agent loop's: a search is not reviewed, on the page or anywhere.
+    let o = ksmith(
+        &store,
+        &[
+            "optimize",
+            "tasks/starter/softmax",
+            "--model",
+            "scripted:/x",
+            "--strategy",
+            "loop",
+            "--review",
+            "web",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("--review"), "{}", text(&o));
+    let o = ksmith(&store, &["resume", run, "--review", "web"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("no review points"), "{}", text(&o));
+
     // Beyond loopback only with a token; with one, every request needs it.
     let o = ksmith(&store, &["serve", "--addr", "0.0.0.0:0"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
