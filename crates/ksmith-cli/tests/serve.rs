@@ -608,9 +608,25 @@ fn a_scripted_search_started_from_the_page_streams_live_and_ends_with_its_winner
         states >= 3,
         "the state was re-sent as it changed ({states})"
     );
-    for e in got.iter().filter(|e| e.1 == "state") {
-        assert_sections_inert(&serde_json::from_str::<Value>(&e.2).unwrap()["sections"]);
+    let docs: Vec<Value> = got
+        .iter()
+        .filter(|e| e.1 == "state")
+        .map(|e| serde_json::from_str(&e.2).unwrap())
+        .collect();
+    for d in &docs {
+        assert_sections_inert(&d["sections"]);
     }
+    // While it ran, the page showed a node being expanded with its latest prompt and reply.
+    assert!(
+        docs.iter().any(|d| d["state"]["running"] == true
+            && d["state"]["current"]["call"]["prompt"]
+                .as_str()
+                .is_some_and(|p| !p.is_empty())
+            && d["sections"]["current"]
+                .as_str()
+                .is_some_and(|h| h.contains("<h3>prompt</h3>"))),
+        "no state showed the node being expanded"
+    );
     assert_eq!(got.last().unwrap().2, "finished", "{:?}", got.last());
 
     // The finished page: the final judgement and the winner written, the report linked.
