@@ -81,9 +81,14 @@ pub(crate) fn run(ctx: &Ctx, args: &ServeArgs) -> Result<u8, Exit> {
         )));
     }
     if let Some(t) = &token {
-        if t.len() < 16 || !t.chars().all(|c| c.is_ascii_graphic()) {
+        // URL- and cookie-safe characters only: it travels in `?token=` and in a cookie.
+        if t.len() < 16
+            || !t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'))
+        {
             return Err(input_err(anyhow!(
-                "--token: at least 16 printable ASCII characters without spaces"
+                "--token: at least 16 characters of letters, digits, `-`, `_`, `.` or `~`"
             )));
         }
     }
