@@ -618,10 +618,15 @@ struct ReviewRequest {
 #[derive(Debug, Deserialize, Clone, Copy)]
 #[serde(rename_all = "snake_case")]
 enum ReviewAction {
+    /// Use the artifact as it is.
     Approve,
+    /// Use the box's text instead.
     Edit,
+    /// Reject it: the box's text goes to the agent's next call.
     Guidance,
+    /// Ask the agent again.
     Rerun,
+    /// Pause the run (resumable).
     Stop,
 }
 
