@@ -22,6 +22,7 @@ mod report;
 pub(crate) mod results;
 pub(crate) mod run_report;
 mod search;
+mod serve;
 pub(crate) mod tune;
 
 use anyhow::{anyhow, Context, Result};
@@ -368,6 +369,9 @@ enum Cmd {
     /// Serve KernelSmith's judge, tuner, searches and store as MCP tools to a coding agent
     /// (stdio, or streamable HTTP on a loopback port with --http; docs/mcp.md).
     Mcp(mcp::McpArgs),
+    /// A web page over the store on a local port: runs and evaluations, a run watched live,
+    /// its final judgement and report, reviews of interactive runs (docs/serve.md).
+    Serve(serve::ServeArgs),
     /// Ray clusters: the --cluster one's devices (status), one on this machine (local), the
     /// managed Python with Ray (python).
     #[command(subcommand)]
@@ -630,6 +634,7 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
         Cmd::Cluster(cmd) => cluster::run(&ctx, &cmd),
         Cmd::Mcp(args) => mcp::run(&ctx, &args),
         Cmd::Cache(cmd) => cache::run(&ctx, &cmd),
+        Cmd::Serve(args) => serve::run(&ctx, &args),
         Cmd::Worker(cmd) => cluster::run_worker(&ctx, &cmd),
     }
 }
@@ -648,7 +653,10 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Compare(_)
         | Cmd::VerifyExport(_)
         | Cmd::Simulate(_)
-        | Cmd::Cluster(_) => false,
+        | Cmd::Cluster(_)
+        // Browsing works on a read-only store; starting runs and answering reviews then fail
+        // with the store's own error on the page.
+        | Cmd::Serve(_) => false,
         Cmd::Validate { no_run, .. } => !no_run,
         Cmd::Memory(m) => m.writes_store(),
         Cmd::Cache(c) => c.writes_store(),

@@ -136,6 +136,12 @@ struct TaskSummary {
 
 pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
     if let Some(kind) = crate::search::requested(args)? {
+        if args.agent.review.is_some() {
+            // The graph search's expansions are not reviewed; saying so beats ignoring it.
+            return Err(input(anyhow!(
+                "--review: review points are in the agent loop (`optimize --model` without --strategy); a graph search runs unreviewed"
+            )));
+        }
         return crate::search::start(ctx, args, kind);
     }
     if args.agent.model.is_some() || args.agent.interactive {

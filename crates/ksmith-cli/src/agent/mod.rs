@@ -36,6 +36,10 @@ pub(crate) struct AgentArgs {
     /// Stop after each agent step to approve, edit, add guidance, rerun or quit.
     #[arg(long)]
     pub interactive: bool,
+    /// Where an interactive run's reviews are answered: the terminal, or the web page of
+    /// `ksmith serve` (implies --interactive; docs/serve.md).
+    #[arg(long, value_enum)]
+    pub review: Option<ReviewVia>,
     /// Fix attempts per failing stage (build, test) in one iteration.
     #[arg(long, default_value_t = 3, value_parser = crate::whole::<u32>(0..=20))]
     pub fix_attempts: u32,
@@ -54,6 +58,16 @@ pub(crate) struct AgentArgs {
     // Last: the budget flags have their own help heading.
     #[command(flatten)]
     pub budget: BudgetArgs,
+}
+
+/// Where an interactive run's review points are answered.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum ReviewVia {
+    /// At the terminal (stdin, `$EDITOR` for edits).
+    #[default]
+    Terminal,
+    /// On the page of `ksmith serve`, through files under STORE/serve/RUN/.
+    Web,
 }
 
 /// Budget flags (shared by `optimize` and `resume`).
@@ -154,12 +168,12 @@ pub(crate) fn start(
         },
         out: out.unwrap_or_else(|| ctx.store_dir.join("optimized").join(&task.name)),
     };
-    let mode = if args.interactive {
+    let mode = if args.interactive || args.review.is_some() {
         RunMode::Interactive
     } else {
         RunMode::Autonomous
     };
-    let session = session::Session::create(
+    let mut session = session::Session::create(
         ctx,
         &task.dir,
         &task.name,
@@ -168,6 +182,7 @@ pub(crate) fn start(
         mode,
         options,
     )?;
+    session.review_via = args.review.unwrap_or_default();
     iterate::drive(ctx, session)
 }
 
@@ -176,6 +191,9 @@ pub(crate) fn start(
 pub(crate) struct ResumeArgs {
     /// Run id (see `ksmith runs`).
     pub run: String,
+    /// Where an interactive run's reviews are answered from now on (default: the terminal).
+    #[arg(long, value_enum)]
+    pub review: Option<ReviewVia>,
     /// Raise or set limits for the rest of the run.
     #[command(flatten)]
     pub budget: BudgetArgs,
@@ -185,8 +203,28 @@ pub(crate) struct ResumeArgs {
 pub(crate) fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<u8, Exit> {
     // A graph-search run resumes through the search engine.
     if crate::search::is_search_run(ctx, &args.run)? {
+        if args.review.is_some() {
+            return Err(input(anyhow!(
+                "--review: a graph search has no review points; resume it without --review"
+            )));
+        }
         return crate::search::resume(ctx, &args.run, &args.budget, None);
     }
-    let session = session::Session::reopen(ctx, &args.run, &args.budget)?;
+    if args.review.is_some() {
+        // Checked before the run is reopened (which marks it running).
+        let mode = ctx
+            .store_read()?
+            .run(&args.run)
+            .map_err(crate::env_err)?
+            .map(|r| r.mode);
+        if mode.as_deref().and_then(RunMode::from_name) == Some(RunMode::Autonomous) {
+            return Err(input(anyhow!(
+                "--review: run {} is autonomous; it has no review points",
+                args.run
+            )));
+        }
+    }
+    let mut session = session::Session::reopen(ctx, &args.run, &args.budget)?;
+    session.review_via = args.review.unwrap_or_default();
     iterate::drive(ctx, session)
 }

@@ -41,9 +41,15 @@ pub(crate) fn review(
     if let Some(v) = s.replay("review")? {
         return Ok(v);
     }
-    let v = TerminalReviewer
-        .review(step, what, shown, editable)
-        .map_err(Halt::Failed)?;
+    let v = match s.review_via {
+        super::ReviewVia::Terminal => TerminalReviewer.review(step, what, shown, editable),
+        super::ReviewVia::Web => crate::serve::review::WebReviewer {
+            store: s.store_dir.clone(),
+            run: s.run.id.clone(),
+        }
+        .review(step, what, shown, editable),
+    }
+    .map_err(Halt::Failed)?;
     // A quit is not journaled: the resumed run asks again at the same step.
     if v != Verdict::Quit {
         s.record("review", &v)?;

@@ -35,6 +35,10 @@ pub(crate) struct Session {
     pub run: RunRow,
     pub opts: RunOptions,
     pub interactive: bool,
+    /// Where its reviews are answered (an interactive run only).
+    pub review_via: super::ReviewVia,
+    /// The store directory (a web review's files live under it).
+    pub store_dir: std::path::PathBuf,
     pub store: Store,
     pub prompts: Prompts,
     pub knowledge: Knowledge,
@@ -98,7 +102,12 @@ fn new_run_id() -> String {
 }
 
 impl Session {
-    fn open(run: RunRow, opts: RunOptions, store: Store) -> Result<Session, Exit> {
+    fn open(
+        run: RunRow,
+        opts: RunOptions,
+        store: Store,
+        store_dir: std::path::PathBuf,
+    ) -> Result<Session, Exit> {
         // Flags first (a typo in the model, the prompts or the knowledge directories), then
         // the provider's setup.
         ModelSpec::parse(&run.model).map_err(|e| input(anyhow!("--model: {e}")))?;
@@ -115,6 +124,8 @@ impl Session {
         let events = store.events(&run.id).map_err(env_err)?;
         Ok(Session {
             interactive: RunMode::from_name(&run.mode) == Some(RunMode::Interactive),
+            review_via: super::ReviewVia::Terminal,
+            store_dir,
             prior_active: run.active_s,
             run,
             opts,
@@ -165,7 +176,7 @@ impl Session {
             active_s: 0.0,
             out_dir: None,
         };
-        let mut session = Session::open(run.clone(), opts, store)?;
+        let mut session = Session::open(run.clone(), opts, store, ctx.store_dir.clone())?;
         session.lock = Some(session.store.lock_run(&run.id).map_err(lock_error)?);
         session.store.create_run(&run).map_err(env_err)?;
         super::interrupt::watch(ctx.store_dir.clone(), &run.id, 0.0, session.started);
@@ -198,7 +209,7 @@ impl Session {
         let was = run.status;
         run.status = RunStatus::Running;
         run.stop_reason = None;
-        let mut session = Session::open(run, opts, store)?;
+        let mut session = Session::open(run, opts, store, ctx.store_dir.clone())?;
         session.lock = Some(lock);
         session.store.update_run(&session.run).map_err(env_err)?;
         super::interrupt::watch(

@@ -11,7 +11,7 @@
 //! as JSON lines that the server turns into progress notifications.
 
 mod input;
-mod runs;
+pub(crate) mod runs;
 mod server;
 
 use crate::{env_err, input as input_err, Ctx, Exit};

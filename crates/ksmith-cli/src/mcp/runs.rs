@@ -44,8 +44,18 @@ struct Proc {
 }
 
 /// The run processes this server started, by run id.
-#[derive(Clone, Default)]
-pub(crate) struct Procs(Arc<Mutex<HashMap<String, Proc>>>);
+#[derive(Clone)]
+pub(crate) struct Procs {
+    map: Arc<Mutex<HashMap<String, Proc>>>,
+    /// The directory under the store that keeps their files (`mcp`, or `serve` for the page).
+    area: &'static str,
+}
+
+impl Default for Procs {
+    fn default() -> Self {
+        Procs::in_area("mcp")
+    }
+}
 
 /// Where a run's process stands, as this server sees it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -76,15 +86,23 @@ pub(crate) fn log_path(store: &Path, run: &str) -> PathBuf {
 }
 
 impl Procs {
+    /// No processes yet; their files go under STORE/AREA/RUN/.
+    pub(crate) fn in_area(area: &'static str) -> Procs {
+        Procs {
+            map: Arc::default(),
+            area,
+        }
+    }
+
     /// Starts `ksmith SUBCOMMAND ARGS` for `run`, with the server's global options.
     pub(crate) fn spawn(&self, ctx: &Ctx, run: &str, args: &[String]) -> Result<u32> {
-        let dir = run_dir(&ctx.store_dir, run);
+        let dir = ctx.store_dir.join(self.area).join(run);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         // Appended: a resumed run's log follows its first part.
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(log_path(&ctx.store_dir, run))
+            .open(dir.join("log.txt"))
             .with_context(|| format!("creating the log in {}", dir.display()))?;
         let exe = std::env::current_exe().context("finding the ksmith binary")?;
         let mut cmd = Command::new(exe);
@@ -113,7 +131,7 @@ impl Procs {
         }
         cmd.args(args)
             .env(RUN_ID_ENV, run)
-            .env(EVENTS_ENV, events_path(&ctx.store_dir, run))
+            .env(EVENTS_ENV, dir.join("events.jsonl"))
             .stdin(Stdio::null())
             .stdout(log.try_clone().context("sharing the log")?)
             .stderr(log);
@@ -132,7 +150,7 @@ impl Procs {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Proc>> {
         // A panic while holding it leaves the map usable: it holds plain data.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Where the process of `run` stands; None when this server did not start it.

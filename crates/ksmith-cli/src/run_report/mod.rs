@@ -5,7 +5,7 @@
 //!
 //! (`report.rs` next door is the table printer of `eval`/`bench`; this is the run report.)
 
-mod data;
+pub(crate) mod data;
 mod html;
 mod plot;
 mod tree;
