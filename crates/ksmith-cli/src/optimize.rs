@@ -22,6 +22,10 @@ pub(crate) struct OptimizeArgs {
     pub from: Option<PathBuf>,
     #[command(flatten)]
     pub search: SearchArgs,
+    /// The tuner's strategy (exhaustive, random, hillclimb, genetic; default hillclimb), apart
+    /// from `--strategy`, which picks a graph search here.
+    #[arg(long, value_name = "STRATEGY", help_heading = "Search")]
+    pub tune_strategy: Option<String>,
     /// Where to write the best solution and report (default: STORE/optimized/TASK; for a suite,
     /// the directory that gets one folder per task and summary.md).
     #[arg(long, help_heading = "Input and output")]
@@ -32,6 +36,32 @@ pub(crate) struct OptimizeArgs {
     pub agent: crate::agent::AgentArgs,
     #[command(flatten)]
     pub search_flags: crate::search::SearchFlags,
+}
+
+impl OptimizeArgs {
+    /// The tuner's settings: `--tune-strategy`, or a tuner strategy given to `--strategy` (as
+    /// before the two were apart; said once), else hill climbing.
+    pub(crate) fn tuner(&self) -> Result<SearchArgs, Exit> {
+        let mut tuner = self.search.clone();
+        let given = self.search.strategy.as_str();
+        let tuner_name = ksmith_tune::STRATEGIES.contains(&given) && given != "hillclimb";
+        tuner.strategy = match (&self.tune_strategy, tuner_name) {
+            (Some(t), true) => {
+                return Err(input(anyhow!(
+                    "--strategy {given} and --tune-strategy {t}: the tuner's strategy is --tune-strategy; --strategy picks a graph search"
+                )))
+            }
+            (Some(t), false) => t.clone(),
+            (None, true) => {
+                note!(
+                    "ksmith: --strategy {given} is the tuner's strategy: say --tune-strategy {given} (--strategy picks a graph search in optimize)"
+                );
+                given.to_string()
+            }
+            (None, false) => "hillclimb".to_string(),
+        };
+        Ok(tuner)
+    }
 }
 
 fn start_solution(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> {
@@ -163,7 +193,13 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
         );
     }
     let dirs = crate::suite_tasks(&args.task)?;
-    say!("No --model given: optimizing by autotuning the seed solution only (add --model PROVIDER:MODEL for the LLM agents).");
+    // The tuner's strategy is checked before anything is judged.
+    let tuner = args.tuner()?;
+    say!(
+        "No --model given: optimizing by autotuning the seed solution only ({} search, budget {}; add --model PROVIDER:MODEL for the LLM agents).",
+        tuner.strategy,
+        tuner.budget
+    );
     if dirs.len() == 1 && args.task.join(ksmith_task::TASK_FILE_NAME).exists() {
         let out = args.out.clone();
         let s = optimize_task(ctx, &dirs[0], args, out)?;
@@ -266,7 +302,8 @@ fn optimize_task(
     let path = start_solution(&task, args.from.as_ref())?;
     let solution = Solution::load(&path, &task)
         .map_err(|e| input(anyhow!("invalid solution {}:\n{e}", path.display())))?;
-    let outcome = tune::search(ctx, &task, &solution, &args.search, &args.opts)?;
+    let tuner = args.tuner()?;
+    let outcome = tune::search(ctx, &task, &solution, &tuner, &args.opts)?;
     let xla = outcome
         .default_result
         .performance

@@ -877,6 +877,8 @@ fn optimize_tunes_the_seed_revalidates_on_fresh_seeds_and_writes_a_report() {
         &[
             "optimize",
             task.to_str().unwrap(),
+            "--tune-strategy",
+            "exhaustive",
             "--budget",
             "3",
             "--min-time-ms",
@@ -894,8 +896,28 @@ fn optimize_tunes_the_seed_revalidates_on_fresh_seeds_and_writes_a_report() {
     );
     let s = stdout(&out);
     assert!(
-        s.contains("No --model given: optimizing by autotuning"),
+        s.contains("No --model given: optimizing by autotuning")
+            && s.contains("(exhaustive search, budget 3;"),
         "{s}"
+    );
+    // The tuner's strategy and the graph search's are two flags; one named in the other's
+    // place is said, both at once is an input error.
+    let both = ksmith(
+        &shared_store(),
+        &[
+            "optimize",
+            task.to_str().unwrap(),
+            "--strategy",
+            "random",
+            "--tune-strategy",
+            "genetic",
+        ],
+    );
+    assert_eq!(both.status.code(), Some(2), "{}", stderr(&both));
+    assert!(
+        stderr(&both).contains("the tuner's strategy is --tune-strategy"),
+        "{}",
+        stderr(&both)
     );
     assert!(
         s.contains("seed (untuned)") && s.contains("winner on fresh seeds (correctness)"),
