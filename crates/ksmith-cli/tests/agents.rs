@@ -1089,7 +1089,9 @@ fn a_manual_run_is_answered_by_whoever_writes_the_reply_files() {
                 child.try_wait().unwrap().is_none(),
                 "ksmith exited before asking {stem}"
             );
-            assert!(start.elapsed().as_secs() < 120, "no prompt {stem}");
+            // Generous: on a machine loaded by the suite's other tests the start's judging
+            // before the first prompt took minutes (the test is not about speed).
+            assert!(start.elapsed().as_secs() < 600, "no prompt {stem}");
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let prompt = std::fs::read_to_string(inbox.join(format!("{stem}.prompt.md"))).unwrap();
