@@ -424,8 +424,16 @@ fn bench_survives_kill_9_and_resumes_then_show_and_export_work() {
     );
     assert_eq!(exp.status.code(), Some(0), "{}", stderr(&exp));
     let mut traces: Vec<serde_json::Value> = Vec::new();
+    // FlashInfer-Bench's data set layout: one folder per op_type under each kind.
+    let under = |kind: &str, file: &str| -> std::path::PathBuf {
+        std::fs::read_dir(out_dir.join(kind))
+            .unwrap()
+            .map(|e| e.unwrap().path().join(file))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("no {kind}/<op_type>/{file}"))
+    };
     for t in ["a_vector_add", "b_vector_add"] {
-        let lines = std::fs::read_to_string(out_dir.join(format!("traces/{t}.jsonl"))).unwrap();
+        let lines = std::fs::read_to_string(under("traces", &format!("{t}.jsonl"))).unwrap();
         traces.extend(
             lines
                 .lines()
@@ -451,7 +459,7 @@ fn bench_survives_kill_9_and_resumes_then_show_and_export_work() {
     );
     assert!(passed["workload"]["axes"]["N"].is_number());
     let def: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.join("definitions/a_vector_add.json")).unwrap(),
+        &std::fs::read_to_string(under("definitions", "a_vector_add.json")).unwrap(),
     )
     .unwrap();
     assert!(def["reference"].as_str().unwrap().contains("def reference"));
