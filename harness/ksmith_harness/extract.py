@@ -200,7 +200,7 @@ def evaluate(inputs, consts, eqns, args):
 
 
 _ANCHORS = {"dot_general", "conv_general_dilated"}
-_LAYOUT = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "convert_element_type", "copy", "copy_p"}
+_LAYOUT = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "convert_element_type", "copy", "copy_p", "split", "slice", "concatenate", "pad", "rev"}
 
 
 def partition(eqns):
@@ -258,18 +258,50 @@ def interface(part, eqns, program_outputs):
 
 
 _UNARY = {
-    "exp": "jnp.exp", "log": "jnp.log", "tanh": "jnp.tanh", "logistic": "jax.nn.sigmoid",
-    "sqrt": "jnp.sqrt", "rsqrt": "jax.lax.rsqrt", "neg": "jnp.negative", "abs": "jnp.abs",
-    "sin": "jnp.sin", "cos": "jnp.cos", "erf": "jax.lax.erf", "exp2": "jnp.exp2", "log1p": "jnp.log1p",
-    "expm1": "jnp.expm1", "sign": "jnp.sign", "floor": "jnp.floor", "ceil": "jnp.ceil",
-    "not": "jnp.logical_not", "square": "jnp.square", "is_finite": "jnp.isfinite", "erf_inv": "jax.lax.erf_inv",
-    "tan": "jnp.tan", "cbrt": "jnp.cbrt", "reciprocal": "jnp.reciprocal",
+    "exp": "jnp.exp",
+    "log": "jnp.log",
+    "tanh": "jnp.tanh",
+    "logistic": "jax.nn.sigmoid",
+    "sqrt": "jnp.sqrt",
+    "rsqrt": "jax.lax.rsqrt",
+    "neg": "jnp.negative",
+    "abs": "jnp.abs",
+    "sin": "jnp.sin",
+    "cos": "jnp.cos",
+    "erf": "jax.lax.erf",
+    "exp2": "jnp.exp2",
+    "log1p": "jnp.log1p",
+    "expm1": "jnp.expm1",
+    "sign": "jnp.sign",
+    "floor": "jnp.floor",
+    "ceil": "jnp.ceil",
+    "not": "jnp.logical_not",
+    "square": "jnp.square",
+    "is_finite": "jnp.isfinite",
+    "erf_inv": "jax.lax.erf_inv",
+    "tan": "jnp.tan",
+    "cbrt": "jnp.cbrt",
+    "reciprocal": "jnp.reciprocal",
 }
 _BINARY = {
-    "add": "jnp.add", "sub": "jnp.subtract", "mul": "jnp.multiply", "div": "jnp.divide", "max": "jnp.maximum",
-    "min": "jnp.minimum", "pow": "jnp.power", "eq": "jnp.equal", "ne": "jnp.not_equal", "lt": "jnp.less",
-    "le": "jnp.less_equal", "gt": "jnp.greater", "ge": "jnp.greater_equal", "and": "jnp.logical_and",
-    "or": "jnp.logical_or", "atan2": "jnp.arctan2", "rem": "jnp.remainder", "nextafter": "jnp.nextafter",
+    "add": "jnp.add",
+    "sub": "jnp.subtract",
+    "mul": "jnp.multiply",
+    "div": "jnp.divide",
+    "max": "jnp.maximum",
+    "min": "jnp.minimum",
+    "pow": "jnp.power",
+    "eq": "jnp.equal",
+    "ne": "jnp.not_equal",
+    "lt": "jnp.less",
+    "le": "jnp.less_equal",
+    "gt": "jnp.greater",
+    "ge": "jnp.greater_equal",
+    "and": "jnp.logical_and",
+    "or": "jnp.logical_or",
+    "atan2": "jnp.arctan2",
+    "rem": "jnp.remainder",
+    "nextafter": "jnp.nextafter",
 }
 _REDUCE = {"reduce_sum": "jnp.sum", "reduce_max": "jnp.max", "reduce_min": "jnp.min", "reduce_prod": "jnp.prod"}
 
@@ -375,26 +407,37 @@ class Emitter:
 # Timing
 
 
-def time_call(fn, args, min_round_s=0.01, rounds=9):
-    """(median seconds per call, low, high) over `rounds` rounds of at least `min_round_s`; the
-    interval is the rounds' 2nd and 8th of 9 order statistics (a ~93% interval of the median)."""
-    out = fn(*args)
-    jax.block_until_ready(out)
+def _calibrate(fn, args, min_round_s):
+    """Calls per round so that a round takes at least `min_round_s` (after a warm-up)."""
+    jax.block_until_ready(fn(*args))
     t0 = time.perf_counter()
     jax.block_until_ready(fn(*args))
     one = max(time.perf_counter() - t0, 1e-7)
-    reps = max(1, min(100000, int(min_round_s / one)))
-    per = []
+    return max(1, min(100000, int(min_round_s / one)))
+
+
+def _interval(per):
+    """(median, low, high) of per-round times: the interval is the order statistics that bracket
+    the median with ~95% confidence (binomial), e.g. the 4th and 12th of 15 rounds."""
+    per = sorted(per)
+    n = len(per)
+    k = max(0, int(n / 2 - 1.96 * math.sqrt(n) / 2))
+    return statistics.median(per), per[k], per[n - 1 - k]
+
+
+def time_together(calls, min_round_s=0.005, rounds=15):
+    """Times every (fn, args) in the same rounds, interleaved (each round calls each in turn), so
+    that drift and neighbours' load hit all of them alike; (median, low, high) seconds per call."""
+    reps = [_calibrate(fn, args, min_round_s) for fn, args in calls]
+    per = [[] for _ in calls]
     for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            out = fn(*args)
-        jax.block_until_ready(out)
-        per.append((time.perf_counter() - t0) / reps)
-    per.sort()
-    lo = per[1] if len(per) >= 9 else per[0]
-    hi = per[-2] if len(per) >= 9 else per[-1]
-    return statistics.median(per), lo, hi
+        for i, (fn, args) in enumerate(calls):
+            t0 = time.perf_counter()
+            for _ in range(reps[i]):
+                out = fn(*args)
+            jax.block_until_ready(out)
+            per[i].append((time.perf_counter() - t0) / reps[i])
+    return [_interval(p) for p in per]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -547,10 +590,7 @@ class Part:
         lines.append(f"    return {rets[0]}" if len(rets) == 1 else f"    return {', '.join(rets)}")
         self.emitter = em
         self.body = lines
-        self.source = (
-            "import jax\nimport jax.numpy as jnp\n\n\n"
-            f"def reference({', '.join(self.input_names)}):\n" + "\n".join(lines) + "\n"
-        )
+        self.source = f"import jax\nimport jax.numpy as jnp\n\n\ndef reference({', '.join(self.input_names)}):\n" + "\n".join(lines) + "\n"
         scope = {}
         try:
             exec(compile(self.source, "<reference>", "exec"), scope)
@@ -693,9 +733,9 @@ def write_task(part, name, values, out_dir, program_file, function):
     ]
     for s, ax in part.axis_of_size.items():
         if ax in part.const_axes:
-            lines.append(f"{ax} = {{ kind = \"const\", value = {s} }}")
+            lines.append(f'{ax} = {{ kind = "const", value = {s} }}')
         else:
-            lines.append(f"{ax} = {{ kind = \"var\" }}")
+            lines.append(f'{ax} = {{ kind = "var" }}')
     for v, nm in zip(part.ins, part.input_names, strict=True):
         lines += ["", "[[inputs]]", f"name = {json.dumps(nm)}", f"shape = {shape_toml(v)}", f"dtype = {json.dumps(np.dtype(v.dtype).name)}"]
     lines.append("")
@@ -704,7 +744,7 @@ def write_task(part, name, values, out_dir, program_file, function):
     lines.append("# draws on every workload.")
     for i, o in enumerate(part.outs):
         atol, rtol = tols[i]
-        lines += ["[[outputs]]", f"name = \"y{i}\"", f"shape = {shape_toml(o)}", f"dtype = {json.dumps(dtypes_out[i])}"]
+        lines += ["[[outputs]]", f'name = "y{i}"', f"shape = {shape_toml(o)}", f"dtype = {json.dumps(dtypes_out[i])}"]
         if dtypes_out[i].startswith("float"):
             lines += [f"atol = {atol!r}", f"rtol = {rtol!r}"]
         lines.append("")
@@ -715,7 +755,7 @@ def write_task(part, name, values, out_dir, program_file, function):
         lines.append(f"# {what}")
         lines.append("[[workloads]]")
         if set_ != "cpu":
-            lines.append(f"set = \"{set_}\"")
+            lines.append(f'set = "{set_}"')
         lines.append(f"axes = {_toml_value(axes)}")
         lines.append("[workloads.inputs]")
         for nm, d in zip(part.input_names, dists, strict=True):
@@ -743,9 +783,6 @@ def extract(args):
         raise UserError(f"{args.file}:{args.function}: the sample has {len(leaves)} arrays, the trace {len(inputs)}")
     control = sorted({e.name for e in eqns if e.name in ("scan", "while", "cond", "custom_call", "pure_callback")})
     values = evaluate(inputs, consts, eqns, leaves)
-    program = jax.jit(fn)
-    total, total_lo, total_hi = time_call(program, sample)
-    floor, _, _ = time_call(jax.jit(lambda x: x + 1), (jnp.zeros((), jnp.float32),))
     parts = []
     for p in partition(eqns):
         ins, outs = interface(p, eqns, outputs)
@@ -754,19 +791,29 @@ def extract(args):
         part = Part(p, ins, outs)
         part.build()
         parts.append(part)
+    # The program, a trivial call (the floor) and every part, timed in the same rounds.
+    calls = [(jax.jit(fn), sample), (jax.jit(lambda x: x + 1), (jnp.zeros((), jnp.float32),))]
+    timed = []
     for part in parts:
         if part.skip:
             continue
         part_args = [jnp.asarray(values[v.id]) for v in part.ins]
+        f = jax.jit(part.fn)
         try:
-            part.time = time_call(jax.jit(part.fn), part_args, min_round_s=0.005, rounds=9)
+            jax.block_until_ready(f(*part_args))
         except Exception as e:
             part.skip = f"its reference fails on the traced values: {type(e).__name__}"
             continue
-        if part.time[0] < 1.5 * floor:
-            part.skip = f"too small to be worth a kernel ({part.time[0] * 1e6:.1f} us, a jit call alone takes {floor * 1e6:.1f} us)"
-        elif part.time[0] < 0.01 * total:
-            part.skip = f"under 1% of the program's time ({part.time[0] * 1e6:.1f} us)"
+        calls.append((f, part_args))
+        timed.append(part)
+    times = time_together(calls)
+    (total, total_lo, total_hi), (floor, _, _) = times[0], times[1]
+    for part, t in zip(timed, times[2:], strict=True):
+        part.time = t
+        if t[0] < 1.5 * floor:
+            part.skip = f"too small to be worth a kernel ({t[0] * 1e6:.1f} us; a jit call alone takes {floor * 1e6:.1f} us)"
+        elif t[0] < 0.01 * total:
+            part.skip = f"under 1% of the program's time ({t[0] * 1e6:.1f} us)"
     ranked = sorted((p for p in parts if not p.skip), key=lambda p: -p.time[0])
     out_dir = Path(args.out)
     written = []
