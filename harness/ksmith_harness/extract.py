@@ -200,7 +200,21 @@ def evaluate(inputs, consts, eqns, args):
 
 
 _ANCHORS = {"dot_general", "conv_general_dilated"}
-_LAYOUT = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "convert_element_type", "copy", "copy_p", "split", "slice", "concatenate", "pad", "rev"}
+_LAYOUT = {
+    "reshape",
+    "transpose",
+    "broadcast_in_dim",
+    "squeeze",
+    "expand_dims",
+    "convert_element_type",
+    "copy",
+    "copy_p",
+    "split",
+    "slice",
+    "concatenate",
+    "pad",
+    "rev",
+}
 
 
 def partition(eqns):
@@ -437,7 +451,7 @@ def time_together(calls, min_round_s=0.005, rounds=15):
                 out = fn(*args)
             jax.block_until_ready(out)
             per[i].append((time.perf_counter() - t0) / reps[i])
-    return [_interval(p) for p in per]
+    return [_interval(p) for p in per], per
 
 
 # ---------------------------------------------------------------------------------------------
@@ -772,12 +786,7 @@ def write_task(part, name, values, out_dir, program_file, function):
 
 
 def extract(args):
-    fn, sample = load(args.file, args.function, args.example)
-    try:
-        closed = jax.make_jaxpr(fn)(*sample)
-    except Exception as e:
-        raise UserError(f"{args.file}:{args.function}: cannot be traced with jax: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-    inputs, consts, eqns, outputs = flatten(closed)
+    fn, sample, _, _, (inputs, consts, eqns, outputs) = _program(args)
     leaves = jax.tree_util.tree_leaves(sample)
     if len(leaves) != len(inputs):
         raise UserError(f"{args.file}:{args.function}: the sample has {len(leaves)} arrays, the trace {len(inputs)}")
@@ -806,7 +815,7 @@ def extract(args):
             continue
         calls.append((f, part_args))
         timed.append(part)
-    times = time_together(calls)
+    times, _ = time_together(calls)
     (total, total_lo, total_hi), (floor, _, _) = times[0], times[1]
     for part, t in zip(timed, times[2:], strict=True):
         part.time = t
@@ -833,6 +842,7 @@ def extract(args):
         part.task = name
         written.append(part)
     summary = {
+        "example": args.example,
         "program": {"file": args.file, "function": args.function, "median_s": total, "low_s": total_lo, "high_s": total_hi},
         "jit_call_floor_s": floor,
         "control_flow": control,
@@ -854,16 +864,170 @@ def extract(args):
     return summary
 
 
+def _program(args):
+    """(fn, sample, flat program, parts) of the user's function."""
+    fn, sample = load(args.file, args.function, args.example)
+    try:
+        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*sample)
+    except Exception as e:
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise UserError(f"{args.file}:{args.function}: cannot be traced with jax: {type(e).__name__}: {first}") from e
+    flat = flatten(closed)
+    return fn, sample, closed, out_shape, flat
+
+
+def _ratio(plain, other):
+    """(median, low, high) of per-round plain/other ratios (same rounds, paired)."""
+    return _interval([a / b for a, b in zip(plain, other, strict=True)])
+
+
+def measure(args):
+    """The user's function as given and with the exported kernels substituted for the parts
+    that became tasks, timed in the same rounds; per part, its plain jit against the kernel."""
+    suite = Path(args.suite)
+    fn, sample, closed, out_shape, (inputs, consts, eqns, outputs) = _program(args)
+    leaves = jax.tree_util.tree_leaves(sample)
+    values = evaluate(inputs, consts, eqns, leaves)
+    parts = []
+    for p in partition(eqns):
+        ins, outs = interface(p, eqns, outputs)
+        if outs:
+            part = Part(p, ins, outs)
+            part.build()
+            if part.source:
+                parts.append(part)
+    export = Path(args.export).resolve()
+    sys.path.insert(0, str(export))
+    try:
+        kk = importlib.import_module(args.package)
+    except Exception as e:
+        raise UserError(f"{export}: cannot import the package `{args.package}`: {type(e).__name__}: {e}") from e
+    manifest = json.loads((export / args.package / "manifest.json").read_text())
+    exported = set(manifest.get("kernels", {}))
+    # A task's part is found by its reference: the same source, from the same program.
+    by_source = {p.source: p for p in parts}
+    rows, subst = [], {}
+    for task_dir in sorted(d for d in suite.iterdir() if (d / "reference.py").is_file()):
+        name = task_dir.name
+        part = by_source.get((task_dir / "reference.py").read_text())
+        row = {"task": name, "substituted": False}
+        rows.append(row)
+        if part is None:
+            row["why_not"] = "no part of the program has this task's reference now (the program changed since extract)"
+            continue
+        if name not in exported:
+            row["why_not"] = "not in the export (no passed evaluation to export)"
+            continue
+        wrapped = kk.apply(name)(part.fn)
+        part_args = [jnp.asarray(values[v.id]) for v in part.ins]
+        why = wrapped.why_not(*part_args)
+        row["why_not"] = why
+        row["substituted"] = why is None
+        if why is None:
+            subst[id(part)] = (part, wrapped, part_args)
+    if not subst:
+        reasons = "; ".join(f"{r['task']}: {r['why_not']}" for r in rows) or "the suite has no tasks"
+        raise UserError(f"{args.export}: no kernel of the export can stand in for a part of the program ({reasons})")
+    member = {e.index: subst[id(p)] for p in (x[0] for x in subst.values()) for e in p.eqns}
+    out_tree = jax.tree_util.tree_structure(out_shape)
+
+    def substituted(*call_args):
+        env = {v.id: a for v, a in zip(inputs, jax.tree_util.tree_leaves(call_args), strict=True)}
+        env.update({v.id: jnp.asarray(a) for v, a in consts})
+
+        def read(v):
+            return v.literal if v.id == 0 else env[v.id]
+
+        pending = list(eqns)
+        done_parts = set()
+        while pending:
+            for i, e in enumerate(pending):
+                unit = member.get(e.index)
+                if unit is None:
+                    if all(v.id == 0 or v.id in env for v in e.ins):
+                        out = e.prim.bind(*[read(v) for v in e.ins], **e.params)
+                        for v, o in zip(e.outs, out if e.prim.multiple_results else [out], strict=True):
+                            env[v.id] = o
+                        del pending[i]
+                        break
+                    continue
+                part, wrapped, _ = unit
+                if id(part) in done_parts:
+                    del pending[i]
+                    break
+                if all(v.id in env for v in part.ins):
+                    outs = _as_tuple(wrapped(*[env[v.id] for v in part.ins]))
+                    for v, o in zip(part.outs, outs, strict=True):
+                        env[v.id] = o
+                    done_parts.add(id(part))
+                    del pending[i]
+                    break
+            else:
+                raise RuntimeError("the substituted program cannot be scheduled")
+        flat_out = [env[v.id] if v.id else v.literal for v in _out_vals(closed, outputs)]
+        return jax.tree_util.tree_unflatten(out_tree, flat_out)
+
+    plain_fn, subst_fn = jax.jit(fn), jax.jit(substituted)
+    want = [np.asarray(o, dtype=np.float64) for o in jax.tree_util.tree_leaves(plain_fn(*sample))]
+    got = [np.asarray(o, dtype=np.float64) for o in jax.tree_util.tree_leaves(subst_fn(*sample))]
+    diff = max((float(np.max(np.abs(a - b))) if a.size else 0.0) for a, b in zip(want, got, strict=True))
+    scale = max((float(np.sqrt(np.mean(np.square(a)))) if a.size else 0.0) for a in want)
+    calls = [(plain_fn, sample), (subst_fn, sample)]
+    units = list(subst.values())
+    for part, wrapped, part_args in units:
+        calls += [(jax.jit(part.fn), part_args), (jax.jit(wrapped), part_args)]
+    times, per = time_together(calls, rounds=args.rounds)
+    by_task = {}
+    for j, (part, _, _) in enumerate(units):
+        a, b = 2 + 2 * j, 3 + 2 * j
+        by_task[id(part)] = {"plain": _triple(times[a]), "kernel": _triple(times[b]), "speedup": _triple(_ratio(per[a], per[b]))}
+    for row in rows:
+        part = next((p for p, _, _ in units if row["substituted"] and p.source == (suite / row["task"] / "reference.py").read_text()), None)
+        if part is not None:
+            row.update(by_task[id(part)])
+    return {
+        "program": {"file": args.file, "function": args.function},
+        "plain": _triple(times[0]),
+        "substituted": _triple(times[1]),
+        "speedup": _triple(_ratio(per[0], per[1])),
+        "rounds": args.rounds,
+        "max_abs_diff": diff,
+        "output_rms": scale,
+        "parts": rows,
+    }
+
+
+def _triple(t):
+    return {"median_s": t[0], "low_s": t[1], "high_s": t[2]}
+
+
+def _out_vals(closed, outputs):
+    """The program's output values in order (literal outputs as literal values)."""
+    out, it = [], iter(outputs)
+    for v in closed.jaxpr.outvars:
+        if type(v).__name__ == "Literal":
+            val = np.asarray(v.val)
+            out.append(Val(0, val.shape, val.dtype, literal=val))
+        else:
+            out.append(next(it))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(prog="ksmith_harness.extract")
     ap.add_argument("--file", required=True)
     ap.add_argument("--function", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", default=None)
     ap.add_argument("--top", type=int, default=3)
     ap.add_argument("--example", default=None)
+    ap.add_argument("--measure", action="store_true")
+    ap.add_argument("--suite", default=None)
+    ap.add_argument("--export", default=None)
+    ap.add_argument("--package", default=None)
+    ap.add_argument("--rounds", type=int, default=21)
     args = ap.parse_args()
     try:
-        summary = extract(args)
+        summary = measure(args) if args.measure else extract(args)
     except UserError as e:
         print(str(e), file=sys.stderr)
         sys.exit(2)

@@ -31,6 +31,60 @@ pub(crate) struct ExtractArgs {
     /// Print the summary as JSON on stdout (it is also written to OUT/extract.json).
     #[arg(long)]
     pub json: bool,
+    /// Instead of extracting: run the function as given and with the kernels of EXPORT (the
+    /// directory `ksmith export --format jax` wrote from the suite in --out) substituted for
+    /// the parts that became tasks, and report the end-to-end speedup with its interval and
+    /// the per-part breakdown.
+    #[arg(long, value_name = "EXPORT")]
+    pub measure: Option<PathBuf>,
+    /// Timing rounds for --measure (program and parts alternate within each round).
+    #[arg(long, default_value_t = 21, value_parser = clap::value_parser!(u32).range(5..=1000))]
+    pub rounds: u32,
+}
+
+/// A median and its interval, in seconds or as a ratio.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Timed {
+    pub median_s: f64,
+    pub low_s: f64,
+    pub high_s: f64,
+}
+
+/// One task of the suite in `--measure`.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct MeasuredPart {
+    pub task: String,
+    /// Whether its kernel stood in for the part.
+    pub substituted: bool,
+    /// Why not (not exported, outside the validated shapes, unavailable...).
+    pub why_not: Option<String>,
+    /// The part re-jitted alone, plain and through the kernel; speedup per round, paired.
+    pub plain: Option<Timed>,
+    pub kernel: Option<Timed>,
+    pub speedup: Option<Timed>,
+}
+
+/// What `--measure` reports.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Measured {
+    pub program: ProgramName,
+    /// Plain `jax.jit` of the function, and the same with the kernels substituted, timed in
+    /// the same rounds; the speedup is the median of the per-round ratios with its interval.
+    pub plain: Timed,
+    pub substituted: Timed,
+    pub speedup: Timed,
+    pub rounds: u32,
+    /// Largest absolute difference of the substituted program's outputs from the plain one's,
+    /// and the plain outputs' RMS (its scale).
+    pub max_abs_diff: f64,
+    pub output_rms: f64,
+    pub parts: Vec<MeasuredPart>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ProgramName {
+    pub file: String,
+    pub function: String,
 }
 
 /// The whole program's time on this machine (plain `jax.jit`, the sample inputs).
@@ -67,6 +121,9 @@ pub(crate) struct PartRow {
 /// What the harness reports, plus the coverage computed here.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Summary {
+    /// The --example given to the extraction (reused by --measure).
+    #[serde(default)]
+    pub example: Option<String>,
     pub program: ProgramTime,
     /// One call of a trivial jitted function: parts below 1.5x this are not worth a kernel.
     pub jit_call_floor_s: f64,
@@ -119,28 +176,27 @@ fn has_tasks(dir: &Path) -> bool {
 
 /// Runs the harness's extraction; exit 2 of the harness (the user's file, function or
 /// example is at fault, or nothing is worth a kernel) is an input error with its message.
-fn run_harness(
+fn run_harness<T: serde::de::DeserializeOwned>(
     ctx: &Ctx,
     file: &Path,
     function: &str,
-    out: &Path,
-    args: &ExtractArgs,
-) -> Result<Summary, Exit> {
+    example: Option<&str>,
+    extra: &[std::ffi::OsString],
+) -> Result<T, Exit> {
     let env =
         PythonEnv::resolve(ctx.python.as_deref(), &|m| note!("ksmith: {m}")).map_err(env_err)?;
     let mut cmd = std::process::Command::new(&env.python);
     cmd.args(["-s", "-B", "-m", "ksmith_harness.extract", "--file"])
         .arg(file)
-        .args(["--function", function, "--out"])
-        .arg(out)
-        .args(["--top", &args.top.to_string()])
+        .args(["--function", function])
+        .args(extra)
         .current_dir(&env.harness_dir)
         .env("PYTHONPATH", &env.harness_dir)
         .env(
             "JAX_PLATFORMS",
             std::env::var("JAX_PLATFORMS").unwrap_or_default(),
         );
-    if let Some(e) = &args.example {
+    if let Some(e) = example {
         cmd.args(["--example", e]);
     }
     let output = cmd
@@ -188,6 +244,9 @@ pub(crate) fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<u8, Exit> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{function}-tasks")));
+    if let Some(export) = &args.measure {
+        return measure(ctx, args, &file, &function, &out, export);
+    }
     if has_tasks(&out) {
         return Err(input(anyhow!(
             "{}: --out already holds tasks; extract into a new directory",
@@ -202,7 +261,14 @@ pub(crate) fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<u8, Exit> {
         "ksmith: tracing {}:{function}, timing its parts...",
         file.display()
     );
-    let mut summary = run_harness(ctx, &abs_file, &function, &abs_out, args)?;
+    let extra: Vec<std::ffi::OsString> = vec![
+        "--out".into(),
+        abs_out.clone().into(),
+        "--top".into(),
+        args.top.to_string().into(),
+    ];
+    let mut summary: Summary =
+        run_harness(ctx, &abs_file, &function, args.example.as_deref(), &extra)?;
 
     // Every written task through the real validation; what fails is removed and reported.
     let mut judge = None;
@@ -269,6 +335,93 @@ pub(crate) fn run(ctx: &Ctx, args: &ExtractArgs) -> Result<u8, Exit> {
                 format!(":\n  {}", reasons.join("\n  "))
             }
         )));
+    }
+    Ok(0)
+}
+
+/// `ksmith extract --measure EXPORT`.
+fn measure(
+    ctx: &Ctx,
+    args: &ExtractArgs,
+    file: &Path,
+    function: &str,
+    suite: &Path,
+    export: &Path,
+) -> Result<u8, Exit> {
+    let summary_path = suite.join("extract.json");
+    let text = std::fs::read_to_string(&summary_path).map_err(|e| {
+        input(anyhow!(
+            "{}: cannot read ({e}); --measure needs the suite written by ksmith extract (give it with --out)",
+            summary_path.display()
+        ))
+    })?;
+    let summary: Summary = serde_json::from_str(&text)
+        .map_err(|e| input(anyhow!("{}: {e}", summary_path.display())))?;
+    let export = std::path::absolute(export).map_err(env_err)?;
+    let package = crate::deploy::package_in(&export)?;
+    let example = args.example.clone().or(summary.example);
+    let abs_file = std::path::absolute(file).map_err(env_err)?;
+    let extra: Vec<std::ffi::OsString> = vec![
+        "--measure".into(),
+        "--suite".into(),
+        std::path::absolute(suite).map_err(env_err)?.into(),
+        "--export".into(),
+        export.clone().into(),
+        "--package".into(),
+        package.into(),
+        "--rounds".into(),
+        args.rounds.to_string().into(),
+    ];
+    note!(
+        "ksmith: timing {}:{function} as given and with the kernels of {} substituted...",
+        file.display(),
+        export.display()
+    );
+    let m: Measured = run_harness(ctx, &abs_file, function, example.as_deref(), &extra)?;
+    if args.json {
+        crate::term::json(&serde_json::to_string_pretty(&m).map_err(env_err)?);
+        return Ok(0);
+    }
+    let t = |x: &Timed| {
+        format!(
+            "{} [{} .. {}]",
+            micros(x.median_s),
+            micros(x.low_s),
+            micros(x.high_s)
+        )
+    };
+    let r = |x: &Timed| format!("{:.2}x [{:.2}x .. {:.2}x]", x.median_s, x.low_s, x.high_s);
+    say!("{}:{}", m.program.file, m.program.function);
+    say!("  plain jax.jit:           {}", t(&m.plain));
+    say!("  with kernels substituted: {}", t(&m.substituted));
+    say!(
+        "  end-to-end speedup:       {} (median of {} paired rounds, ~95% interval)",
+        r(&m.speedup),
+        m.rounds
+    );
+    say!(
+        "  outputs: max |substituted - plain| = {:.3e} (output RMS {:.3e})",
+        m.max_abs_diff,
+        m.output_rms
+    );
+    say!(
+        "{:<28} {:>26} {:>26} {:>24}",
+        "task",
+        "plain",
+        "kernel",
+        "speedup"
+    );
+    for p in &m.parts {
+        match (&p.plain, &p.kernel, &p.speedup) {
+            (Some(a), Some(b), Some(c)) => {
+                say!("{:<28} {:>26} {:>26} {:>24}", p.task, t(a), t(b), r(c))
+            }
+            _ => say!(
+                "{:<28} not substituted: {}",
+                p.task,
+                p.why_not.as_deref().unwrap_or("")
+            ),
+        }
     }
     Ok(0)
 }

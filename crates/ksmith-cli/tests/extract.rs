@@ -31,7 +31,10 @@ fn extract_and_check(target: &str, top: &str, dir: &Path) -> serde_json::Value {
     assert!(!written.is_empty(), "{s}");
     assert!(written.len() <= top.parse().unwrap());
     // Ranked by time, slowest first; every written task is a directory with both files.
-    let times: Vec<f64> = parts.iter().filter_map(|p| p["median_s"].as_f64()).collect();
+    let times: Vec<f64> = parts
+        .iter()
+        .filter_map(|p| p["median_s"].as_f64())
+        .collect();
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
     for t in &written {
         assert!(out.join(t).join("task.toml").is_file(), "{t}");
@@ -39,7 +42,10 @@ fn extract_and_check(target: &str, top: &str, dir: &Path) -> serde_json::Value {
     }
     let covered = s["covered_share"].as_f64().unwrap();
     let of_parts = s["covered_of_parts"].as_f64().unwrap();
-    assert!(covered > 0.0 && of_parts > 0.3 && of_parts <= 1.0 + 1e-9, "{s}");
+    assert!(
+        covered > 0.0 && of_parts > 0.3 && of_parts <= 1.0 + 1e-9,
+        "{s}"
+    );
     let p = &s["program"];
     let (lo, med, hi) = (
         p["low_s"].as_f64().unwrap(),
@@ -52,7 +58,11 @@ fn extract_and_check(target: &str, top: &str, dir: &Path) -> serde_json::Value {
     let v = ksmith(&shared_store(), &["validate", out.to_str().unwrap()]);
     assert!(v.status.success(), "{}", text(&v));
     assert!(
-        text(&v).contains(&format!("{} of {} tasks valid", written.len(), written.len())),
+        text(&v).contains(&format!(
+            "{} of {} tasks valid",
+            written.len(),
+            written.len()
+        )),
         "{}",
         text(&v)
     );
@@ -78,7 +88,10 @@ fn the_mlp_with_layer_norm_becomes_a_valid_suite() {
         .iter()
         .map(|p| p["kind"].as_str().unwrap())
         .collect();
-    assert!(all.contains(&"norm") && all.contains(&"elementwise"), "{all:?}");
+    assert!(
+        all.contains(&"norm") && all.contains(&"elementwise"),
+        "{all:?}"
+    );
     // The layer norm's reference follows the axes (the mean's divisor is the row length).
     let norm = s["parts"]
         .as_array()
