@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{json, ksmith, root, shared_store, text};
+use common::{fresh_store, json, ksmith, root, shared_store, text};
 use std::path::Path;
 
 /// Extracts `target` into a fresh directory, checks the summary and every written task, and
@@ -108,6 +108,131 @@ fn the_mlp_with_layer_norm_becomes_a_valid_suite() {
         .unwrap();
         assert!(src.contains("float(N)"), "{src}");
     }
+}
+
+/// A C kernel for the MLP's bias-add + tanh-GELU part (the task's ABI: x0 = the bias [M],
+/// x1 = the matmul's output [N, M], y0 [N, M], then the axes M, N).
+const GELU_C: &str = r#"#include <math.h>
+#include <stdint.h>
+
+void ENTRY(const float *x0, const float *x1, float *y0, int64_t M, int64_t N) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            float t = x1[n * M + m] + x0[m];
+            float u = 0.7978845834732056f * (t + 0.044714998453855515f * t * t * t);
+            y0[n * M + m] = t * (0.5f * (1.0f + tanhf(u)));
+        }
+}
+"#;
+
+#[test]
+fn the_mlp_program_runs_with_an_exported_kernel_substituted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let suite = dir.path().join("suite");
+    let program = root().join("examples/programs/mlp_layernorm.py:mlp_block");
+    let program = program.to_str().unwrap();
+    let suite_s = suite.to_str().unwrap();
+    let o = ksmith(
+        &store,
+        &["extract", program, "--top", "4", "--out", suite_s],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("coverage:"), "{}", text(&o));
+    // The GELU part's task, found by its reference.
+    let task = std::fs::read_dir(&suite)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            std::fs::read_to_string(p.join("reference.py")).is_ok_and(|r| r.contains("jnp.tanh"))
+        })
+        .expect("a task for the GELU part");
+    let name = task.file_name().unwrap().to_str().unwrap().to_string();
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    assert!(
+        toml.contains("shape = [\"M\"]") && toml.contains("shape = [\"N\", \"M\"]"),
+        "{toml}"
+    );
+    let kernel = dir.path().join("gelu.c");
+    std::fs::write(&kernel, GELU_C.replace("ENTRY", &name)).unwrap();
+    let e = ksmith(
+        &store,
+        &[
+            "eval",
+            task.to_str().unwrap(),
+            kernel.to_str().unwrap(),
+            "--no-timing",
+        ],
+    );
+    assert!(e.status.success(), "{}", text(&e));
+    let export = dir.path().join("export");
+    let x = ksmith(
+        &store,
+        &[
+            "export",
+            "--format",
+            "jax",
+            "--out",
+            export.to_str().unwrap(),
+            suite_s,
+            "--skip-missing",
+        ],
+    );
+    assert!(x.status.success(), "{}", text(&x));
+    let m = ksmith(
+        &store,
+        &[
+            "extract",
+            program,
+            "--out",
+            suite_s,
+            "--measure",
+            export.to_str().unwrap(),
+            "--rounds",
+            "9",
+            "--json",
+        ],
+    );
+    assert!(m.status.success(), "{}", text(&m));
+    let m = json(&m);
+    let sp = &m["speedup"];
+    let (lo, med, hi) = (
+        sp["low_s"].as_f64().unwrap(),
+        sp["median_s"].as_f64().unwrap(),
+        sp["high_s"].as_f64().unwrap(),
+    );
+    assert!(lo <= med && med <= hi && med > 0.0, "{m}");
+    // The substituted program computes what the plain one does.
+    assert!(
+        m["max_abs_diff"].as_f64().unwrap() <= 1e-4 * m["output_rms"].as_f64().unwrap(),
+        "{m}"
+    );
+    let parts = m["parts"].as_array().unwrap();
+    let gelu = parts.iter().find(|p| p["task"] == name.as_str()).unwrap();
+    assert_eq!(gelu["substituted"], true, "{m}");
+    assert!(gelu["speedup"]["median_s"].as_f64().unwrap() > 0.0, "{m}");
+    assert!(
+        parts
+            .iter()
+            .filter(|p| p["task"] != name.as_str())
+            .all(|p| p["substituted"] == false
+                && p["why_not"].as_str().unwrap().contains("not in the export")),
+        "{m}"
+    );
+    // Without an export, a clear input error.
+    let bad = ksmith(
+        &store,
+        &[
+            "extract",
+            program,
+            "--out",
+            suite_s,
+            "--measure",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
 
 #[test]
