@@ -15,6 +15,7 @@ traced, or has no part worth a kernel (the message says which); exit 1: an unexp
 """
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
@@ -25,13 +26,24 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+from . import sequential
 
-import jax.numpy as jnp  # noqa: E402
+# The user's program is traced, evaluated and timed as the user runs it (JAX's default 32-bit
+# mode: `jnp.zeros(n)` stays float32); only the float64 references switch 64-bit mode on.
+_x64 = getattr(jax, "enable_x64", None)
+if _x64 is None:  # older JAX: the configuration flag, restored afterwards
 
-from . import sequential  # noqa: E402
+    @contextlib.contextmanager
+    def _x64(on):
+        before = jax.config.jax_enable_x64
+        jax.config.update("jax_enable_x64", on)
+        try:
+            yield
+        finally:
+            jax.config.update("jax_enable_x64", before)
 
 
 class UserError(Exception):
@@ -553,7 +565,7 @@ class Part:
         self.fn = None
 
     def describe(self):
-        names = [e.name for e in self.eqns if e.name not in _LAYOUT]
+        names = [e.name for e in self.eqns if e.name not in _LAYOUT] or [e.name for e in self.eqns]
         return " ".join(names[:12]) + (" ..." if len(names) > 12 else "")
 
     def build(self):
@@ -683,8 +695,9 @@ def _tolerances(part, dists, axes_list, dtypes_out):
             rng = np.random.default_rng(seed)
             arrays = [_draw(d, s, v.dtype, rng) for d, s, v in zip(dists, shapes, part.ins, strict=True)]
             low = [jnp.asarray(a, dtype=v.dtype) for a, v in zip(arrays, part.ins, strict=True)]
-            wide = [jnp.asarray(a, dtype=np.float64) if v.dtype.kind == "f" else jnp.asarray(a) for a, v in zip(arrays, part.ins, strict=True)]
-            ref = [np.asarray(o, dtype=np.float64) for o in _as_tuple(part.fn(*wide))]
+            with _x64(True):
+                wide64 = [jnp.asarray(a, dtype=np.float64) if v.dtype.kind == "f" else jnp.asarray(a) for a, v in zip(arrays, part.ins, strict=True)]
+                ref = [np.asarray(o, dtype=np.float64) for o in _as_tuple(part.fn(*wide64))]
             cands = [[np.asarray(o, dtype=np.float64) for o in _as_tuple(jax.jit(part.fn)(*low))]]
             try:
                 seq, _ = sequential.evaluate(part.fn, low)
