@@ -125,39 +125,22 @@ void ENTRY(const float *x0, const float *x1, float *y0, int64_t M, int64_t N) {
 }
 "#;
 
-#[test]
-fn the_mlp_program_runs_with_an_exported_kernel_substituted() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = fresh_store(dir.path());
-    let suite = dir.path().join("suite");
-    let program = root().join("examples/programs/mlp_layernorm.py:mlp_block");
-    let program = program.to_str().unwrap();
-    let suite_s = suite.to_str().unwrap();
-    let o = ksmith(
-        &store,
-        &["extract", program, "--top", "4", "--out", suite_s],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("coverage:"), "{}", text(&o));
-    // The GELU part's task, found by its reference.
-    let task = std::fs::read_dir(&suite)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            std::fs::read_to_string(p.join("reference.py")).is_ok_and(|r| r.contains("jnp.tanh"))
-        })
-        .expect("a task for the GELU part");
+/// Judges `kernel_c` (with ENTRY named after the task) on `task`, exports the suite with it,
+/// runs `extract --measure` and checks the end-to-end figure and the per-part rows.
+fn measure_with_kernel(
+    store: &Path,
+    dir: &Path,
+    task: &Path,
+    kernel_c: &str,
+    program: &str,
+    suite: &Path,
+) -> serde_json::Value {
     let name = task.file_name().unwrap().to_str().unwrap().to_string();
-    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
-    assert!(
-        toml.contains("shape = [\"M\"]") && toml.contains("shape = [\"N\", \"M\"]"),
-        "{toml}"
-    );
-    let kernel = dir.path().join("gelu.c");
-    std::fs::write(&kernel, GELU_C.replace("ENTRY", &name)).unwrap();
+    let suite_s = suite.to_str().unwrap();
+    let kernel = dir.join("kernel.c");
+    std::fs::write(&kernel, kernel_c.replace("ENTRY", &name)).unwrap();
     let e = ksmith(
-        &store,
+        store,
         &[
             "eval",
             task.to_str().unwrap(),
@@ -166,9 +149,9 @@ fn the_mlp_program_runs_with_an_exported_kernel_substituted() {
         ],
     );
     assert!(e.status.success(), "{}", text(&e));
-    let export = dir.path().join("export");
+    let export = dir.join("export");
     let x = ksmith(
-        &store,
+        store,
         &[
             "export",
             "--format",
@@ -181,7 +164,7 @@ fn the_mlp_program_runs_with_an_exported_kernel_substituted() {
     );
     assert!(x.status.success(), "{}", text(&x));
     let m = ksmith(
-        &store,
+        store,
         &[
             "extract",
             program,
@@ -209,9 +192,9 @@ fn the_mlp_program_runs_with_an_exported_kernel_substituted() {
         "{m}"
     );
     let parts = m["parts"].as_array().unwrap();
-    let gelu = parts.iter().find(|p| p["task"] == name.as_str()).unwrap();
-    assert_eq!(gelu["substituted"], true, "{m}");
-    assert!(gelu["speedup"]["median_s"].as_f64().unwrap() > 0.0, "{m}");
+    let mine = parts.iter().find(|p| p["task"] == name.as_str()).unwrap();
+    assert_eq!(mine["substituted"], true, "{m}");
+    assert!(mine["speedup"]["median_s"].as_f64().unwrap() > 0.0, "{m}");
     assert!(
         parts
             .iter()
@@ -220,6 +203,96 @@ fn the_mlp_program_runs_with_an_exported_kernel_substituted() {
                 && p["why_not"].as_str().unwrap().contains("not in the export")),
         "{m}"
     );
+    m
+}
+
+/// The task of `suite` whose reference contains `marker`.
+fn task_with(suite: &Path, marker: &str) -> std::path::PathBuf {
+    std::fs::read_dir(suite)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| std::fs::read_to_string(p.join("reference.py")).is_ok_and(|r| r.contains(marker)))
+        .unwrap_or_else(|| {
+            panic!(
+                "no task of {} has `{marker}` in its reference",
+                suite.display()
+            )
+        })
+}
+
+/// A C kernel for the attention's scaled, causally masked softmax (x0 [M heads, N, N]).
+const SOFTMAX_C: &str = r#"#include <math.h>
+#include <stdint.h>
+
+void ENTRY(const float *x0, float *y0, int64_t M, int64_t N) {
+    for (int64_t r = 0; r < M * N; r++) {
+        int64_t q = r % N;
+        const float *x = x0 + r * N;
+        float *y = y0 + r * N;
+        float m = -INFINITY;
+        for (int64_t k = 0; k < N; k++) {
+            float v = k <= q ? x[k] / 8.0f : -1e9f;
+            y[k] = v;
+            m = v > m ? v : m;
+        }
+        float s = 0.0f;
+        for (int64_t k = 0; k < N; k++) {
+            y[k] = expf(y[k] - m);
+            s += y[k];
+        }
+        for (int64_t k = 0; k < N; k++)
+            y[k] = y[k] / s;
+    }
+}
+"#;
+
+#[test]
+fn the_transformer_block_runs_with_an_exported_softmax_substituted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let suite = dir.path().join("suite");
+    let program = root().join("examples/programs/transformer_block.py:block");
+    let program = program.to_str().unwrap();
+    let o = ksmith(
+        &store,
+        &[
+            "extract",
+            program,
+            "--top",
+            "7",
+            "--out",
+            suite.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let task = task_with(&suite, "jnp.exp");
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    assert!(toml.contains("shape = [\"M\", \"N\", \"N\"]"), "{toml}");
+    measure_with_kernel(&store, dir.path(), &task, SOFTMAX_C, program, &suite);
+}
+
+#[test]
+fn the_mlp_program_runs_with_an_exported_kernel_substituted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh_store(dir.path());
+    let suite = dir.path().join("suite");
+    let program = root().join("examples/programs/mlp_layernorm.py:mlp_block");
+    let program = program.to_str().unwrap();
+    let suite_s = suite.to_str().unwrap();
+    let o = ksmith(
+        &store,
+        &["extract", program, "--top", "4", "--out", suite_s],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("coverage:"), "{}", text(&o));
+    let task = task_with(&suite, "jnp.tanh");
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    assert!(
+        toml.contains("shape = [\"M\"]") && toml.contains("shape = [\"N\", \"M\"]"),
+        "{toml}"
+    );
+    measure_with_kernel(&store, dir.path(), &task, GELU_C, program, &suite);
     // Without an export, a clear input error.
     let bad = ksmith(
         &store,
