@@ -191,11 +191,7 @@ fn run_harness<T: serde::de::DeserializeOwned>(
         .args(["--function", function])
         .args(extra)
         .current_dir(&env.harness_dir)
-        .env("PYTHONPATH", &env.harness_dir)
-        .env(
-            "JAX_PLATFORMS",
-            std::env::var("JAX_PLATFORMS").unwrap_or_default(),
-        );
+        .env("PYTHONPATH", python_path(&env.harness_dir));
     if let Some(e) = example {
         cmd.args(["--example", e]);
     }
@@ -227,6 +223,15 @@ fn run_harness<T: serde::de::DeserializeOwned>(
             "the extraction's summary is not what ksmith expects: {e}"
         ))
     })
+}
+
+/// The harness first, then the user's own `PYTHONPATH` (their program may import from it).
+fn python_path(harness: &Path) -> std::ffi::OsString {
+    let mut paths = vec![harness.to_path_buf()];
+    if let Some(user) = std::env::var_os("PYTHONPATH") {
+        paths.extend(std::env::split_paths(&user));
+    }
+    std::env::join_paths(paths).unwrap_or_else(|_| harness.as_os_str().to_owned())
 }
 
 fn micros(s: f64) -> String {
