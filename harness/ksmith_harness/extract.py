@@ -859,6 +859,7 @@ def extract(args):
         "program": {"file": args.file, "function": args.function, "median_s": total, "low_s": total_lo, "high_s": total_hi},
         "jit_call_floor_s": floor,
         "control_flow": control,
+        "xla_ops": xla_ops(fn, sample),
         "parts": [
             {
                 "task": getattr(p, "task", None),
@@ -875,6 +876,32 @@ def extract(args):
         ],
     }
     return summary
+
+
+_HLO_FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
+
+
+def xla_ops(fn, sample):
+    """Opcode counts of the compiled program's entry computation (fusions, dots, custom calls...):
+    what XLA made of the function, beside the parts found in the jaxpr."""
+    try:
+        text = jax.jit(fn).lower(*sample).compile().as_text()
+    except Exception:  # the compiled text is a cross-check, not needed for extraction
+        return {}
+    counts, entry = {}, False
+    for line in text.splitlines():
+        if line.startswith("ENTRY"):
+            entry = True
+            continue
+        if entry and line.startswith("}"):
+            break
+        if entry and "=" in line:
+            m = re.search(r"\b([a-z][a-z0-9-]*)\(", line.split("=", 1)[1])
+            if m and m.group(1) not in _HLO_FREE:
+                kind = re.search(r"kind=k(\w+)", line)
+                op = f"{m.group(1)} ({kind.group(1).lower()})" if kind else m.group(1)
+                counts[op] = counts.get(op, 0) + 1
+    return counts
 
 
 def _program(args):

@@ -129,6 +129,10 @@ pub(crate) struct Summary {
     pub jit_call_floor_s: f64,
     /// Control-flow primitives left inside parts (scan, while, cond), if any.
     pub control_flow: Vec<String>,
+    /// Instruction counts of the compiled program's entry computation by opcode (fusions by
+    /// kind): what XLA made of the function, beside the parts found in the jaxpr.
+    #[serde(default)]
+    pub xla_ops: std::collections::BTreeMap<String, u64>,
     pub parts: Vec<PartRow>,
     /// Sum of the written tasks' part times over the program's median time.
     #[serde(default)]
@@ -440,6 +444,14 @@ fn print_summary(s: &Summary, out: &Path) {
         micros(s.program.low_s),
         micros(s.program.high_s)
     );
+    if !s.xla_ops.is_empty() {
+        let ops: Vec<String> = s.xla_ops.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        say!(
+            "XLA compiled it into {}; the jaxpr splits into {} parts",
+            ops.join(", "),
+            s.parts.len()
+        );
+    }
     let total = s.program.median_s.max(1e-12);
     say!(
         "{:<4} {:<26} {:<12} {:>10} {:>21} {:>6}  ops",
