@@ -212,6 +212,14 @@ def evaluate(inputs, consts, eqns, args):
 
 
 _ANCHORS = {"dot_general", "conv_general_dilated"}
+# Control flow and calls out of XLA: parts of their own (like anchors), never written as tasks.
+_OPAQUE = {"scan", "while", "cond", "custom_call", "pure_callback", "io_callback", "shard_map", "xla_pmap"}
+
+
+def _is_float(dtype):
+    return bool(jnp.issubdtype(dtype, jnp.floating))
+
+
 _LAYOUT = {
     "reshape",
     "transpose",
@@ -238,7 +246,7 @@ def partition(eqns):
     closed = set()
     for e in eqns:
         producers = {part_of[v.id] for v in e.ins if v.id in part_of}
-        if e.name in _ANCHORS:
+        if e.name in _ANCHORS or e.name in _OPAQUE:
             closed.update(producers)
             parts.append([e])
             closed.add(len(parts) - 1)
@@ -475,6 +483,8 @@ _AXIS_NAMES = ["M", "N", "K", "L", "P", "Q", "R", "S", "T", "U", "V", "W", "B", 
 
 def _kind(part):
     names = {e.name for e in part}
+    if names & _OPAQUE:
+        return "control", "other"
     if names & _ANCHORS:
         return "matmul", "matmul"
     reduces = names & set(_REDUCE) | (names & {"argmax", "argmin", "cumsum"})
@@ -510,7 +520,7 @@ def _flops_term(e, emitter):
 
 
 def _dist(a, dtype):
-    a = np.asarray(a, dtype=np.float64) if dtype.kind in "fc" else np.asarray(a)
+    a = np.asarray(a, dtype=np.float64) if _is_float(dtype) else np.asarray(a)
     if dtype.kind == "b":
         return {"dist": "integers", "low": 0, "high": 2}
     if dtype.kind in "iu":
@@ -569,6 +579,10 @@ class Part:
         return " ".join(names[:12]) + (" ..." if len(names) > 12 else "")
 
     def build(self):
+        opaque = sorted({e.name for e in self.eqns} & _OPAQUE)
+        if opaque:
+            self.skip = f"control flow or a call out of XLA ({', '.join(opaque)}): not split into parts"
+            return
         if all(e.name in _LAYOUT or e.name == "iota" for e in self.eqns):
             self.skip = "layout only (XLA folds it into its neighbours)"
             return
@@ -696,7 +710,7 @@ def _tolerances(part, dists, axes_list, dtypes_out):
             arrays = [_draw(d, s, v.dtype, rng) for d, s, v in zip(dists, shapes, part.ins, strict=True)]
             low = [jnp.asarray(a, dtype=v.dtype) for a, v in zip(arrays, part.ins, strict=True)]
             with _x64(True):
-                wide64 = [jnp.asarray(a, dtype=np.float64) if v.dtype.kind == "f" else jnp.asarray(a) for a, v in zip(arrays, part.ins, strict=True)]
+                wide64 = [jnp.asarray(a, dtype=np.float64) if _is_float(v.dtype) else jnp.asarray(a) for a, v in zip(arrays, part.ins, strict=True)]
                 ref = [np.asarray(o, dtype=np.float64) for o in _as_tuple(part.fn(*wide64))]
             cands = [[np.asarray(o, dtype=np.float64) for o in _as_tuple(jax.jit(part.fn)(*low))]]
             try:
@@ -705,7 +719,7 @@ def _tolerances(part, dists, axes_list, dtypes_out):
             except Exception:  # a reference the sequential evaluator cannot follow
                 pass
             for i, r in enumerate(ref):
-                if not np.issubdtype(r.dtype, np.floating) or dtypes_out[i] in ("bool",) or "int" in dtypes_out[i]:
+                if not np.issubdtype(r.dtype, np.floating) or not _is_float(part.outs[i].dtype):
                     continue
                 rms[i] = min(rms[i], float(np.sqrt(np.mean(np.square(r)))) if r.size else 0.0)
                 for c in cands:
@@ -772,7 +786,7 @@ def write_task(part, name, values, out_dir, program_file, function):
     for i, o in enumerate(part.outs):
         atol, rtol = tols[i]
         lines += ["[[outputs]]", f'name = "y{i}"', f"shape = {shape_toml(o)}", f"dtype = {json.dumps(dtypes_out[i])}"]
-        if dtypes_out[i].startswith("float"):
+        if _is_float(o.dtype):
             lines += [f"atol = {atol!r}", f"rtol = {rtol!r}"]
         lines.append("")
     workloads = [("traced shapes", "cpu", traced)] + [("nearby shapes (held out from the trace)", "cpu", a) for a in nearby]

@@ -497,6 +497,9 @@ fn print_summary(s: &Summary, out: &Path) {
         }
     }
     let written = s.parts.iter().filter(|p| p.task.is_some()).count();
+    if written == 0 {
+        return;
+    }
     say!(
         "{written} tasks written to {} (each passed ksmith validate)",
         out.display()

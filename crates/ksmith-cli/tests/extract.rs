@@ -329,6 +329,48 @@ fn run_on(dir: &Path, source: &str, target_fn: &str, extra: &[&str]) -> std::pro
 }
 
 #[test]
+fn pytree_arguments_bfloat16_and_a_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = r#"import jax
+import jax.numpy as jnp
+
+
+def f(params, x):
+    h = jax.nn.relu(x @ params["w"] + params["b"])
+    c, _ = jax.lax.scan(lambda c, r: (c + r.sum(), c), 0.0, h)
+    return jax.nn.softmax(h, axis=-1) * c
+
+
+def f_example():
+    k = jax.random.PRNGKey(0)
+    w = jax.random.normal(k, (128, 256), jnp.bfloat16)
+    return ({"w": w, "b": jnp.zeros(256, jnp.bfloat16)}, jax.random.normal(k, (192, 128), jnp.bfloat16))
+"#;
+    let o = run_on(dir.path(), src, "f", &["--top", "2", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = json(&o);
+    let parts = s["parts"].as_array().unwrap();
+    assert_eq!(s["control_flow"][0], "scan", "{s}");
+    let scan = parts
+        .iter()
+        .find(|p| p["kind"] == "control")
+        .expect("the scan");
+    assert!(scan["skipped"].as_str().unwrap().contains("scan"), "{s}");
+    let written: Vec<&serde_json::Value> = parts.iter().filter(|p| p["task"].is_string()).collect();
+    assert_eq!(written.len(), 2, "{s}");
+    for p in written {
+        let toml = std::fs::read_to_string(
+            dir.path()
+                .join("out")
+                .join(p["task"].as_str().unwrap())
+                .join("task.toml"),
+        )
+        .unwrap();
+        assert!(toml.contains("dtype = \"bfloat16\""), "{toml}");
+    }
+}
+
+#[test]
 fn a_function_that_cannot_be_traced_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let src = "import jax.numpy as jnp\n\n\ndef f(x):\n    return x * float(x.sum())\n\n\ndef example_inputs():\n    return (jnp.ones((64, 64)),)\n";
