@@ -242,7 +242,7 @@ fn check_package_name(ctx: &Ctx, package: &str) -> Result<(), Exit> {
 }
 
 /// The import name of the package exported into `dir` (the subdirectory with a manifest).
-fn package_in(dir: &Path) -> Result<String, Exit> {
+pub(crate) fn package_in(dir: &Path) -> Result<String, Exit> {
     if !dir.join("pyproject.toml").is_file() {
         return Err(input(anyhow!(
             "{}: no pyproject.toml; give the directory written by ksmith export --format jax",

@@ -14,6 +14,7 @@ mod bench_rows;
 mod cache;
 mod cluster;
 mod deploy;
+mod extract;
 mod mcp;
 mod memory;
 mod optimize;
@@ -331,6 +332,9 @@ enum Cmd {
     /// Task authoring.
     #[command(subcommand)]
     Task(TaskCmd),
+    /// Find the ops of a jitted JAX function worth a kernel (traced, timed, ranked) and write
+    /// the top ones as a validated task suite (docs/extract.md).
+    Extract(extract::ExtractArgs),
     /// Export stored evaluations: FlashInfer traces, or the winners as a JAX package.
     Export {
         /// Output format.
@@ -581,6 +585,7 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
         Cmd::Calls { run, full, json } => agent::cmd_calls(&ctx, &run, full, json),
         Cmd::Report(args) => run_report::cmd_report(&ctx, &args),
         Cmd::Task(TaskCmd::New(args)) => agent::cmd_task_new(&ctx, &args),
+        Cmd::Extract(args) => extract::run(&ctx, &args),
         Cmd::Export {
             format: ExportFormat::FlashinferTrace,
             out,
@@ -671,7 +676,8 @@ fn writes_store(cmd: &Cmd, store_dir: &Path) -> bool {
         | Cmd::Resume(_)
         | Cmd::Worker(_)
         | Cmd::Mcp(_)
-        | Cmd::Task(_) => true,
+        | Cmd::Task(_)
+        | Cmd::Extract(_) => true,
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The harness package, embedded so a `ksmith` binary is self-contained.
-const FILES: [(&str, &str); 20] = [
+const FILES: [(&str, &str); 21] = [
     (
         "ksmith_harness/__init__.py",
         include_str!("../../../harness/ksmith_harness/__init__.py"),
@@ -45,6 +45,10 @@ const FILES: [(&str, &str); 20] = [
     (
         "ksmith_harness/policy.py",
         include_str!("../../../harness/ksmith_harness/policy.py"),
+    ),
+    (
+        "ksmith_harness/extract.py",
+        include_str!("../../../harness/ksmith_harness/extract.py"),
     ),
     (
         "ksmith_harness/sequential.py",
