@@ -19,8 +19,9 @@ use std::time::Duration;
 #[derive(clap::Args, Clone)]
 #[command(next_help_heading = "Search")]
 pub(crate) struct SearchArgs {
-    /// Search strategy: exhaustive, random, hillclimb or genetic (the tuner); for `optimize`
-    /// also a graph search: loop, best-of-n, parallel, beam, greedy, evolve (docs/search.md).
+    /// `tune`: the tuner's strategy, exhaustive, random, hillclimb or genetic; `optimize`: a
+    /// graph search, loop, best-of-n, parallel, beam, greedy, evolve (docs/search.md; the
+    /// tuner's strategy is `--tune-strategy` there).
     #[arg(long, default_value = "hillclimb")]
     pub strategy: String,
     /// Maximum configurations to evaluate (earlier evaluations found in the store are reused for free).

@@ -322,14 +322,16 @@ fn help_groups_optimize_options_and_leaves_out_global_options_that_do_nothing() 
         at = i;
     }
     // Each option under its heading.
+    // A section runs to the next heading (a line at column 0 ending in `:`), whether clap
+    // prints options one per line or, with long descriptions, one paragraph each.
     let section = |h: &str| -> String {
         help.split(&format!("\n{h}\n"))
             .nth(1)
             .unwrap()
-            .split("\n\n")
-            .next()
-            .unwrap()
-            .to_string()
+            .lines()
+            .take_while(|l| l.starts_with(' ') || l.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     assert!(section("Search:").contains("--strategy"), "{help}");
     assert!(section("Judge:").contains("--min-time-ms"), "{help}");
