@@ -188,7 +188,14 @@ fn tune_killed_and_rerun_reuses_stored_evaluations_and_races() {
     );
     let confirmed = w["confirmed"].as_array().unwrap().len() as i64;
     assert!(confirmed >= 1, "{w}");
-    assert_eq!(evaluations(&store) - before, confirmed, "{w}");
+    // One re-timing of the finalists together, and up to two more with more rounds when the
+    // decision against the untuned solution was left undecided on a wide interval.
+    let timings = 1 + ksmith_judge::decide::MORE_ROUNDS as i64;
+    let added = evaluations(&store) - before;
+    assert!(
+        added % confirmed == 0 && (confirmed..=confirmed * timings).contains(&added),
+        "{added} evaluations added for {confirmed} finalists: {w}"
+    );
     // No evaluation was stored twice under one key, except the re-timings of the same
     // finalists by the two completed runs (a re-timing is never reused).
     let c = db(&store).unwrap();
@@ -200,7 +207,7 @@ fn tune_killed_and_rerun_reuses_stored_evaluations_and_races() {
         )
         .unwrap();
     assert!(
-        dup <= confirmed,
+        dup <= 2 * confirmed * timings,
         "{dup} repeated keys, {confirmed} finalists"
     );
 }
