@@ -441,13 +441,7 @@ fn readme(package: &str, choices: &[Choice]) -> String {
             .task
             .workloads
             .iter()
-            .map(|w| {
-                w.axes
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
+            .map(ksmith_task::Workload::axes_text)
             .collect();
         s.push_str(&format!(
             "| {} | {} | {} | {} ({}) | {} | {} |\n",

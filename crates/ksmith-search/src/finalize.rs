@@ -144,13 +144,7 @@ impl HeldOut {
         }
         self.shapes
             .iter()
-            .map(|w| {
-                w.axes
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
+            .map(Workload::axes_text)
             .collect::<Vec<_>>()
             .join("; ")
     }

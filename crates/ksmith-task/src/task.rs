@@ -202,6 +202,17 @@ pub struct Workload {
     pub inputs: Vec<(String, Distribution)>,
 }
 
+impl Workload {
+    /// Its axes as `M=64 N=1000` (in name order).
+    pub fn axes_text(&self) -> String {
+        self.axes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// Which machines a workload is for: the judge picks the set by backend and device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -83,7 +83,7 @@ impl RunSummary {
                 .iter()
                 .filter_map(|s| s.speedup)
                 .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x)))),
-            finals: final_record(store, &r.id),
+            finals: ksmith_search::finalize::recorded_final(store, &r.id),
         })
     }
 }
@@ -260,11 +260,6 @@ fn steps(store: &Store, run: &RunRow) -> Result<(bool, Vec<Step>), Exit> {
     Ok((true, steps))
 }
 
-/// The final judgement a run recorded (its `winner` event), if any.
-fn final_record(store: &Store, id: &str) -> Option<ksmith_search::finalize::FinalRecord> {
-    ksmith_search::finalize::recorded_final(store, id)
-}
-
 /// `iteration 2`, `node 4`.
 fn step_name(search: bool, id: u64) -> String {
     if search {
@@ -429,7 +424,7 @@ pub(crate) fn cmd_show_run(
     let (store, run) = load_run(ctx, id)?;
     let snaps = store.snapshots(id).map_err(env_err)?;
     let (search, steps) = steps(&store, &run)?;
-    let finals = final_record(&store, id);
+    let finals = ksmith_search::finalize::recorded_final(&store, id);
     if let Some(dir) = write {
         let written = if search {
             write_nodes(&store, &steps, dir)?
@@ -577,7 +572,7 @@ pub(crate) fn run_json(store: &Store, run: &RunRow) -> Result<serde_json::Value,
     });
     let shown = Shown::of(store, run);
     let (search, steps) = steps(store, run)?;
-    let finals = final_record(store, &run.id);
+    let finals = ksmith_search::finalize::recorded_final(store, &run.id);
     Ok(serde_json::json!({
         "id": run.id, "task": run.task, "task_dir": run.task_dir, "tests_hash": run.tests_hash,
         "model": run.model, "mode": run.mode, "status": shown.status.as_str(),

@@ -467,38 +467,6 @@ impl RunLimits {
     }
 }
 
-/// The search and tuner strategies `optimize` takes.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) enum OptimizeStrategy {
-    /// Graph search: one chain, each node from the best.
-    Loop,
-    /// Graph search: N children of the start.
-    BestOfN,
-    /// Graph search: N independent trajectories.
-    Parallel,
-    /// Graph search: beam of width W.
-    Beam,
-    /// Graph search: greedy best-first.
-    Greedy,
-    /// Graph search: islands of MAP-Elites.
-    Evolve,
-}
-
-impl OptimizeStrategy {
-    /// The CLI's name.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            OptimizeStrategy::Loop => "loop",
-            OptimizeStrategy::BestOfN => "best-of-n",
-            OptimizeStrategy::Parallel => "parallel",
-            OptimizeStrategy::Beam => "beam",
-            OptimizeStrategy::Greedy => "greedy",
-            OptimizeStrategy::Evolve => "evolve",
-        }
-    }
-}
-
 /// `optimize_start`'s input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -509,7 +477,7 @@ pub(crate) struct OptimizeInput {
     /// openai:, ..., command:SHELL-COMMAND, scripted:FILE, sim:POOL.json).
     pub model: String,
     /// A graph search strategy; without one, the serial agent loop runs.
-    pub strategy: Option<OptimizeStrategy>,
+    pub strategy: Option<ksmith_search::StrategyKind>,
     /// The solution to start from (default the task's seed, naive or fast solution).
     pub from: Option<String>,
     /// Where the winner is written (default STORE/optimized/TASK).

@@ -607,7 +607,7 @@ impl Server {
         let mut args = vec!["optimize".to_string(), i.task.clone()];
         args.extend(["--model".into(), i.model.clone()]);
         if let Some(s) = i.strategy {
-            args.extend(["--strategy".into(), s.name().into()]);
+            args.extend(["--strategy".into(), s.as_str().into()]);
         }
         for (flag, v) in [("--from", &i.from), ("--out", &i.out)] {
             if let Some(v) = v {

@@ -61,7 +61,7 @@ pub trait Strategy {
 }
 
 /// The strategies by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StrategyKind {
     /// One chain: always expand the best correct node so far (today's serial loop).
