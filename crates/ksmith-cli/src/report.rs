@@ -50,12 +50,7 @@ pub(crate) fn speedup_cell(speedup: f64, interval: (f64, f64), noisy: bool) -> S
 }
 
 /// `STATUS (reason)`, on one line.
-pub(crate) fn status_text(r: &EvalResult) -> String {
-    match &r.reason {
-        Some(reason) => format!("{} ({})", r.status, reason),
-        None => r.status.to_string(),
-    }
-}
+pub(crate) use ksmith_search::agent::brief::status_text;
 
 /// One line per GPU kernel built: ptxas's registers and spills, shared memory.
 fn print_kernel_facts(b: &ksmith_judge::BuildInfo) {

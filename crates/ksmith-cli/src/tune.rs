@@ -115,19 +115,31 @@ pub(crate) fn search_observed(
     let settings = args.settings();
     // Refused before the judge starts (its Python side takes seconds).
     ksmith_search::tune::check(task, solution, &settings).map_err(tune_err)?;
+    with_view(ctx, solution, opts, |judge, store, view| match observer {
+        Some(o) => {
+            ksmith_search::tune::search(judge, store, task, solution, &settings, &Both(view, o))
+        }
+        None => ksmith_search::tune::search(judge, store, task, solution, &settings, view),
+    })
+}
+
+/// Runs a tuner search `f` with a judge and store made from the flags, its events shown as
+/// progress (`ksmith tune`, and the serial agent loop's autotune stage).
+pub(crate) fn with_view<T>(
+    ctx: &Ctx,
+    solution: &Solution,
+    opts: &JudgeOpts,
+    f: impl FnOnce(
+        &mut ksmith_judge::Judge,
+        &mut ksmith_store::Store,
+        &dyn EventSink,
+    ) -> Result<T, TuneError>,
+) -> Result<T, Exit> {
     let mut store = ctx.store()?;
     let mut judge = ctx.judge(opts)?;
     let view = TuneView::new(&solution.name);
     judge.set_stage_hook(Some(view.judge_hook(!opts.no_timing)));
-    let outcome = match observer {
-        Some(o) => {
-            let both = Both(&view, o);
-            ksmith_search::tune::search(&mut judge, &mut store, task, solution, &settings, &both)
-        }
-        None => {
-            ksmith_search::tune::search(&mut judge, &mut store, task, solution, &settings, &view)
-        }
-    };
+    let outcome = f(&mut judge, &mut store, &view);
     view.finish();
     outcome.map_err(tune_err)
 }
@@ -575,116 +587,12 @@ pub(crate) fn write_tuned(
     write_solution(&tuned, out, &header, "")
 }
 
-/// Writes a solution as a directory: its sources and a solution.toml (values TOML-escaped),
-/// after a `# header` comment when one is given and with `extra` TOML (e.g. `[[tunables]]`)
-/// appended.
+/// Writes a solution as a directory ([`Solution::write_dir`]).
 pub(crate) fn write_solution(
     sol: &Solution,
     out: &Path,
     header: &str,
     extra: &str,
 ) -> std::io::Result<()> {
-    std::fs::create_dir_all(out)?;
-    for (name, text) in &sol.sources {
-        let p = out.join(name);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(p, text)?;
-    }
-    let mut t = toml::Table::new();
-    t.insert("name".into(), sol.name.clone().into());
-    t.insert("language".into(), sol.language.name().into());
-    t.insert("entry_point".into(), sol.entry_point.clone().into());
-    let sources: Vec<String> = sol.sources.iter().map(|(n, _)| n.clone()).collect();
-    t.insert("sources".into(), sources.into());
-    t.insert("flags".into(), sol.flags.clone().into());
-    // The solution's own tunables, unless the caller declares others in `extra`.
-    if extra.trim().is_empty() && !sol.tunables.is_empty() {
-        let tunables: Vec<toml::Value> = sol
-            .tunables
-            .iter()
-            .map(|tu| {
-                let mut e = toml::Table::new();
-                e.insert("name".into(), tu.name.clone().into());
-                e.insert("values".into(), tu.values.clone().into());
-                let constraints: Vec<String> = tu
-                    .constraints
-                    .iter()
-                    .map(|c| c.text().to_string())
-                    .collect();
-                e.insert("constraints".into(), constraints.into());
-                toml::Value::Table(e)
-            })
-            .collect();
-        t.insert("tunables".into(), tunables.into());
-    }
-    let header = if header.is_empty() {
-        String::new()
-    } else {
-        format!("# {header}\n")
-    };
-    let body = toml::to_string(&t).map_err(std::io::Error::other)?;
-    std::fs::write(
-        out.join(ksmith_task::SOLUTION_FILE),
-        format!("{header}{body}\n{extra}"),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn written_solutions_load_back_with_flags_and_extra_tunables() {
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/softmax");
-        let task = ksmith_task::Task::load(&root).unwrap();
-        let src = "#define CHUNK 8\nvoid softmax(const float* x, float* y, long M, long N) {}\n";
-        let sol = Solution::from_source(
-            "softmax-tuned.v2",
-            ksmith_task::Language::C,
-            "softmax",
-            "kernel.c",
-            src.into(),
-            vec!["-fno-math-errno".into()],
-        );
-        let dir = tempfile::tempdir().unwrap();
-        write_solution(
-            &sol,
-            dir.path(),
-            "",
-            "[[tunables]]\nname = \"CHUNK\"\nvalues = [4, 8]\n",
-        )
-        .unwrap();
-        let back = Solution::load(dir.path(), &task).unwrap();
-        assert_eq!(back.name, sol.name);
-        assert_eq!(back.flags, sol.flags);
-        assert_eq!(back.sources, sol.sources);
-        assert_eq!(back.tunables.len(), 1);
-    }
-
-    #[test]
-    fn a_solutions_own_tunables_are_written_with_their_constraints() {
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/softmax");
-        let task = ksmith_task::Task::load(&root).unwrap();
-        let fast = Solution::load(&root.join("solutions/fast"), &task).unwrap();
-        assert!(!fast.tunables.is_empty());
-        let dir = tempfile::tempdir().unwrap();
-        write_solution(&fast, dir.path(), "", "").unwrap();
-        let back = Solution::load(dir.path(), &task).unwrap();
-        assert_eq!(back.tunables.len(), fast.tunables.len());
-        for (a, b) in back.tunables.iter().zip(&fast.tunables) {
-            assert_eq!(a.name, b.name);
-            assert_eq!(a.values, b.values);
-            let texts = |t: &ksmith_task::Tunable| {
-                t.constraints
-                    .iter()
-                    .map(|c| c.text().to_string())
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(texts(a), texts(b));
-        }
-    }
+    sol.write_dir(out, header, extra)
 }

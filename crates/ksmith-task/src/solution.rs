@@ -225,6 +225,57 @@ fn bare_sources(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 impl Solution {
+    /// Writes a solution as a directory: its sources and a solution.toml (values TOML-escaped),
+    /// after a `# header` comment when one is given and with `extra` TOML (e.g. `[[tunables]]`)
+    /// appended.
+    pub fn write_dir(&self, out: &Path, header: &str, extra: &str) -> std::io::Result<()> {
+        std::fs::create_dir_all(out)?;
+        for (name, text) in &self.sources {
+            let p = out.join(name);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(p, text)?;
+        }
+        let mut t = Table::new();
+        t.insert("name".into(), self.name.clone().into());
+        t.insert("language".into(), self.language.name().into());
+        t.insert("entry_point".into(), self.entry_point.clone().into());
+        let sources: Vec<String> = self.sources.iter().map(|(n, _)| n.clone()).collect();
+        t.insert("sources".into(), sources.into());
+        t.insert("flags".into(), self.flags.clone().into());
+        // The solution's own tunables, unless the caller declares others in `extra`.
+        if extra.trim().is_empty() && !self.tunables.is_empty() {
+            let tunables: Vec<Value> = self
+                .tunables
+                .iter()
+                .map(|tu| {
+                    let mut e = Table::new();
+                    e.insert("name".into(), tu.name.clone().into());
+                    e.insert("values".into(), tu.values.clone().into());
+                    let constraints: Vec<String> = tu
+                        .constraints
+                        .iter()
+                        .map(|c| c.text().to_string())
+                        .collect();
+                    e.insert("constraints".into(), constraints.into());
+                    Value::Table(e)
+                })
+                .collect();
+            t.insert("tunables".into(), tunables.into());
+        }
+        let header = if header.is_empty() {
+            String::new()
+        } else {
+            format!("# {header}\n")
+        };
+        let body = toml::to_string(&t).map_err(std::io::Error::other)?;
+        std::fs::write(
+            out.join(crate::SOLUTION_FILE),
+            format!("{header}{body}\n{extra}"),
+        )
+    }
+
     /// Loads a solution from a directory (with `solution.toml`, or holding exactly one kernel
     /// source) or a bare source file.
     pub fn load(path: &Path, task: &Task) -> Result<Solution, Problems> {
@@ -1061,5 +1112,62 @@ mod tests {
             }
         }
         assert!(loaded >= 8, "only {loaded} solutions found");
+    }
+}
+
+#[cfg(test)]
+mod write_tests {
+    use super::*;
+
+    #[test]
+    fn written_solutions_load_back_with_flags_and_extra_tunables() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/softmax");
+        let task = crate::Task::load(&root).unwrap();
+        let src = "#define CHUNK 8\nvoid softmax(const float* x, float* y, long M, long N) {}\n";
+        let sol = Solution::from_source(
+            "softmax-tuned.v2",
+            crate::Language::C,
+            "softmax",
+            "kernel.c",
+            src.into(),
+            vec!["-fno-math-errno".into()],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        sol.write_dir(
+            dir.path(),
+            "",
+            "[[tunables]]\nname = \"CHUNK\"\nvalues = [4, 8]\n",
+        )
+        .unwrap();
+        let back = Solution::load(dir.path(), &task).unwrap();
+        assert_eq!(back.name, sol.name);
+        assert_eq!(back.flags, sol.flags);
+        assert_eq!(back.sources, sol.sources);
+        assert_eq!(back.tunables.len(), 1);
+    }
+
+    #[test]
+    fn a_solutions_own_tunables_are_written_with_their_constraints() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/starter/softmax");
+        let task = crate::Task::load(&root).unwrap();
+        let fast = Solution::load(&root.join("solutions/fast"), &task).unwrap();
+        assert!(!fast.tunables.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        fast.write_dir(dir.path(), "", "").unwrap();
+        let back = Solution::load(dir.path(), &task).unwrap();
+        assert_eq!(back.tunables.len(), fast.tunables.len());
+        for (a, b) in back.tunables.iter().zip(&fast.tunables) {
+            assert_eq!(a.name, b.name);
+            assert_eq!(a.values, b.values);
+            let texts = |t: &crate::Tunable| {
+                t.constraints
+                    .iter()
+                    .map(|c| c.text().to_string())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(texts(a), texts(b));
+        }
     }
 }

@@ -524,3 +524,18 @@ mod tests {
         assert_eq!(ranked(&history)[0].config, c(64));
     }
 }
+
+/// The source with each `#define NAME VALUE` named in `config` set to the configuration's value
+/// (tuned values written into the kernel, so later edits start from the tuned kernel).
+pub fn bake_defines(source: &str, config: &BTreeMap<String, i64>) -> String {
+    static DEFINE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?m)^([ \t]*#[ \t]*define[ \t]+)(\w+)([ \t]+\(?)(-?\d+)")
+            .expect("regex")
+    });
+    DEFINE
+        .replace_all(source, |c: &regex::Captures| match config.get(&c[2]) {
+            Some(v) => format!("{}{}{}{v}", &c[1], &c[2], &c[3]),
+            None => c[0].to_string(),
+        })
+        .into_owned()
+}

@@ -5,7 +5,7 @@ use super::iterate::{Judged, State};
 use serde_json::Value;
 
 pub(super) use ksmith_search::agent::brief::{
-    axes_text, first_lines, load_average, machine_line, timing_text,
+    first_lines, load_average, machine_line, timing_text,
 };
 
 pub(super) fn task_brief(st: &State) -> Value {

@@ -176,6 +176,14 @@ pub fn timing_text(task: &Task, r: &EvalResult) -> String {
         .join("\n")
 }
 
+/// A result's status with its reason: `FAILED_BUILD (compile_error)`.
+pub fn status_text(r: &EvalResult) -> String {
+    match &r.reason {
+        Some(reason) => format!("{} ({})", r.status, reason),
+        None => r.status.to_string(),
+    }
+}
+
 /// The failure of a judged candidate as the fixer needs it: its kind and the detail.
 pub fn failure(r: &EvalResult) -> (&'static str, String) {
     let mut d = format!("status {}", r.status);

@@ -1,10 +1,12 @@
-//! The agent side of the engine: what the agents are told ([`brief`]) and the expander that
-//! grows a search node with a short agent session ([`expander`]). The CLI's serial loop moves
+//! The agent side of the engine: what the agents are told ([`brief`]), the expander that
+//! grows a search node with a short agent session ([`expander`]) and the session's optional
+//! stages, autotune and profile ([`stages`]). The CLI's serial loop moves
 //! here piece by piece; until then it calls these.
 
 pub mod brief;
 pub mod expander;
 pub mod finalizer;
+pub mod stages;
 pub mod state;
 
 pub use expander::{AgentExpander, ExpanderSettings, JudgeFactory};
