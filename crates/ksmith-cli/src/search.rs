@@ -8,6 +8,7 @@ use crate::agent::BudgetArgs;
 use crate::optimize::OptimizeArgs;
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
+use ksmith_search::agent::stages::StageSettings;
 use ksmith_search::agent::state::FrozenJudge;
 use ksmith_search::agent::{AgentExpander, AgentFinalizer, ExpanderSettings, JudgeFactory};
 use ksmith_search::engine::{parse_state, SearchState};
@@ -110,6 +111,9 @@ struct SearchRunOptions {
     /// Extra knowledge directories retrieved into the planners' prompts.
     #[serde(default)]
     knowledge: Vec<PathBuf>,
+    /// The sessions' optional stages (autotune, profile); off in runs stored before them.
+    #[serde(default)]
+    stages: StageSettings,
 }
 
 fn default_fix_attempts() -> u32 {
@@ -304,6 +308,7 @@ fn expander_for(
         fix_attempts: opts.fix_attempts,
         prompts: opts.prompts.clone(),
         knowledge: opts.knowledge.clone(),
+        stages: opts.stages,
     };
     let agent = Arc::new(
         AgentExpander::new(settings, judge_factory(ctx, judged.clone())).map_err(expand_err)?,
@@ -440,6 +445,16 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         }),
         out: args.out.clone(),
         knowledge: args.agent.knowledge.clone(),
+        // Every node's kept candidate is tuned and profiled as the serial loop's are, unless
+        // the flags turn the stages off.
+        stages: StageSettings {
+            tune_budget: if agent_search {
+                args.agent.tune_budget
+            } else {
+                0
+            },
+            profile: agent_search && !args.agent.no_profile,
+        },
     };
     let run_id = new_run_id();
     let chosen = expander_for(ctx, &options, &run_id, &task.dir)?;

@@ -127,6 +127,7 @@ fn expander_from(
         fix_attempts: 1,
         prompts: None,
         knowledge: Vec::new(),
+        stages: Default::default(),
     };
     match AgentExpander::new(settings, judge_factory(store.to_path_buf())) {
         Ok(x) => x,
@@ -173,6 +174,7 @@ fn node_of(id: u64, hint: Hint, e: &Expanded) -> Node {
         duplicate_of: e.duplicate_of,
         outcome: e.outcome.clone(),
         spend: e.spend,
+        feedback: e.feedback.clone(),
     }
 }
 

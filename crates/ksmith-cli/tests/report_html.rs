@@ -326,6 +326,7 @@ fn node(
             evaluations: u64::from(status.is_some()),
             wall_s: 3.0,
         },
+        feedback: Default::default(),
     }
 }
 

@@ -221,6 +221,7 @@ fn node(
             evaluations: 1,
             wall_s: 3.0,
         },
+        feedback: Default::default(),
     }
 }
 

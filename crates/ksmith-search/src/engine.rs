@@ -606,6 +606,7 @@ impl Search {
                         duplicate_of: None,
                         outcome: NodeOutcome::default(),
                         spend: Spend::default(),
+                        feedback: Default::default(),
                     };
                     s.graph.entries.push(Entry {
                         node,
@@ -679,8 +680,14 @@ impl Search {
                 (Some(st), None, _) => st.to_string(),
                 _ => n.state.as_str().to_string(),
             };
+            // What its autotune stage found, so a later plan does not tune the same values
+            // again (cut: the full note goes to the node's own children).
+            let tuning = n.feedback.tuning.as_deref().map_or(String::new(), |t| {
+                let short: String = t.chars().take(200).collect();
+                format!("; autotune: {short}")
+            });
             format!(
-                "node {} [{}] {} -> {outcome}",
+                "node {} [{}] {} -> {outcome}{tuning}",
                 n.id,
                 n.hint,
                 crate::node::plan_title(&n.plan)
@@ -777,6 +784,7 @@ impl Search {
         e.node.duplicate_of = x.duplicate_of;
         e.node.outcome = x.outcome;
         e.node.spend = spend;
+        e.node.feedback = x.feedback;
         e.node.state = if x.source.is_none() && e.node.duplicate_of.is_none() {
             NodeState::NoCandidate
         } else if e.node.duplicate_of.is_some() {

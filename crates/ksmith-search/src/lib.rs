@@ -29,7 +29,8 @@ pub use evaluator::{Evaluated, Evaluator, EvaluatorError, Purpose, Reuse};
 pub use events::{Event, EventSink, NullSink, TrialOutcome};
 pub use hint::Hint;
 pub use node::{
-    ExpandError, Expanded, Expander, Expansion, Node, NodeId, NodeOutcome, NodeState, Spend,
+    ExpandError, Expanded, Expander, Expansion, Feedback, Node, NodeId, NodeOutcome, NodeState,
+    Spend,
 };
 pub use persist::{MemoryPersist, NoPersist, Persist, PersistError, StorePersist};
 pub use strategy::{StrategyKind, StrategySettings};

@@ -112,6 +112,19 @@ impl Spend {
     }
 }
 
+/// What a node's optional stages found about its kept candidate, told to its children's
+/// planners (and the autotune planner down the lineage).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Feedback {
+    /// What autotuning found (the winner, each configuration's figures, failures), or why the
+    /// tuned kernel was discarded.
+    #[serde(default)]
+    pub tuning: Option<String>,
+    /// The profile analyst's summary of the kept candidate.
+    #[serde(default)]
+    pub profile: Option<String>,
+}
+
 /// One node of the search graph.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
@@ -138,6 +151,9 @@ pub struct Node {
     pub outcome: NodeOutcome,
     /// What it cost.
     pub spend: Spend,
+    /// What its stages (autotune, profile) found.
+    #[serde(default)]
+    pub feedback: Feedback,
 }
 
 /// A request to grow one node.
@@ -193,6 +209,8 @@ pub struct Expanded {
     pub outcome: NodeOutcome,
     /// What it cost.
     pub spend: Spend,
+    /// What its stages (autotune, profile) found.
+    pub feedback: Feedback,
 }
 
 /// Why an expansion failed outside the candidate's control.

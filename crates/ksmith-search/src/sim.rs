@@ -400,6 +400,7 @@ impl SimExpander {
                 },
                 spend,
                 duplicate_of: None,
+                feedback: Default::default(),
             };
         };
         let h = code_hash(c);
@@ -417,6 +418,7 @@ impl SimExpander {
                 eval_id: None,
             },
             spend,
+            feedback: Default::default(),
         }
     }
 }
@@ -868,6 +870,7 @@ mod tests {
             duplicate_of: None,
             outcome: root.outcome.clone(),
             spend: root.spend,
+            feedback: Default::default(),
         };
         let count = |hint: Hint, want: f64| {
             (0..400)

@@ -120,6 +120,7 @@ impl Expander for Fake {
                 }
             },
             spend,
+            feedback: Default::default(),
         })
     }
 }

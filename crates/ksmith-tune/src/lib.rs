@@ -539,3 +539,33 @@ pub fn bake_defines(source: &str, config: &BTreeMap<String, i64>) -> String {
         })
         .into_owned()
 }
+
+#[cfg(test)]
+mod define_tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn tuned_values_are_baked_into_the_source() {
+        let c: BTreeMap<String, i64> = [("BM".to_string(), 32)].into();
+        let src = "#ifndef BM\n#define BM 64 /* rows */\n#endif\n#define BN 8\n";
+        assert_eq!(
+            bake_defines(src, &c),
+            "#ifndef BM\n#define BM 32 /* rows */\n#endif\n#define BN 8\n"
+        );
+    }
+
+    #[test]
+    fn defines_are_found() {
+        let d = source_defines("#ifndef BM\n#define BM 64\n#endif\n#define NAME_2 (8) /* rows */\n#define F 1.5\n#define C 3 // x\n#define SHIFTED (1 << 18)\n#define SUM 2 + 3\n#define G(x) 4\n#define U 16u\n#define NOVALUE\n");
+        assert_eq!(
+            d,
+            vec![
+                ("BM".to_string(), 64),
+                ("NAME_2".to_string(), 8),
+                ("C".to_string(), 3),
+                ("U".to_string(), 16)
+            ]
+        );
+    }
+}

@@ -728,7 +728,13 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     }
     // No profile in the last iteration: no plan would read it.
     let last_iteration = s.opts.budget.iterations.is_some_and(|n| it >= n);
-    let profile = if cand.passed() && !s.opts.no_profile && !last_iteration {
+    let profile = if cand.passed()
+        && !s.opts.no_profile
+        && !last_iteration
+        && ksmith_search::agent::stages::Profiler::supports(
+            &ksmith_search::agent::stages::PerfProfiler,
+            st.language,
+        ) {
         profile(s, st, it, &cand)?
     } else {
         String::new()

@@ -11,13 +11,19 @@
 //! (comments, whitespace) are judged each on their own.
 
 use super::brief::{failure, first_lines, roofline_text, task_brief, timing_text};
+use super::stages::{
+    adopt_tuned, check_tunables, defines_list, tune_report, with_tunables, AnalystContext,
+    AutotuneContext, StageSettings, Stages,
+};
 use crate::dedup::{norm_hash, DedupIndex, FirstSeen};
 use crate::events::{Event, EventSink};
 use crate::hint::Hint;
-use crate::node::{ExpandError, Expanded, Expander, Expansion, NodeId, NodeOutcome, Spend};
+use crate::node::{
+    ExpandError, Expanded, Expander, Expansion, Feedback, NodeId, NodeOutcome, Spend,
+};
 use anyhow::anyhow;
 use ksmith_agents::edit::{self, Change};
-use ksmith_agents::{parse_plan, Plan, Prompts, Rendered, Role};
+use ksmith_agents::{parse_plan, Plan, Prompts, Rendered, Role, TuneDecision};
 use ksmith_judge::{EvalResult, Judge, Status};
 use ksmith_llm::{ModelSpec, Provider, Request};
 use ksmith_store::{CallRow, DedupHit, Store};
@@ -50,6 +56,8 @@ pub struct ExpanderSettings {
     pub prompts: Option<PathBuf>,
     /// Extra knowledge directories (the built-in corpus is always there).
     pub knowledge: Vec<PathBuf>,
+    /// The session's optional stages (autotune, profile) after each node's kept candidate.
+    pub stages: StageSettings,
 }
 
 /// The file every candidate edits and what it keeps from the run's start.
@@ -78,6 +86,8 @@ pub struct AgentExpander {
     dedup: Arc<DedupIndex>,
     /// The run's next call seq (calls of parallel nodes interleave; each gets its own).
     next_seq: AtomicU64,
+    /// The optional stages run on each node's kept candidate.
+    stages: Stages,
 }
 
 /// A candidate with its judgement.
@@ -96,6 +106,24 @@ impl Candidate {
         (self.result.status == Status::Passed)
             .then(|| self.result.performance.as_ref().map(|p| p.speedup))
             .flatten()
+    }
+
+    /// Whether this candidate replaces `other` as a session's best: it passed, and the one
+    /// decision rule (`ksmith_judge::decide`) on the two evaluations' intervals says faster
+    /// (a candidate that only reads faster on an undecided pair does not replace it).
+    fn decided_faster_than(&self, other: &Candidate) -> bool {
+        let (Some(perf), Some(x)) = (self.result.performance.as_ref(), self.speedup()) else {
+            return false;
+        };
+        let (Some(op), Some(y)) = (other.result.performance.as_ref(), other.speedup()) else {
+            return true;
+        };
+        ksmith_judge::decide::decide(ksmith_judge::decide::Evidence::separate(
+            (x, perf.speedup_interval),
+            (y, op.speedup_interval),
+            perf.never_quiet || op.never_quiet,
+        ))
+        .adopt()
     }
 
     fn outcome_text(&self) -> String {
@@ -144,11 +172,10 @@ struct NodeCx<'a> {
 impl NodeCx<'_> {
     /// Records a judged candidate as the session's answer if it is the best so far.
     fn keep(&mut self, c: &Candidate) {
-        let replace = match (c.speedup(), self.kept.as_ref().map(|k| k.speedup())) {
-            (_, None) => true,
-            (Some(x), Some(Some(b))) => x > b,
-            (Some(_), Some(None)) => true,
-            (None, Some(kept)) => kept.is_none(),
+        let replace = match &self.kept {
+            None => true,
+            Some(k) if k.speedup().is_none() => true,
+            Some(k) => c.decided_faster_than(k),
         };
         if replace {
             self.kept = Some(c.clone());
@@ -238,6 +265,7 @@ impl AgentExpander {
         };
         let store = Store::open(&settings.store_dir).map_err(failed)?;
         let next = store.next_call_seq(&settings.run).map_err(failed)?;
+        let settings_stages = settings.stages;
         Ok(AgentExpander {
             settings,
             task,
@@ -251,7 +279,15 @@ impl AgentExpander {
             make_judge,
             dedup: Arc::new(DedupIndex::new()),
             next_seq: AtomicU64::new(next),
+            stages: Stages::standard(settings_stages),
         })
+    }
+
+    /// Runs these stages instead of the standard ones its settings name (tests, other
+    /// profilers or tuners).
+    pub fn with_stages(mut self, stages: Stages) -> AgentExpander {
+        self.stages = stages;
+        self
     }
 
     /// Shares an in-run dedup index (the engine's, when it keeps one across expanders).
@@ -613,6 +649,7 @@ impl AgentExpander {
                 norm_hash: Some(cand.norm_hash),
                 duplicate_of: cand.duplicate_of,
                 spend: Spend::default(),
+                feedback: Feedback::default(),
             });
         }
         let parent_source = req
@@ -714,6 +751,25 @@ impl AgentExpander {
             if let Some(l) = &last {
                 vars["last"] = json!({"iteration": round - 1, "outcome": l.outcome_text(),
                     "timing": timing_text(&self.task, &l.result)});
+            } else if let Some(p) = req.parent.as_ref().filter(|p| p.outcome.passed()) {
+                // The parent's stages: its profile summary and what tuning it found.
+                let profile = [
+                    p.feedback.profile.clone(),
+                    p.feedback
+                        .tuning
+                        .as_ref()
+                        .map(|t| format!("Autotuning: {t}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("\n");
+                if !profile.is_empty() {
+                    let x = p.outcome.speedup.unwrap_or_default();
+                    vars["last"] = json!({"iteration": format!("node {}", p.id),
+                        "outcome": format!("passed, {x:.2}x vs XLA"),
+                        "timing": parent_timing, "profile": profile});
+                }
             }
             let step = format!("node {} round {round} plan", req.node);
             let plan = match self.ask(cx, Role::Planner, &step, vars, 2, |r| {
@@ -800,17 +856,175 @@ impl AgentExpander {
                 plan.headline(),
                 first_lines(&cand.outcome_text(), 1)
             ));
-            let better = match (cand.speedup(), best.as_ref().and_then(|b| b.speedup())) {
-                (Some(x), Some(b)) => x > b,
-                (Some(_), None) => true,
-                _ => false,
+            let better = match &best {
+                Some(b) => cand.decided_faster_than(b),
+                None => cand.speedup().is_some(),
             };
             if better {
                 best = Some(cand.clone());
             }
             last = Some(cand);
         }
-        conclude(cx, best.or(last), plan_md)
+        let chosen = best.or(last);
+        let mut feedback = Feedback::default();
+        let chosen = match chosen {
+            Some(c) if c.speedup().is_some() => {
+                Some(self.run_stages(cx, c, &brief, &machine, &mut feedback)?)
+            }
+            other => other,
+        };
+        let mut out = conclude(cx, chosen, plan_md)?;
+        out.feedback = feedback;
+        Ok(out)
+    }
+
+    /// The optional stages on the session's kept, passing candidate: autotune (the tuned
+    /// kernel replaces it only when the rule decides it faster), then profile. What they
+    /// found goes into `feedback` for the node's children.
+    fn run_stages(
+        &self,
+        cx: &mut NodeCx,
+        kept: Candidate,
+        brief: &Value,
+        machine: &str,
+        feedback: &mut Feedback,
+    ) -> Result<Candidate, ExpandError> {
+        let mut kept = kept;
+        if self.stages.tuner.is_some() && self.stages.settings.tune_budget > 0 {
+            let (tuned, note) = self.autotune(cx, &kept, brief)?;
+            if let Some(n) = &note {
+                cx.say(format!("autotune: {}", first_lines(n, 1)));
+            }
+            feedback.tuning = note;
+            if let Some(t) = tuned {
+                kept = t;
+            }
+        }
+        let profiler = self
+            .stages
+            .profiler
+            .clone()
+            .filter(|p| self.stages.settings.profile && p.supports(self.base.language));
+        if let Some(profiler) = profiler {
+            let dir = self.settings.store_dir.join("cache").join("profile");
+            let sol = self.candidate(cx.req.node, kept.source.clone());
+            cx.say("profile: sampling the kept candidate".into());
+            let raw = profiler.profile(&mut cx.judge, &dir, &self.task, &sol, &kept.result);
+            let vars = serde_json::to_value(AnalystContext {
+                task: brief.clone(),
+                file: self.base.file.clone(),
+                source: kept.source.clone(),
+                timing: timing_text(&self.task, &kept.result),
+                profile: raw.clone(),
+                machine: machine.to_string(),
+                tuning: feedback.tuning.clone().unwrap_or_default(),
+            })
+            .map_err(failed)?;
+            let step = format!("node {} profile", cx.req.node);
+            let got = self.ask(cx, Role::ProfileAnalyst, &step, vars, 0, |r| {
+                Some(r.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .ok_or_else(|| "the reply was empty".to_string())
+            })?;
+            feedback.profile = Some(match got {
+                Ok(t) => first_lines(&t, 12),
+                Err(_) => first_lines(&raw, 12),
+            });
+        }
+        Ok(kept)
+    }
+
+    /// The autotune stage: the planner declares tunables over the kernel's `#define`
+    /// constants, the tuner measures them, the winning values are written into the source and
+    /// judged again. Returns the tuned candidate when it is adopted, and the note for the
+    /// next plans (None when nothing was tried).
+    fn autotune(
+        &self,
+        cx: &mut NodeCx,
+        cand: &Candidate,
+        brief: &Value,
+    ) -> Result<(Option<Candidate>, Option<String>), ExpandError> {
+        let Some(tuner) = self.stages.tuner.clone() else {
+            return Ok((None, None));
+        };
+        let defs = ksmith_tune::source_defines(&cand.source);
+        if defs.is_empty() {
+            return Ok((None, None));
+        }
+        let budget = self.stages.settings.tune_budget;
+        // What tuning found up the lineage (the parent's note in full; older ones are in the
+        // lineage lines the engine writes).
+        let earlier: Vec<String> = cx
+            .req
+            .parent
+            .iter()
+            .filter_map(|p| Some(format!("node {}: {}", p.id, p.feedback.tuning.as_ref()?)))
+            .collect();
+        let vars = serde_json::to_value(AutotuneContext {
+            task: brief.clone(),
+            file: self.base.file.clone(),
+            source: cand.source.clone(),
+            defines: defines_list(&defs),
+            earlier,
+            budget,
+            timing: timing_text(&self.task, &cand.result),
+        })
+        .map_err(failed)?;
+        let names: Vec<String> = defs.iter().map(|(k, _)| k.clone()).collect();
+        let step = format!("node {} autotune", cx.req.node);
+        let tunables = match self.ask(cx, Role::AutotunePlanner, &step, vars, 1, |r| {
+            check_tunables(r, &names)
+        })? {
+            Ok(TuneDecision::Tunables(t)) => t,
+            Ok(TuneDecision::None(why)) => {
+                return Ok((None, Some(format!("no tuning: {}", first_lines(&why, 1)))))
+            }
+            Err(e) => {
+                let e = first_lines(&e, 1);
+                return Ok((
+                    None,
+                    Some(format!("the planner gave no usable tunables ({e})")),
+                ));
+            }
+        };
+        let sol = self.candidate(cx.req.node, cand.source.clone());
+        let sol = match with_tunables(&self.task, &sol, &tunables) {
+            Ok(s) => s,
+            Err(e) => return Ok((None, Some(format!("the tunables were not usable: {e}")))),
+        };
+        cx.say(format!(
+            "autotune: measuring at most {budget} configuration(s)"
+        ));
+        let o = tuner
+            .tune(
+                &mut cx.judge,
+                &mut cx.store,
+                &self.task,
+                &sol,
+                budget,
+                &crate::events::NullSink,
+            )
+            .map_err(|e| match e {
+                crate::tune::TuneError::Evaluator(e) => judge_failed(e),
+                other => failed(other),
+            })?;
+        cx.spend.evaluations += o.rows.iter().filter(|r| !r.reused).count() as u64;
+        let report = tune_report(&o);
+        let Some(config) = report.config.clone() else {
+            return Ok((None, Some(report.note)));
+        };
+        let baked = ksmith_tune::bake_defines(&cand.source, &config);
+        let tuned = self.judge_candidate(cx, &cand.plan, baked)?;
+        match adopt_tuned(&report, &tuned.result, &cand.result) {
+            Ok(()) => Ok((Some(tuned), Some(report.note))),
+            Err(why) => Ok((
+                None,
+                Some(format!(
+                    "{}; the tuned kernel was discarded: {why}",
+                    report.note
+                )),
+            )),
+        }
     }
 }
 
@@ -838,6 +1052,7 @@ fn conclude(
         norm_hash: Some(chosen.norm_hash),
         duplicate_of: chosen.duplicate_of,
         spend: Spend::default(),
+        feedback: Feedback::default(),
     })
 }
 
@@ -891,15 +1106,20 @@ fn evaluate(
 ) -> Result<(i64, EvalResult, bool), ExpandError> {
     let e = crate::Evaluator::new(judge, store)
         .evaluate(task, sol, &crate::Purpose::Plain)
-        .map_err(|e| match e {
-            // The judge's own machinery failed on this candidate: this node fails, not the
-            // search (a cluster gone, a task that breaks or a missing backend still stop it).
-            crate::EvaluatorError::Judge(
-                j @ (ksmith_judge::JudgeError::Harness(_) | ksmith_judge::JudgeError::Backend(_)),
-            ) => ExpandError::Judge(j.into()),
-            other => failed(other),
-        })?;
+        .map_err(judge_failed)?;
     Ok((e.id, e.result, !e.reused))
+}
+
+/// An evaluator's failure as the node's error.
+fn judge_failed(e: crate::EvaluatorError) -> ExpandError {
+    match e {
+        // The judge's own machinery failed on this candidate: this node fails, not the
+        // search (a cluster gone, a task that breaks or a missing backend still stop it).
+        crate::EvaluatorError::Judge(
+            j @ (ksmith_judge::JudgeError::Harness(_) | ksmith_judge::JudgeError::Backend(_)),
+        ) => ExpandError::Judge(j.into()),
+        other => failed(other),
+    }
 }
 
 /// New source from a code reply, or the feedback that goes back to the model (only `file`

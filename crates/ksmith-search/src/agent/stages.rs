@@ -11,7 +11,7 @@ use ksmith_agents::{parse_tunables, TuneDecision};
 use ksmith_judge::decide::{decide, Decision, Evidence};
 use ksmith_judge::{EvalResult, Judge, Status};
 use ksmith_store::Store;
-use ksmith_task::{Solution, Task};
+use ksmith_task::{Language, Solution, Task};
 use ksmith_tune::Config;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -34,6 +34,9 @@ pub struct StageSettings {
 
 /// Samples a passing candidate (perf, or another profiler); the text goes to the analyst.
 pub trait Profiler: Send + Sync {
+    /// Whether it can profile kernels in `language` (the stage is skipped otherwise).
+    fn supports(&self, language: Language) -> bool;
+
     /// The raw profile of `sol` (a failure is described in the text, never an error: a
     /// profile is advice).
     fn profile(
@@ -89,6 +92,11 @@ impl Stages {
 pub struct PerfProfiler;
 
 impl Profiler for PerfProfiler {
+    fn supports(&self, language: Language) -> bool {
+        // ksmith-profile rebuilds C kernels with `-g` and samples them with perf.
+        language == Language::C
+    }
+
     fn profile(
         &self,
         judge: &mut Judge,

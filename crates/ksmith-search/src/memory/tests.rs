@@ -159,6 +159,7 @@ fn node(id: u64, parent: Option<u64>, hint: Hint, speedup: Option<f64>, code: &s
             eval_id: None,
         },
         spend: Spend::default(),
+        feedback: Default::default(),
     }
 }
 
