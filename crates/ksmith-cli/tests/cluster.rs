@@ -627,6 +627,9 @@ fn bench_and_search_on_a_real_ray_cluster_survive_a_killed_worker() {
         "2",
         "--min-time-ms",
         "20",
+        "--tune-budget",
+        "0",
+        "--no-profile",
         "--out",
         out.to_str().unwrap(),
     ]);

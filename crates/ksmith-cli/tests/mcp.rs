@@ -404,7 +404,7 @@ fn a_scripted_search_started_over_mcp_streams_its_progress_and_is_reported() {
     let (v, _) = s.call(
         "optimize_start",
         json!({"task": task, "model": format!("scripted:{}", script_path.display()),
-               "strategy": "loop", "from": start, "limits": {"max_nodes": 3},
+               "strategy": "loop", "from": start, "tune_budget": 0, "profile": false, "limits": {"max_nodes": 3},
                "judge": {"min_time_ms": 20}}),
         Duration::from_secs(120),
     );
@@ -491,7 +491,7 @@ fn a_run_is_stopped_and_marked_resumable() {
     let mut s = Session::start(&store);
     let (v, _) = s.call(
         "optimize_start",
-        json!({"task": task, "model": model, "strategy": "loop", "from": start,
+        json!({"task": task, "model": model, "strategy": "loop", "from": start, "tune_budget": 0, "profile": false,
                "limits": {"max_nodes": 2}, "judge": {"min_time_ms": 20}}),
         Duration::from_secs(120),
     );

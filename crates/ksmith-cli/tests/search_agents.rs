@@ -89,6 +89,9 @@ fn every_strategy_grows_agent_nodes_judged_for_real_and_writes_a_rechecked_winne
             "3",
             "--min-time-ms",
             "20",
+            "--tune-budget",
+            "0",
+            "--no-profile",
             "--out",
             out_dir.to_str().unwrap(),
         ];
@@ -160,6 +163,9 @@ fn a_ksbench_task_searched_greedily_from_its_seed() {
             "2",
             "--min-time-ms",
             "20",
+            "--tune-budget",
+            "0",
+            "--no-profile",
             "--out",
             tmp.path().join("out").to_str().unwrap(),
         ],
@@ -195,6 +201,9 @@ fn a_killed_agent_search_resumes_without_repeating_calls_or_evaluations() {
         "5",
         "--min-time-ms",
         "20",
+        "--tune-budget",
+        "0",
+        "--no-profile",
     ];
     // Killed once node 2's first call is stored (node 2 is then in flight).
     let s2 = store.clone();
@@ -294,6 +303,9 @@ fn a_scripted_search_runs_end_to_end_and_its_report_draws_the_real_nodes() {
             "3",
             "--min-time-ms",
             "20",
+            "--tune-budget",
+            "0",
+            "--no-profile",
         ],
     );
     let all = text(&o);
@@ -391,5 +403,153 @@ fn a_scripted_search_runs_end_to_end_and_its_report_draws_the_real_nodes() {
         o.status.success(),
         "a written node is a solution: {}",
         text(&o)
+    );
+}
+
+/// One scripted reply with the substrings its prompt must contain.
+fn scripted(role: &str, expect: &[&str], text: &str) -> String {
+    let expect: Vec<String> = expect.iter().map(|e| format!("{e:?}")).collect();
+    format!(
+        "[[reply]]\nrole = \"{role}\"\nexpect = [{}]\ntext = '''\n{text}'''\n\n",
+        expect.join(", ")
+    )
+}
+
+#[test]
+fn every_search_node_is_autotuned_and_profiled_and_its_child_is_told_what_they_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task("softmax", tmp.path(), WORKLOADS);
+    let start = root().join("tasks/starter/softmax/solutions/fast");
+    let kernel = std::fs::read_to_string(start.join("kernel.c")).unwrap();
+    let plan = |title: &str| {
+        format!("## Title\n{title}\n## Strategy\nKeep the kernel, add a helper.\n## Expected effect\nabout 1.0x\n## Risks\nNone.\n")
+    };
+    let code = |v: &str| {
+        format!("kernel.c\n```c\n{kernel}\nint ks_stage_{v}(void) {{ return 1; }}\n```\n")
+    };
+    let script = [
+        scripted("planner", &["Task `softmax`"], &plan("First variant")),
+        scripted("implementer", &["First variant"], &code("a")),
+        // The autotune planner sees the kernel's constants and its budget.
+        scripted(
+            "autotune",
+            &["CHUNK=8", "at most 2 configurations"],
+            "```toml\n[[tunables]]\nname = \"CHUNK\"\nvalues = [8, 16]\n```\n",
+        ),
+        // The analyst sees the perf profile, the judged timing and what tuning found.
+        scripted(
+            "profile",
+            &[
+                "Profiled workload",
+                "## Autotuning of this kernel",
+                "CHUNK=",
+            ],
+            "Scalar expf dominates; vectorize the exp.\n",
+        ),
+        // The child's planner hears its parent's profile summary and tuning, and the lineage
+        // line carries the tuning too.
+        scripted(
+            "planner",
+            &[
+                "Scalar expf dominates",
+                "Autotuning: ",
+                "First variant -> PASSED",
+                "; autotune: ",
+            ],
+            &plan("Second variant"),
+        ),
+        scripted("implementer", &["Second variant"], &code("b")),
+        scripted(
+            "autotune",
+            &["## Tuning in earlier iterations"],
+            "NO TUNING: the chunk was just tuned.\n",
+        ),
+        scripted("profile", &["Profiled workload"], "Still expf-bound.\n"),
+    ]
+    .concat();
+    let path = tmp.path().join("script.toml");
+    std::fs::write(&path, script).unwrap();
+    let m = format!("scripted:{}", path.display());
+    let o = ksmith(
+        &store,
+        &[
+            "optimize",
+            task.to_str().unwrap(),
+            "--strategy",
+            "loop",
+            "--model",
+            &m,
+            "--from",
+            start.to_str().unwrap(),
+            "--max-nodes",
+            "3",
+            "--min-time-ms",
+            "20",
+            "--tune-budget",
+            "2",
+            "--out",
+            tmp.path().join("out").to_str().unwrap(),
+        ],
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let run = run_id(&all);
+    // Every scripted reply was used, none failed or diverged.
+    let roles: Vec<(String, Option<String>)> = {
+        let c = db(&store);
+        let mut st = c
+            .prepare("SELECT role, error FROM llm_calls WHERE run = ?1 ORDER BY seq")
+            .unwrap();
+        st.query_map([&run], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert!(roles.iter().all(|(_, e)| e.is_none()), "{roles:?}\n{all}");
+    let names: Vec<&str> = roles.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "planner",
+            "implementer",
+            "autotune",
+            "profile",
+            "planner",
+            "implementer",
+            "autotune",
+            "profile"
+        ],
+        "{all}"
+    );
+    // The tuner really measured the declared value.
+    assert!(
+        one(
+            &store,
+            "SELECT count(*) FROM evaluations WHERE solution_json LIKE '%DCHUNK=16%' AND ?1 <> ''",
+            &run
+        ) >= 1,
+        "{all}"
+    );
+    // Node 1 keeps what its stages found (stored with the node, for resume and reports).
+    let payload: String = db(&store)
+        .query_row(
+            "SELECT payload FROM search_nodes WHERE run = ?1 AND id = 1",
+            [&run],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let n1: serde_json::Value = serde_json::from_str(&payload).unwrap();
+    assert!(
+        n1["feedback"]["profile"]
+            .as_str()
+            .is_some_and(|p| p.contains("Scalar expf dominates")),
+        "{n1}"
+    );
+    assert!(
+        n1["feedback"]["tuning"]
+            .as_str()
+            .is_some_and(|t| t.contains("CHUNK")),
+        "{n1}"
     );
 }

@@ -486,6 +486,11 @@ pub(crate) struct OptimizeInput {
     pub jobs: Option<u32>,
     /// Fix attempts per failing stage (0 to 20; default 3).
     pub fix_attempts: Option<u32>,
+    /// Configurations the autotune stage may measure per kept candidate (0: no autotuning;
+    /// default 8).
+    pub tune_budget: Option<usize>,
+    /// Profile each kept candidate and have the profile analyst summarize it (default true).
+    pub profile: Option<bool>,
     /// Seed of the search's random choices (default 1).
     pub seed: Option<u64>,
     /// Limits of the run.
@@ -522,6 +527,10 @@ impl Check for OptimizeInput {
         }
         if self.fix_attempts.is_some_and(|j| j > 20) {
             return Err(FieldError::new("fix_attempts", "expected 0 to 20"));
+        }
+        if let Some(b) = self.tune_budget {
+            crate::parse_tune_budget(&b.to_string())
+                .map_err(|e| FieldError::new("tune_budget", e))?;
         }
         if let Some(l) = &self.limits {
             l.check_at("limits.")?;

@@ -620,6 +620,12 @@ impl Server {
         if let Some(f) = i.fix_attempts {
             args.extend(["--fix-attempts".into(), f.to_string()]);
         }
+        if let Some(b) = i.tune_budget {
+            args.extend(["--tune-budget".into(), b.to_string()]);
+        }
+        if i.profile == Some(false) {
+            args.push("--no-profile".into());
+        }
         if let Some(s) = i.seed {
             args.extend(["--seed".into(), s.to_string()]);
         }

@@ -891,7 +891,14 @@ impl AgentExpander {
     ) -> Result<Candidate, ExpandError> {
         let mut kept = kept;
         if self.stages.tuner.is_some() && self.stages.settings.tune_budget > 0 {
-            let (tuned, note) = self.autotune(cx, &kept, brief)?;
+            // A stage is advice on a candidate already judged: a provider failure in it is
+            // noted and the node keeps its candidate (a budget or the judge still stop it).
+            let (tuned, note) = match self.autotune(cx, &kept, brief) {
+                Err(ExpandError::Failed(e)) => {
+                    (None, Some(format!("the autotune stage failed: {e}")))
+                }
+                other => other?,
+            };
             if let Some(n) = &note {
                 cx.say(format!("autotune: {}", first_lines(n, 1)));
             }
@@ -921,11 +928,20 @@ impl AgentExpander {
             })
             .map_err(failed)?;
             let step = format!("node {} profile", cx.req.node);
-            let got = self.ask(cx, Role::ProfileAnalyst, &step, vars, 0, |r| {
+            let got = match self.ask(cx, Role::ProfileAnalyst, &step, vars, 0, |r| {
                 Some(r.trim().to_string())
                     .filter(|t| !t.is_empty())
                     .ok_or_else(|| "the reply was empty".to_string())
-            })?;
+            }) {
+                Err(ExpandError::Failed(e)) => {
+                    cx.say(format!(
+                        "profile analyst failed: {e}; the raw profile is kept"
+                    ));
+                    Err(e.to_string())
+                }
+                other => other?,
+            };
+            // Without the analyst's summary the raw profile's head stands in.
             feedback.profile = Some(match got {
                 Ok(t) => first_lines(&t, 12),
                 Err(_) => first_lines(&raw, 12),
