@@ -13,7 +13,10 @@ use anyhow::anyhow;
 use ksmith_agents::{parse_plan, Limit, Plan, Role};
 use ksmith_judge::decide::{decide, decide_paired, settle, Decision, Evidence, UndecidedWhy};
 use ksmith_judge::{EvalResult, Judge, Status};
-use ksmith_search::agent::state::PlanMode;
+use ksmith_search::agent::context::{
+    implement_query, key_line, plan_query, values, BestView, FailureView, FixBudget, FixerContext,
+    ImplementerContext, LastView, Mode, PlannerContext, SnapshotView,
+};
 use ksmith_store::{RunStatus, SnapshotRow};
 use ksmith_task::{Language, Solution, Task};
 use serde_json::{json, Value};
@@ -381,17 +384,6 @@ pub(super) fn ask<T>(
     Ok(Err(last_err))
 }
 
-/// What a fix attempt was about, for the history: the first diagnostic or mismatch line of a
-/// failure's detail, not its `status ...` line (which only repeats the status).
-fn key_line(detail: &str) -> &str {
-    detail
-        .lines()
-        .skip(1)
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or_else(|| first_line(detail))
-}
-
 pub(super) fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
@@ -463,7 +455,13 @@ fn no_candidate(s: &mut Session, it: u32, why: &str) -> Result<(), Halt> {
 
 /// Earlier iterations a plan refers to ("iteration 2"), other than the current best (whose code
 /// the implementer already sees): their code, from the snapshots.
-fn named_snapshots(s: &Session, plan: &str, it: u32, best: Option<u32>, file: &str) -> Vec<Value> {
+fn named_snapshots(
+    s: &Session,
+    plan: &str,
+    it: u32,
+    best: Option<u32>,
+    file: &str,
+) -> Vec<SnapshotView> {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re =
         RE.get_or_init(|| regex::Regex::new(r"(?i)\biteration[ -]?(\d+)").expect("static regex"));
@@ -484,7 +482,11 @@ fn named_snapshots(s: &Session, plan: &str, it: u32, best: Option<u32>, file: &s
             let stored: Value = serde_json::from_str(&sn.sources).ok()?;
             let hash = stored["files"][file].as_str()?;
             let source = String::from_utf8(s.store.artifact(hash).ok()?).ok()?;
-            Some(json!({"iteration": n, "status": sn.status, "source": source}))
+            Some(SnapshotView {
+                iteration: n,
+                status: sn.status.clone(),
+                source,
+            })
         })
         .collect()
 }
@@ -561,41 +563,51 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     };
     let base_src = base.sources[0].1.clone();
     let mode = if st.best.as_ref().map(|(i, _)| *i > 0).unwrap_or(false) || it > 1 {
-        PlanMode::Revision
+        Mode::Revision
     } else {
-        PlanMode::New
+        Mode::New
     };
     note!("ksmith: [{}] planner ({})", st.label(it), mode.as_str());
     // Plan.
-    let mut vars = json!({
-        "task": task_brief(st), "mode": mode.as_str(),
-        "reference": std::fs::read_to_string(st.task.reference_path()).unwrap_or_default(),
-        "roofline": roofline_text(st), "history": st.history,
-        "iteration": it, "of": s.opts.budget.iterations,
+    let best = match &st.best {
+        Some((bi, b)) => BestView::passing(
+            format!("iteration {bi}"),
+            &st.file,
+            b.source(),
+            &st.task,
+            &b.result,
+        ),
+        None => BestView::not_passing("iteration 0".into(), &st.file, &base_src),
+    };
+    let last = st.last.as_ref().map(|l| LastView {
+        iteration: l.iteration.to_string(),
+        outcome: l.outcome.clone(),
+        timing: l.timing.clone(),
+        profile: l.profile.clone(),
     });
-    if let Some((bi, b)) = &st.best {
-        let speedup = b.speedup().unwrap_or(0.0);
-        vars["best"] = json!({"iteration": bi, "file": st.file, "source": b.source(),
-            "speedup": format!("{speedup:.2}x"),
-            "latency": format!("{:.3} ms geometric mean over workloads", crate::tune::latency_ms(&b.result).unwrap_or(0.0)),
-            "timing": timing_text(&st.task, &b.result),
-            // Far above XLA, its noise dominates the ratio: kernels of one latency scored 20x-54x.
-            "far_ahead": speedup > 10.0});
-    } else {
-        vars["best"] = json!({"iteration": 0, "file": st.file, "source": base_src, "speedup": "not passing", "latency": "-"});
-        vars["not_passing"] = json!(true);
-    }
-    if let Some(l) = &st.last {
-        vars["last"] = json!({"iteration": l.iteration, "outcome": l.outcome, "timing": l.timing, "profile": l.profile});
-    }
-    let query = format!(
-        "{} {} {}",
-        st.task.name.replace('_', " "),
-        st.task.description,
-        st.last.as_ref().map(|l| l.profile.as_str()).unwrap_or("")
+    let query = plan_query(
+        &st.task,
+        "",
+        st.last.as_ref().map(|l| l.profile.as_str()).unwrap_or(""),
     );
-    vars["knowledge"] = Value::Array(s.knowledge_for(&query, st.language.name(), st.task.op_class));
-    vars["memory"] = Value::Array(memory_for(s, st, it));
+    let vars = values(&PlannerContext {
+        task: task_brief(st),
+        reference: std::fs::read_to_string(st.task.reference_path()).unwrap_or_default(),
+        roofline: roofline_text(st),
+        mode,
+        history: st.history.clone(),
+        iteration: it,
+        of: s.opts.budget.iterations,
+        not_passing: st.best.is_none(),
+        best,
+        last,
+        hint: None,
+        inspirations: Vec::new(),
+        memory: memory_for(s, st, it),
+        knowledge: s.knowledge_for(&query, st.language.name(), st.task.op_class),
+        tried: Vec::new(),
+        search_best: None,
+    });
     let step = format!("iteration {it} plan");
     let plan: Plan = loop {
         let got = ask(s, st, Role::Planner, &step, vars.clone(), 2, |r| {
@@ -646,10 +658,18 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
         st.best.as_ref().map(|(i, _)| *i),
         &st.file,
     );
-    let impl_vars = json!({
-        "task": task_brief(st), "plan": plan.markdown(), "file": st.file, "source": base_src,
-        "machine": roofline_text(st), "snapshots": named,
-        "knowledge": s.knowledge_for(&format!("{} {}", st.task.name.replace('_', " "), plan.strategy), st.language.name(), st.task.op_class),
+    let impl_vars = values(&ImplementerContext {
+        task: task_brief(st),
+        plan: plan.markdown(),
+        file: st.file.clone(),
+        source: base_src.clone(),
+        machine: roofline_text(st),
+        snapshots: named,
+        knowledge: s.knowledge_for(
+            &implement_query(&st.task, &plan.strategy),
+            st.language.name(),
+            st.task.op_class,
+        ),
     });
     let source = match code_step(
         s,
@@ -675,27 +695,22 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
     let mut cand = evaluate(s, st, &variant(st, &base, it, "", source))?;
     report_line(st, it, "candidate", &cand);
     // Fix loops: build-stage and test-stage failures each get their own attempts.
-    let (mut build_fixes, mut test_fixes) = (0u32, 0u32);
+    let mut fixes = FixBudget::new(s.opts.fix_attempts);
     let mut tried: Vec<String> = Vec::new();
     while !cand.passed() {
-        let (kind, detail) = failure(&cand);
-        let build_stage = matches!(
-            cand.result.status,
-            Status::CompileError | Status::PolicyRejected
-        );
-        let used = if build_stage {
-            &mut build_fixes
-        } else {
-            &mut test_fixes
-        };
-        if *used >= s.opts.fix_attempts {
+        let Some(n) = fixes.take(cand.result.status) else {
             break;
-        }
-        *used += 1;
-        let n = *used;
-        let vars = json!({
-            "task": task_brief(st), "file": st.file, "source": cand.source(),
-            "failure": {"kind": kind, "detail": detail}, "attempts": tried,
+        };
+        let (kind, detail) = failure(&cand);
+        let vars = values(&FixerContext {
+            task: task_brief(st),
+            file: st.file.clone(),
+            source: cand.source().to_string(),
+            failure: FailureView {
+                kind: kind.to_string(),
+                detail: detail.clone(),
+            },
+            attempts: tried.clone(),
         });
         let step = format!("iteration {it} fix {kind} {n}");
         let src = cand.source().to_string();
@@ -705,13 +720,7 @@ fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {
                 cand = evaluate(
                     s,
                     st,
-                    &variant(
-                        st,
-                        &base,
-                        it,
-                        &format!("-fix{}", build_fixes + test_fixes),
-                        fixed,
-                    ),
+                    &variant(st, &base, it, &format!("-fix{}", fixes.taken()), fixed),
                 )?;
                 report_line(st, it, &format!("after fix {n} ({kind})"), &cand);
             }

@@ -418,12 +418,7 @@ impl Session {
         query: &str,
         language: &str,
         op_class: ksmith_task::OpClass,
-    ) -> Vec<serde_json::Value> {
-        self.knowledge
-            .retrieve_scoped(query, Some(language), Some(op_class.as_str()), 3, 3000)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|p| serde_json::json!({"source": p.source, "text": p.text}))
-            .collect()
+    ) -> Vec<ksmith_search::agent::context::Passage> {
+        ksmith_search::agent::context::passages(&self.knowledge, query, language, op_class)
     }
 }

@@ -11,6 +11,11 @@
 //! (comments, whitespace) are judged each on their own.
 
 use super::brief::{failure, first_lines, roofline_text, task_brief, timing_text};
+use super::context::{
+    implement_query, key_line, passages, plan_query, values, BestView, FailureView, FixBudget,
+    FixerContext, HintView, ImplementerContext, Inspiration, LastView, Mode, PlannerContext,
+    SearchBestView,
+};
 use super::stages::{
     adopt_tuned, check_tunables, defines_list, tune_report, with_tunables, AnalystContext,
     AutotuneContext, StageSettings, Stages,
@@ -28,7 +33,7 @@ use ksmith_judge::{EvalResult, Judge, Status};
 use ksmith_llm::{ModelSpec, Provider, Request};
 use ksmith_store::{CallRow, DedupHit, Store};
 use ksmith_task::{Language, Solution, Task};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -660,7 +665,7 @@ impl AgentExpander {
         let brief = task_brief(&self.task, &self.base.entry, self.base.language);
         let reference = std::fs::read_to_string(self.task.reference_path()).unwrap_or_default();
         let machine = roofline_text(cx.judge.hardware());
-        let inspirations: Vec<Value> = req
+        let inspirations: Vec<Inspiration> = req
             .inspirations
             .iter()
             .map(|(n, src)| {
@@ -668,91 +673,42 @@ impl AgentExpander {
                     .outcome
                     .speedup
                     .map_or_else(|| "not timed".to_string(), |x| format!("{x:.2}x vs XLA"));
-                json!({"label": format!("node {} ({}, {perf})", n.id, n.hint), "source": src})
+                Inspiration {
+                    label: format!("node {} ({}, {perf})", n.id, n.hint),
+                    source: src.clone(),
+                }
             })
             .collect();
         let memory = self.memory_for(cx);
         // The parent's per-workload figures (timing, bandwidth, roofline) from its stored
         // evaluation, so the planner can tell a memory-bound kernel from a compute-bound one.
-        let stored_timing = |cx: &mut NodeCx, n: &crate::Node| -> Option<String> {
+        let stored = |cx: &mut NodeCx, n: &crate::Node| -> Option<EvalResult> {
             let id = n.outcome.eval_id?;
-            let stored = cx.store.get(id).ok().flatten()?;
-            Some(timing_text(&self.task, &stored.result)).filter(|t| !t.is_empty())
+            Some(cx.store.get(id).ok().flatten()?.result)
         };
-        let parent_timing = req.parent.as_ref().and_then(|p| stored_timing(cx, p));
+        let parent_result = req.parent.as_ref().and_then(|p| stored(cx, p));
         let search_best = req.search_best.as_ref().map(|b| {
             let figures = match (b.outcome.speedup, b.outcome.interval) {
                 (Some(x), Some((lo, hi))) => format!("{x:.2}x ({lo:.2}-{hi:.2}) vs XLA"),
                 (Some(x), None) => format!("{x:.2}x vs XLA"),
                 _ => "not timed".into(),
             };
-            json!({"node": b.id.0, "title": crate::node::plan_title(&b.plan), "hint": b.hint.as_str(),
-                   "figures": figures, "timing": stored_timing(cx, b)})
+            SearchBestView {
+                node: b.id.0,
+                title: crate::node::plan_title(&b.plan),
+                hint: b.hint.as_str().to_string(),
+                figures,
+                timing: stored(cx, b)
+                    .map(|r| timing_text(&self.task, &r))
+                    .filter(|t| !t.is_empty()),
+            }
         });
-        let mut history: Vec<String> = req.lineage.clone();
-        let mut best: Option<Candidate> = None;
-        let mut last: Option<Candidate> = None;
-        let mut plan_md = String::new();
-        let rounds = req.inner_iterations.max(1);
-        for round in 1..=rounds {
-            let current = best.as_ref().map_or(parent_source.as_str(), |b| &b.source);
-            let current_speedup = match &best {
-                Some(b) => b.speedup(),
-                None => req.parent.as_ref().and_then(|p| p.outcome.speedup),
-            };
-            let passing = best.is_some() || parent_passed;
-            let mut vars = json!({
-                "task": brief, "reference": reference, "roofline": machine,
-                "history": history, "iteration": round, "of": rounds,
-                "mode": if passing { "revision" } else { "new" },
-                "hint": {"name": req.hint.as_str(), "instruction": req.hint.instruction()},
-                "inspirations": inspirations, "memory": memory,
-                "tried": req.tried, "search_best": search_best,
-            });
-            // Technique notes for this task's language and operator class, steered by the
-            // direction and what the last round showed.
-            let query = format!(
-                "{} {} {} {}",
-                self.task.name.replace('_', " "),
-                self.task.description,
-                req.hint.instruction(),
-                last.as_ref().map(|l| l.outcome_text()).unwrap_or_default()
-            );
-            vars["knowledge"] = json!(self
-                .knowledge
-                .retrieve_scoped(
-                    &query,
-                    Some(self.base.language.name()),
-                    Some(self.task.op_class.as_str()),
-                    3,
-                    3000
-                )
-                .unwrap_or_default()
-                .into_iter()
-                .map(|p| json!({"source": p.source, "text": p.text}))
-                .collect::<Vec<_>>());
-            vars["best"] = json!({
-                "iteration": req.parent.as_ref().map_or(0, |p| p.depth),
-                "file": self.base.file, "source": current,
-                "speedup": current_speedup.map_or("not passing".to_string(), |x| format!("{x:.2}x")),
-                "latency": "-",
-            });
-            match &best {
-                Some(b) => vars["best"]["timing"] = json!(timing_text(&self.task, &b.result)),
-                None => {
-                    if let Some(t) = &parent_timing {
-                        vars["best"]["timing"] = json!(t);
-                    }
-                }
-            }
-            if !passing {
-                vars["not_passing"] = json!(true);
-            }
-            if let Some(l) = &last {
-                vars["last"] = json!({"iteration": round - 1, "outcome": l.outcome_text(),
-                    "timing": timing_text(&self.task, &l.result)});
-            } else if let Some(p) = req.parent.as_ref().filter(|p| p.outcome.passed()) {
-                // The parent's stages: its profile summary and what tuning it found.
+        // The parent's stages: its profile summary and what tuning found.
+        let parent_last = req
+            .parent
+            .as_ref()
+            .filter(|p| p.outcome.passed())
+            .and_then(|p| {
                 let profile = [
                     p.feedback.profile.clone(),
                     p.feedback
@@ -764,13 +720,93 @@ impl AgentExpander {
                 .flatten()
                 .collect::<Vec<_>>()
                 .join("\n");
-                if !profile.is_empty() {
-                    let x = p.outcome.speedup.unwrap_or_default();
-                    vars["last"] = json!({"iteration": format!("node {}", p.id),
-                        "outcome": format!("passed, {x:.2}x vs XLA"),
-                        "timing": parent_timing, "profile": profile});
-                }
-            }
+                (!profile.is_empty()).then(|| LastView {
+                    iteration: format!("node {}", p.id),
+                    outcome: format!(
+                        "passed, {:.2}x vs XLA",
+                        p.outcome.speedup.unwrap_or_default()
+                    ),
+                    timing: parent_result
+                        .as_ref()
+                        .map(|r| timing_text(&self.task, r))
+                        .unwrap_or_default(),
+                    profile,
+                })
+            });
+        let parent_label = req
+            .parent
+            .as_ref()
+            .map_or("the start".to_string(), |p| format!("node {}", p.id));
+        let mut history: Vec<String> = req.lineage.clone();
+        let mut best: Option<Candidate> = None;
+        let mut last: Option<Candidate> = None;
+        let mut plan_md = String::new();
+        let rounds = req.inner_iterations.max(1);
+        for round in 1..=rounds {
+            let current = best.as_ref().map_or(parent_source.as_str(), |b| &b.source);
+            let passing = best.is_some() || parent_passed;
+            let best_view = match (&best, &parent_result) {
+                (Some(b), _) => BestView::passing(
+                    format!("node {}'s best round so far", req.node),
+                    &self.base.file,
+                    current,
+                    &self.task,
+                    &b.result,
+                ),
+                (None, Some(r)) if parent_passed => BestView::passing(
+                    parent_label.clone(),
+                    &self.base.file,
+                    current,
+                    &self.task,
+                    r,
+                ),
+                _ => BestView::not_passing(parent_label.clone(), &self.base.file, current),
+            };
+            let last_view = match &last {
+                Some(l) => Some(LastView {
+                    iteration: format!("round {} of node {}", round - 1, req.node),
+                    outcome: l.outcome_text(),
+                    timing: timing_text(&self.task, &l.result),
+                    profile: String::new(),
+                }),
+                None => parent_last.clone(),
+            };
+            // Technique notes for this task's language and operator class, steered by the
+            // direction and what the last round showed.
+            let query = plan_query(
+                &self.task,
+                req.hint.instruction(),
+                &last_view
+                    .as_ref()
+                    .map(|l| format!("{} {}", l.outcome, l.profile))
+                    .unwrap_or_default(),
+            );
+            let vars = values(&PlannerContext {
+                task: brief.clone(),
+                reference: reference.clone(),
+                roofline: machine.clone(),
+                mode: if passing { Mode::Revision } else { Mode::New },
+                history: history.clone(),
+                iteration: round,
+                of: Some(rounds),
+                best: best_view,
+                not_passing: !passing,
+                last: last_view,
+                hint: Some(HintView {
+                    name: req.hint.as_str().to_string(),
+                    instruction: req.hint.instruction().to_string(),
+                }),
+                inspirations: inspirations.clone(),
+                memory: memory.clone(),
+                knowledge: passages(
+                    &self.knowledge,
+                    &query,
+                    self.base.language.name(),
+                    self.task.op_class,
+                ),
+                tried: req.tried.clone(),
+                search_best: search_best.clone(),
+            });
             let step = format!("node {} round {round} plan", req.node);
             let plan = match self.ask(cx, Role::Planner, &step, vars, 2, |r| {
                 parse_plan(r).map_err(|e| e.0)
@@ -787,9 +823,19 @@ impl AgentExpander {
             };
             plan_md = plan.markdown();
             cx.say(format!("plan: {}", plan.headline()));
-            let impl_vars = json!({
-                "task": brief, "plan": plan_md, "file": self.base.file, "source": current,
-                "machine": machine, "snapshots": [],
+            let impl_vars = values(&ImplementerContext {
+                task: brief.clone(),
+                plan: plan_md.clone(),
+                file: self.base.file.clone(),
+                source: current.to_string(),
+                machine: machine.clone(),
+                snapshots: Vec::new(),
+                knowledge: passages(
+                    &self.knowledge,
+                    &implement_query(&self.task, &plan.strategy),
+                    self.base.language.name(),
+                    self.task.op_class,
+                ),
             });
             let step = format!("node {} round {round} implement", req.node);
             let file = self.base.file.clone();
@@ -820,29 +866,41 @@ impl AgentExpander {
                 cand.eval_id
             ));
             let mut tried: Vec<String> = Vec::new();
-            while cand.speedup().is_none() && (tried.len() as u32) < self.settings.fix_attempts {
+            let mut fixes = FixBudget::new(self.settings.fix_attempts);
+            while cand.speedup().is_none() {
+                let Some(n) = fixes.take(cand.result.status) else {
+                    break;
+                };
                 let (kind, detail) = failure(&cand.result);
-                let n = tried.len() + 1;
-                let vars = json!({
-                    "task": brief, "file": self.base.file, "source": cand.source,
-                    "failure": {"kind": kind, "detail": detail}, "attempts": tried,
+                let vars = values(&FixerContext {
+                    task: brief.clone(),
+                    file: self.base.file.clone(),
+                    source: cand.source.clone(),
+                    failure: FailureView {
+                        kind: kind.to_string(),
+                        detail: detail.clone(),
+                    },
+                    attempts: tried.clone(),
                 });
-                let step = format!("node {} round {round} fix {n}", req.node);
+                let step = format!("node {} round {round} fix {kind} {n}", req.node);
                 let file = self.base.file.clone();
                 let src = cand.source.clone();
-                tried.push(format!("{kind}: {}", detail.lines().next().unwrap_or("")));
                 match self.ask(cx, Role::Fixer, &step, vars, 1, |r| {
                     code_from_reply(r, &file, &src)
                 })? {
                     Ok(fixed) => {
+                        tried.push(format!("{kind}: {}", key_line(&detail)));
                         cand = self.judge_candidate(cx, &plan, fixed)?;
                         cx.say(format!(
-                            "after fix {n}: {} (evaluation {})",
+                            "after fix {n} ({kind}): {} (evaluation {})",
                             cand.outcome_text(),
                             cand.eval_id
                         ));
                     }
-                    Err(_) => continue,
+                    Err(e) => tried.push(format!(
+                        "{kind}: the fix could not be applied ({})",
+                        first_lines(&e, 1)
+                    )),
                 }
             }
             let dup = cand
@@ -993,7 +1051,8 @@ impl AgentExpander {
         })? {
             Ok(TuneDecision::Tunables(t)) => t,
             Ok(TuneDecision::None(why)) => {
-                return Ok((None, Some(format!("no tuning: {}", first_lines(&why, 1)))))
+                let why = first_lines(why.trim_start_matches([':', ' ', '-']), 1);
+                return Ok((None, Some(format!("no tuning: {why}"))));
             }
             Err(e) => {
                 let e = first_lines(&e, 1);

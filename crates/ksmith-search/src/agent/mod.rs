@@ -4,6 +4,7 @@
 //! here piece by piece; until then it calls these.
 
 pub mod brief;
+pub mod context;
 pub mod expander;
 pub mod finalizer;
 pub mod stages;

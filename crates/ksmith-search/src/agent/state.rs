@@ -1,5 +1,5 @@
 //! The agent loop's shared types: its settings (stored with a run, so a resumed run keeps them),
-//! the run mode, the planner's mode and the review interface. They live here, not in the loop's
+//! the run mode and the review interface. They live here, not in the loop's
 //! modules, so iterate, autotune, brief, finish and profile depend on this module instead of on
 //! each other.
 
@@ -83,25 +83,6 @@ impl RunMode {
 impl std::fmt::Display for RunMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// What the planner is asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlanMode {
-    /// The first optimized version (nothing better than the start yet).
-    New,
-    /// A revision of the current best.
-    Revision,
-}
-
-impl PlanMode {
-    /// The template's spelling (`mode` in planner.md).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PlanMode::New => "new",
-            PlanMode::Revision => "revision",
-        }
     }
 }
 
