@@ -5,7 +5,8 @@ use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use ksmith_agents::{Limit, Prompts, Rendered, Role, Usage};
 use ksmith_knowledge::Knowledge;
-use ksmith_llm::{ModelSpec, Provider, Request};
+use ksmith_llm::ModelSpec;
+use ksmith_search::agent::journal::{CallCost, JournaledProvider};
 use ksmith_search::agent::state::RunMode;
 use ksmith_store::{CallRow, RunLock, RunRow, RunStatus, Store, StoreError};
 use serde::{de::DeserializeOwned, Serialize};
@@ -43,10 +44,8 @@ pub(crate) struct Session {
     pub prompts: Prompts,
     pub knowledge: Knowledge,
     pub usage: Usage,
-    spec: ModelSpec,
-    price: Option<ksmith_llm::Price>,
-    provider: Option<Box<dyn Provider>>,
-    config: ksmith_llm::Config,
+    /// The model, opened on the first call that is not replayed.
+    provider: JournaledProvider,
     calls: Vec<CallRow>,
     next_call: u64,
     events: Vec<(u64, String, String)>,
@@ -114,7 +113,6 @@ impl Session {
         let prompts = Prompts::load(opts.prompts.as_deref()).map_err(input)?;
         let knowledge = Knowledge::open(&opts.knowledge).map_err(input)?;
         let (spec, config) = preflight(&run.model, &opts.budget)?;
-        let price = config.price(&spec);
         let calls: Vec<CallRow> = store
             .calls(&run.id)
             .map_err(env_err)?
@@ -122,6 +120,7 @@ impl Session {
             .filter(|c| c.error.is_none())
             .collect();
         let events = store.events(&run.id).map_err(env_err)?;
+        let run_model = run.model.clone();
         Ok(Session {
             interactive: RunMode::from_name(&run.mode) == Some(RunMode::Interactive),
             review_via: super::ReviewVia::Terminal,
@@ -133,10 +132,7 @@ impl Session {
             prompts,
             knowledge,
             usage: Usage::default(),
-            spec,
-            price,
-            provider: None,
-            config,
+            provider: JournaledProvider::new(spec, config, run_model),
             calls,
             next_call: 0,
             events,
@@ -278,24 +274,6 @@ impl Session {
             return Ok(reply);
         }
         self.check_budget()?;
-        if self.provider.is_none() {
-            let p =
-                ksmith_llm::open(&self.spec, &self.config).map_err(|e| Halt::Failed(e.into()))?;
-            self.provider = Some(p);
-        }
-        let req = Request {
-            role: role.name().to_string(),
-            seq,
-            system: prompt.system.clone(),
-            prompt: prompt.user.clone(),
-            max_tokens: role.max_tokens(),
-            temperature: None,
-        };
-        let started = Instant::now();
-        let provider = self
-            .provider
-            .as_mut()
-            .ok_or_else(|| Halt::Failed(anyhow!("no provider")))?;
         // A model can take minutes: say who is being asked, and for what.
         note!(
             "ksmith:   {}: asking the {} ({})",
@@ -303,67 +281,31 @@ impl Session {
             role.name(),
             crate::term::one(&self.run.model)
         );
-        let result = provider.complete(&req);
-        let mut row = CallRow {
-            seq,
-            created_at: String::new(),
-            role: role.name().into(),
-            step: step.into(),
-            model: self.run.model.clone(),
-            system: req.system.clone(),
-            prompt: req.prompt.clone(),
-            reply: String::new(),
-            error: None,
-            tokens_in: 0,
-            tokens_out: 0,
-            estimated: true,
-            cost: 0.0,
-            latency_ms: started.elapsed().as_secs_f64() * 1e3,
-            attempts: 1,
-        };
-        match result {
-            Ok(r) => {
-                row.reply = r.text.clone();
-                row.tokens_in = r.tokens_in;
-                row.tokens_out = r.tokens_out;
-                row.estimated = r.tokens_estimated;
-                row.cost = self
-                    .price
-                    .map(|p| p.cost(r.tokens_in, r.tokens_out))
-                    .unwrap_or(0.0);
-                row.latency_ms = r.latency.as_secs_f64() * 1e3;
-                row.attempts = r.attempts;
-                self.store
-                    .record_call(&self.run.id, &row)
-                    .map_err(|e| Halt::Failed(e.into()))?;
+        let (row, reply) = self.provider.complete(role, step, seq, prompt);
+        self.store
+            .record_call(&self.run.id, &row)
+            .map_err(|e| Halt::Failed(e.into()))?;
+        match reply {
+            Ok(text) => {
+                let c = CallCost::of(&row);
                 self.usage.llm_calls += 1;
-                self.usage.tokens += r.tokens_in + r.tokens_out;
-                self.usage.cost += row.cost;
+                self.usage.tokens += c.tokens;
+                self.usage.cost += c.cost;
                 self.next_call += 1;
                 note!(
                     "ksmith:   {step}: {} replied ({} -> {} tokens{}, {:.1} s)",
                     role.name(),
-                    r.tokens_in,
-                    r.tokens_out,
-                    if r.tokens_estimated {
-                        ", estimated"
-                    } else {
-                        ""
-                    },
+                    row.tokens_in,
+                    row.tokens_out,
+                    if row.estimated { ", estimated" } else { "" },
                     row.latency_ms / 1e3
                 );
-                Ok(r.text)
+                Ok(text)
             }
-            Err(e) => {
-                row.error = Some(e.to_string());
-                self.store
-                    .record_call(&self.run.id, &row)
-                    .map_err(|e| Halt::Failed(e.into()))?;
-                Err(Halt::Failed(anyhow!(
-                    "{step}: {} call failed: {e}",
-                    role.name()
-                )))
-            }
+            Err(e) => Err(Halt::Failed(anyhow!(
+                "{step}: {} call failed: {e}",
+                role.name()
+            ))),
         }
     }
 

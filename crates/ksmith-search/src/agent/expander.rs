@@ -16,6 +16,7 @@ use super::context::{
     FixerContext, HintView, ImplementerContext, Inspiration, LastView, Mode, PlannerContext,
     SearchBestView,
 };
+use super::journal::{CallCost, JournaledProvider};
 use super::stages::{
     adopt_tuned, check_tunables, defines_list, tune_report, with_tunables, AnalystContext,
     AutotuneContext, StageSettings, Stages,
@@ -30,7 +31,7 @@ use anyhow::anyhow;
 use ksmith_agents::edit::{self, Change};
 use ksmith_agents::{parse_plan, Plan, Prompts, Rendered, Role, TuneDecision};
 use ksmith_judge::{EvalResult, Judge, Status};
-use ksmith_llm::{ModelSpec, Provider, Request};
+use ksmith_llm::ModelSpec;
 use ksmith_store::{CallRow, DedupHit, Store};
 use ksmith_task::{Language, Solution, Task};
 use serde_json::Value;
@@ -85,7 +86,6 @@ pub struct AgentExpander {
     knowledge: ksmith_knowledge::Knowledge,
     spec: ModelSpec,
     config: ksmith_llm::Config,
-    price: Option<ksmith_llm::Price>,
     judges: Mutex<Vec<Judge>>,
     make_judge: JudgeFactory,
     dedup: Arc<DedupIndex>,
@@ -163,7 +163,7 @@ struct NodeCx<'a> {
     /// This node's journaled calls: (index in node, call).
     journal: Vec<(u64, CallRow)>,
     next_idx: u64,
-    provider: Option<Box<dyn Provider>>,
+    provider: Option<JournaledProvider>,
     spend: Spend,
     judge: Judge,
     /// What the session would hand back now: the fastest passing candidate judged so far,
@@ -233,7 +233,6 @@ impl AgentExpander {
         let config = ksmith_llm::Config::discover().map_err(|e| input(e.into()))?;
         ksmith_llm::preflight(&spec, &config)
             .map_err(|e| input(anyhow!("model {}: {e}", settings.model)))?;
-        let price = config.price(&spec);
         let prompts = Prompts::load(settings.prompts.as_deref()).map_err(|e| input(e.into()))?;
         let knowledge =
             ksmith_knowledge::Knowledge::open(&settings.knowledge).map_err(|e| input(e.into()))?;
@@ -279,7 +278,6 @@ impl AgentExpander {
             knowledge,
             spec,
             config,
-            price,
             judges: Mutex::new(Vec::new()),
             make_judge,
             dedup: Arc::new(DedupIndex::new()),
@@ -374,21 +372,13 @@ impl AgentExpander {
         let seq = stored
             .map(|c| c.seq)
             .unwrap_or_else(|| self.next_seq.fetch_add(1, Ordering::SeqCst));
-        if cx.provider.is_none() {
-            cx.provider = Some(ksmith_llm::open(&self.spec, &self.config).map_err(failed)?);
-        }
-        let provider = cx
-            .provider
-            .as_mut()
-            .ok_or_else(|| failed(anyhow!("no provider")))?;
-        let req = Request {
-            role: role.name().to_string(),
-            seq,
-            system: prompt.system.clone(),
-            prompt: prompt.user.clone(),
-            max_tokens: role.max_tokens(),
-            temperature: None,
-        };
+        let provider = cx.provider.get_or_insert_with(|| {
+            JournaledProvider::new(
+                self.spec.clone(),
+                self.config.clone(),
+                self.settings.model.clone(),
+            )
+        });
         cx.events.emit(Event::Progress {
             node: Some(cx.req.node),
             message: format!(
@@ -397,53 +387,20 @@ impl AgentExpander {
                 self.settings.model
             ),
         });
-        let started = Instant::now();
-        let result = provider.complete(&req);
-        let mut row = CallRow {
-            seq,
-            created_at: String::new(),
-            role: role.name().into(),
-            step: step.into(),
-            model: self.settings.model.clone(),
-            system: req.system.clone(),
-            prompt: req.prompt.clone(),
-            reply: String::new(),
-            error: None,
-            tokens_in: 0,
-            tokens_out: 0,
-            estimated: true,
-            cost: 0.0,
-            latency_ms: started.elapsed().as_secs_f64() * 1e3,
-            attempts: 1,
-        };
-        match result {
-            Ok(r) => {
-                row.reply = r.text.clone();
-                row.tokens_in = r.tokens_in;
-                row.tokens_out = r.tokens_out;
-                row.estimated = r.tokens_estimated;
-                row.cost = self
-                    .price
-                    .map(|p| p.cost(r.tokens_in, r.tokens_out))
-                    .unwrap_or(0.0);
-                row.latency_ms = r.latency.as_secs_f64() * 1e3;
-                row.attempts = r.attempts;
-                cx.store
-                    .record_node_call(&self.settings.run, cx.req.node.0, idx, &row)
-                    .map_err(failed)?;
+        let (row, reply) = provider.complete(role, step, seq, prompt);
+        cx.store
+            .record_node_call(&self.settings.run, cx.req.node.0, idx, &row)
+            .map_err(failed)?;
+        match reply {
+            Ok(text) => {
+                let c = CallCost::of(&row);
                 cx.next_idx += 1;
                 cx.spend.calls += 1;
-                cx.spend.tokens += r.tokens_in + r.tokens_out;
-                cx.spend.cost += row.cost;
-                Ok(r.text)
+                cx.spend.tokens += c.tokens;
+                cx.spend.cost += c.cost;
+                Ok(text)
             }
-            Err(e) => {
-                row.error = Some(e.to_string());
-                cx.store
-                    .record_node_call(&self.settings.run, cx.req.node.0, idx, &row)
-                    .map_err(failed)?;
-                Err(failed(anyhow!("{step}: {} call failed: {e}", role.name())))
-            }
+            Err(e) => Err(failed(anyhow!("{step}: {} call failed: {e}", role.name()))),
         }
     }
 

@@ -7,6 +7,7 @@ pub mod brief;
 pub mod context;
 pub mod expander;
 pub mod finalizer;
+pub mod journal;
 pub mod stages;
 pub mod state;
 
