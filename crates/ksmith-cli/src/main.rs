@@ -21,6 +21,8 @@ mod optimize;
 pub(crate) mod progress;
 mod report;
 pub(crate) mod results;
+mod run_args;
+mod run_events;
 pub(crate) mod run_report;
 mod search;
 mod serve;
@@ -255,7 +257,7 @@ enum Cmd {
     /// Evaluate every task of a suite with its solutions; print the table and suite metrics.
     Bench(bench::BenchArgs),
     /// Find a faster kernel: with --model, LLM agents plan, implement, fix, tune and profile; without, the seed is autotuned. The winner is re-validated on fresh seeds.
-    Optimize(Box<optimize::OptimizeArgs>),
+    Optimize(Box<run_args::OptimizeArgs>),
     /// Search a solution's tunable parameters; writes the winning configuration as a new solution (STORE/tuned/TASK/SOLUTION-tuned; nothing when the untuned solution wins).
     Tune(tune::TuneArgs),
     /// Check a task (or every task of a suite): definition, reference, tolerances, solutions.
@@ -295,7 +297,7 @@ enum Cmd {
     },
     /// Continue an agent run that was quit, stopped by a budget, interrupted, failed or killed
     /// (refused, exit 2, while another process drives it).
-    Resume(agent::ResumeArgs),
+    Resume(run_args::ResumeArgs),
     /// List agent runs (a run whose process died is shown as "interrupted (process gone)").
     Runs {
         /// Print {"runs": [{"id", "status", "process_gone", "pid", "calls", "best_speedup", ...}]}.
@@ -577,7 +579,7 @@ fn run_cmd(ctx: &Ctx, cmd: Cmd) -> Result<u8, Exit> {
             Ok(n) => cmd_show(&ctx, n, json),
             Err(_) => agent::cmd_show_run(&ctx, &id, json, write.as_deref()),
         },
-        Cmd::Resume(args) => agent::resume(&ctx, &args),
+        Cmd::Resume(args) => optimize::resume(&ctx, &args),
         Cmd::Runs { json } => agent::cmd_runs(&ctx, json),
         Cmd::Evals(args) => results::cmd_evals(&ctx, &args),
         Cmd::Benches { json } => results::cmd_benches(&ctx, json),

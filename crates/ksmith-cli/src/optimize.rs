@@ -1,8 +1,9 @@
 //! `ksmith optimize`: the main job. Without an LLM it evaluates the task's seed solution,
 //! autotunes it, re-validates the winner on fresh seeds and writes it with a short report.
 
-use crate::tune::{self, latency_ms, tuned_variant, Confirmed, Outcome, SearchArgs};
-use crate::{env_err, input, load_task, Ctx, Exit, JudgeOpts};
+use crate::run_args::{OptimizeArgs, ResumeArgs};
+use crate::tune::{self, latency_ms, tuned_variant, Confirmed, Outcome};
+use crate::{env_err, input, load_task, Ctx, Exit};
 use anyhow::anyhow;
 use ksmith_judge::EvalResult;
 use ksmith_search::finalize::{self, Recheck};
@@ -11,58 +12,6 @@ use ksmith_task::escape::markdown_cell;
 use ksmith_task::{Solution, Task};
 use std::path::PathBuf;
 use std::time::Instant;
-
-/// Arguments of `ksmith optimize`.
-#[derive(clap::Args)]
-pub(crate) struct OptimizeArgs {
-    /// Task directory, or a suite directory (every task in turn, with a summary).
-    pub task: PathBuf,
-    /// Solution to start from (default: solutions/seed, else solutions/fast; agent runs: seed, naive, fast).
-    #[arg(long, help_heading = "Input and output")]
-    pub from: Option<PathBuf>,
-    #[command(flatten)]
-    pub search: SearchArgs,
-    /// The tuner's strategy (exhaustive, random, hillclimb, genetic; default hillclimb), apart
-    /// from `--strategy`, which picks a graph search here.
-    #[arg(long, value_name = "STRATEGY", help_heading = "Search")]
-    pub tune_strategy: Option<String>,
-    /// Where to write the best solution and report (default: STORE/optimized/TASK; for a suite,
-    /// the directory that gets one folder per task and summary.md).
-    #[arg(long, help_heading = "Input and output")]
-    pub out: Option<PathBuf>,
-    #[command(flatten)]
-    pub opts: JudgeOpts,
-    #[command(flatten)]
-    pub agent: crate::agent::AgentArgs,
-    #[command(flatten)]
-    pub search_flags: crate::search::SearchFlags,
-}
-
-impl OptimizeArgs {
-    /// The tuner's settings: `--tune-strategy`, or a tuner strategy given to `--strategy` (as
-    /// before the two were apart; said once), else hill climbing.
-    pub(crate) fn tuner(&self) -> Result<SearchArgs, Exit> {
-        let mut tuner = self.search.clone();
-        let given = self.search.strategy.as_str();
-        let tuner_name = ksmith_tune::STRATEGIES.contains(&given) && given != "hillclimb";
-        tuner.strategy = match (&self.tune_strategy, tuner_name) {
-            (Some(t), true) => {
-                return Err(input(anyhow!(
-                    "--strategy {given} and --tune-strategy {t}: the tuner's strategy is --tune-strategy; --strategy picks a graph search"
-                )))
-            }
-            (Some(t), false) => t.clone(),
-            (None, true) => {
-                note!(
-                    "ksmith: --strategy {given} is the tuner's strategy: say --tune-strategy {given} (--strategy picks a graph search in optimize)"
-                );
-                given.to_string()
-            }
-            (None, false) => "hillclimb".to_string(),
-        };
-        Ok(tuner)
-    }
-}
 
 fn start_solution(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> {
     if let Some(p) = from {
@@ -437,4 +386,18 @@ fn report_markdown(task: &str, lines: &[Line], xla: Option<f64>) -> String {
     }
     s.push_str("\nLLM-driven rewriting was off (no model configured); the result comes from autotuning the seed.\n");
     s
+}
+
+/// `ksmith resume RUN`: a graph search through the search engine, a serial agent run through
+/// the agent loop.
+pub(crate) fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<u8, Exit> {
+    if crate::search::is_search_run(ctx, &args.run)? {
+        if args.review.is_some() {
+            return Err(input(anyhow!(
+                "--review: a graph search has no review points; resume it without --review"
+            )));
+        }
+        return crate::search::resume(ctx, &args.run, &args.budget, None);
+    }
+    crate::agent::resume(ctx, args)
 }

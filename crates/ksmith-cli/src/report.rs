@@ -14,6 +14,46 @@ use ksmith_task::Task;
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// The terminal's width (`COLUMNS` when stdout is not a terminal; 120 when unknown).
+pub(crate) fn terminal_width() -> usize {
+    let t = comfy_table::Table::new();
+    t.width()
+        .map(usize::from)
+        .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok())
+        .filter(|&w| w >= 40)
+        .unwrap_or(120)
+}
+
+/// Cuts the cells of column `col` (ending them with `…`) so that a condensed table of these
+/// cells fits in `width` columns; the column keeps at least 24 characters.
+pub(crate) fn fit_column(header: &[&str], cells: &mut [Vec<String>], col: usize, width: usize) {
+    let len = |s: &str| s.chars().count();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            cells
+                .iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| len(c))
+                .chain([len(header[i])])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    // `│ a │ b │`: one border, then each column's text with a space either side and a border.
+    let total: usize = 1 + widths.iter().map(|w| w + 3).sum::<usize>();
+    if total <= width {
+        return;
+    }
+    let keep = widths[col].saturating_sub(total - width).max(24);
+    for row in cells.iter_mut() {
+        if let Some(c) = row.get_mut(col) {
+            if len(c) > keep {
+                *c = c.chars().take(keep - 1).chain(['…']).collect();
+            }
+        }
+    }
+}
+
 /// A table in the one style of every table the CLI prints (Unicode, condensed).
 pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -722,12 +762,12 @@ impl<'a> BenchSummary<'a> {
                 ]
             })
             .collect();
-        crate::results::fit_column(&header, &mut cells, 2, width);
+        fit_column(&header, &mut cells, 2, width);
         (header, cells)
     }
 
     pub(crate) fn print(&self) {
-        let width = crate::results::terminal_width();
+        let width = terminal_width();
         let (header, cells) = self.cells(width);
         let mut t = table(&header);
         // What cutting the status left too wide is wrapped (cells of numbers, long names).

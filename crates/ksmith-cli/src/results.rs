@@ -2,7 +2,7 @@
 //! (stored evaluations with filters) and `ksmith compare` (two bench runs or agent runs, per
 //! task, with the noise, and a regression gate).
 
-use crate::report::{ratio, BenchSummary};
+use crate::report::{fit_column, ratio, terminal_width, BenchSummary};
 use crate::term::one;
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
@@ -45,46 +45,6 @@ impl Format {
                 "--output {}: unknown extension (expected .json, .csv or .md)",
                 path.display()
             ))),
-        }
-    }
-}
-
-/// The terminal's width (`COLUMNS` when stdout is not a terminal; 120 when unknown).
-pub(crate) fn terminal_width() -> usize {
-    let t = Table::new();
-    t.width()
-        .map(usize::from)
-        .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok())
-        .filter(|&w| w >= 40)
-        .unwrap_or(120)
-}
-
-/// Cuts the cells of column `col` (ending them with `…`) so that a condensed table of these
-/// cells fits in `width` columns; the column keeps at least 24 characters.
-pub(crate) fn fit_column(header: &[&str], cells: &mut [Vec<String>], col: usize, width: usize) {
-    let len = |s: &str| s.chars().count();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            cells
-                .iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| len(c))
-                .chain([len(header[i])])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    // `│ a │ b │`: one border, then each column's text with a space either side and a border.
-    let total: usize = 1 + widths.iter().map(|w| w + 3).sum::<usize>();
-    if total <= width {
-        return;
-    }
-    let keep = widths[col].saturating_sub(total - width).max(24);
-    for row in cells.iter_mut() {
-        if let Some(c) = row.get_mut(col) {
-            if len(c) > keep {
-                *c = c.chars().take(keep - 1).chain(['…']).collect();
-            }
         }
     }
 }

@@ -4,8 +4,7 @@
 //! pool from a store). The engine is `ksmith_search`; this module parses, prints and picks
 //! the expander.
 
-use crate::agent::BudgetArgs;
-use crate::optimize::OptimizeArgs;
+use crate::run_args::{judge_opts, BudgetArgs, OptimizeArgs, SearchFlags};
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use ksmith_search::agent::stages::StageSettings;
@@ -21,68 +20,6 @@ use ksmith_store::{RunRow, RunStatus, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Search flags of `optimize` (with a search `--strategy`).
-#[derive(clap::Args, Clone, Debug, Default)]
-#[command(
-    next_help_heading = "Graph search (--strategy loop|best-of-n|parallel|beam|greedy|evolve)"
-)]
-pub(crate) struct SearchFlags {
-    /// beam: nodes kept per level, W (default 4).
-    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
-    pub width: Option<u32>,
-    /// beam: children per kept node, B (default 2).
-    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
-    pub branches: Option<u32>,
-    /// beam, parallel: levels (beam) or nodes per trajectory (parallel) (default: until a budget).
-    #[arg(long, value_parser = crate::whole::<u32>(1..=1000))]
-    pub depth: Option<u32>,
-    /// Inner plan → implement → judge rounds per node, K (default 1).
-    #[arg(long, value_parser = crate::whole::<u32>(1..=20))]
-    pub inner: Option<u32>,
-    /// parallel: trajectories, N (default 4); best-of-n: children of the root (default: until
-    /// a budget).
-    #[arg(long, value_parser = crate::whole::<u32>(1..=1000))]
-    pub n: Option<u32>,
-    /// greedy: most children per node (default 3).
-    #[arg(long, value_parser = crate::whole::<u32>(1..=100))]
-    pub branch_cap: Option<u32>,
-    /// evolve: islands (default 3).
-    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
-    pub islands: Option<u32>,
-    /// evolve: finished nodes between migrations, M (default 8).
-    #[arg(long, value_parser = crate::whole::<u32>(1..=10_000))]
-    pub migrate_every: Option<u32>,
-    /// Node expansions in flight at once (default 1).
-    #[arg(long, value_parser = crate::whole::<u32>(1..=64))]
-    pub jobs: Option<u32>,
-    /// Most evaluations by the judge.
-    #[arg(long, value_parser = crate::whole::<u64>(1..))]
-    pub max_evals: Option<u64>,
-    /// Most nodes (default 20 when no other limit is given).
-    #[arg(long, value_parser = crate::whole::<u64>(1..=100_000))]
-    pub max_nodes: Option<u64>,
-    /// Stop once a correct node reaches this speedup.
-    #[arg(long, value_parser = positive)]
-    pub target_speedup: Option<f64>,
-    /// Stop once a correct node reaches this fraction of the roofline (0 to 1].
-    #[arg(long, value_parser = fraction)]
-    pub target_roofline: Option<f64>,
-}
-
-fn positive(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err("expected a number above 0".into()),
-    }
-}
-
-fn fraction(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Ok(v),
-        _ => Err("expected a fraction above 0, at most 1".into()),
-    }
-}
 
 /// What a search run stores as its options (enough to resume it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -298,7 +235,7 @@ fn expander_for(
             "run {run}: an agent search without stored judge settings"
         ))
     })?;
-    let judged = crate::agent::judge_opts(&frozen);
+    let judged = judge_opts(&frozen);
     let settings = ExpanderSettings {
         run: run.to_string(),
         store_dir: ctx.store_dir.clone(),
@@ -376,7 +313,7 @@ fn run_error(e: StoreError) -> Exit {
 
 fn new_run_id() -> String {
     // Chosen by `ksmith mcp`, which starts this process and answers with the id at once.
-    if let Some(id) = crate::mcp::requested_run_id() {
+    if let Some(id) = crate::run_events::requested_run_id() {
         return id;
     }
     let now = std::time::SystemTime::now()
@@ -618,7 +555,7 @@ fn drive(
             store: &mut *store,
             run: id.clone(),
         };
-        let sink = crate::mcp::EventFile::tee(&id, TermSink);
+        let sink = crate::run_events::EventFile::tee(&id, TermSink);
         search.run(expander, &sink, &mut persist)
     };
     run.active_s += started.elapsed().as_secs_f64();
@@ -692,7 +629,7 @@ fn drive(
         _ => say!("best: no correct node"),
     }
     for f in &record.finalists {
-        say!("{}", finalist_line(f, record.node));
+        say!("{}", f.line(record.node));
     }
     if !record.summary.is_empty() {
         say!("decided: {}", record.summary);
@@ -713,30 +650,6 @@ fn drive(
         StopReason::ExpanderFailed { .. } => crate::EXIT_FAILED,
         _ => 0,
     })
-}
-
-/// `finalist node 3: PASSED, held-out PASSED, 2.10x (1.90-2.30) vs XLA, 1.40x (1.20-1.60)
-/// vs the incumbent: better (winner)`.
-pub(crate) fn finalist_line(
-    f: &ksmith_search::finalize::FinalistRow,
-    winner: Option<u64>,
-) -> String {
-    format!(
-        "finalist {}: {}{}, {} vs XLA, {} vs the incumbent: {}{}",
-        f.node,
-        f.status,
-        f.held_out
-            .as_ref()
-            .map_or(String::new(), |h| format!(", held-out {h}")),
-        f.together.map_or("-".into(), |x| x.text()),
-        f.vs_incumbent.map_or("-".into(), |x| x.text()),
-        f.decision,
-        if winner == Some(f.node) {
-            " (winner)"
-        } else {
-            ""
-        }
-    )
 }
 
 /// Writes the winning node as a solution directory (solution.toml + source).

@@ -256,6 +256,29 @@ pub struct FinalistRow {
     pub decision: String,
 }
 
+impl FinalistRow {
+    /// `finalist 3: PASSED, held-out PASSED, 2.10x (1.90-2.30) vs XLA, 1.40x (1.20-1.60) vs
+    /// the incumbent: better (winner)`.
+    pub fn line(&self, winner: Option<u64>) -> String {
+        format!(
+            "finalist {}: {}{}, {} vs XLA, {} vs the incumbent: {}{}",
+            self.node,
+            self.status,
+            self.held_out
+                .as_ref()
+                .map_or(String::new(), |h| format!(", held-out {h}")),
+            self.together.map_or("-".into(), |x| x.text()),
+            self.vs_incumbent.map_or("-".into(), |x| x.text()),
+            self.decision,
+            if winner == Some(self.node) {
+                " (winner)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
 /// What the final judgement decided, as stored with the run (the `winner` event) and shown by
 /// `show`, `report` and the outputs: the winner written is this one.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

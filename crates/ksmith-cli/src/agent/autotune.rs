@@ -2,11 +2,11 @@
 //! constants, the deterministic tuner searches them, the winning values are written into the
 //! source.
 
-use super::brief::{task_brief, timing_text};
-use super::iterate::{ask, evaluate, first_line, report_line, variant, Judged, State};
 use super::review::{review, Verdict};
 use super::session::{Halt, Session};
+use super::step::{ask, evaluate, first_line, report_line, task_brief, variant, Judged, State};
 use ksmith_agents::{Role, TuneDecision};
+use ksmith_search::agent::brief::timing_text;
 use ksmith_search::agent::stages::{
     adopt_tuned, check_tunables, defines_list, tune_report, with_tunables, AutotuneContext,
     HillClimbTuner, TuneReport, Tuner,
@@ -94,7 +94,7 @@ pub(super) fn autotune(
         let o = crate::tune::with_view(
             st.ctx,
             &sol,
-            &super::judge_opts(&s.opts.judge),
+            &crate::run_args::judge_opts(&s.opts.judge),
             |judge, store, view| {
                 HillClimbTuner.tune(judge, store, &st.task, &sol, s.opts.tune_budget, view)
             },

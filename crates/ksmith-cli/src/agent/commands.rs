@@ -542,7 +542,7 @@ pub(crate) fn cmd_show_run(
     match &finals {
         Some(f) => {
             for row in &f.finalists {
-                say!("{}", crate::search::finalist_line(row, f.node));
+                say!("{}", row.line(f.node));
             }
             say!(
                 "decided: {}{}",

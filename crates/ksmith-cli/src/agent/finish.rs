@@ -2,8 +2,8 @@
 //! again on fresh seeds and re-timed together, side by side in the same rounds; the one fastest
 //! against the start wins, and is written with its solution.toml and the report.
 
-use super::iterate::State;
 use super::session::Session;
+use super::step::State;
 use crate::{env_err, Exit};
 use ksmith_store::SnapshotRow;
 use ksmith_task::escape::{markdown_cell, markdown_code};
@@ -90,7 +90,7 @@ pub(super) fn finalize(
             finalists.push((sn, best.solution.clone()));
         }
     }
-    let mut fresh = super::judge_opts(&s.opts.judge);
+    let mut fresh = crate::run_args::judge_opts(&s.opts.judge);
     fresh.fresh_seeds = true;
     let mut judge = st.ctx.judge(&fresh)?;
     let solutions: Vec<Solution> = finalists.iter().map(|(_, f)| f.clone()).collect();

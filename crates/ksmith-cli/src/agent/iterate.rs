@@ -3,86 +3,28 @@
 //! write it out with a report. Every agent call is built from typed state, not a chat log.
 
 use super::autotune::autotune;
-use super::brief::{failure, first_lines, roofline_text, task_brief, timing_text};
 use super::finish::finalize;
 use super::profile::profile;
 use super::review::{review, Verdict};
 use super::session::{Halt, Session};
+use super::step::{
+    ask, check_frozen, evaluate, failure, first_line, outcome, report_line, roofline_text,
+    task_brief, variant, Judged, Last, State,
+};
 use crate::{env_err, Ctx, Exit};
 use anyhow::anyhow;
 use ksmith_agents::{parse_plan, Limit, Plan, Role};
 use ksmith_judge::decide::{decide, decide_paired, settle, Decision, Evidence, UndecidedWhy};
-use ksmith_judge::{EvalResult, Judge, Status};
+use ksmith_judge::{EvalResult, Judge};
+use ksmith_search::agent::brief::{first_lines, load_average, timing_text};
 use ksmith_search::agent::context::{
     implement_query, key_line, plan_query, values, BestView, FailureView, FixBudget, FixerContext,
     ImplementerContext, LastView, Mode, PlannerContext, SnapshotView,
 };
 use ksmith_store::{RunStatus, SnapshotRow};
-use ksmith_task::{Language, Solution, Task};
+use ksmith_task::{Solution, Task};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-
-/// A candidate that has been judged.
-#[derive(Clone)]
-pub(super) struct Judged {
-    pub(super) solution: Solution,
-    pub(super) result: EvalResult,
-    pub(super) eval_id: i64,
-}
-
-impl Judged {
-    pub(super) fn passed(&self) -> bool {
-        self.result.status == Status::Passed && self.result.performance.is_some()
-    }
-    pub(super) fn speedup(&self) -> Option<f64> {
-        self.passed()
-            .then(|| self.result.performance.as_ref().map(|p| p.speedup))
-            .flatten()
-    }
-    pub(super) fn source(&self) -> &str {
-        &self.solution.sources[0].1
-    }
-}
-
-/// What the planner hears about the last iteration.
-pub(super) struct Last {
-    iteration: u32,
-    outcome: String,
-    timing: String,
-    profile: String,
-}
-
-/// The loop's typed state.
-pub(super) struct State<'a> {
-    pub(super) task: Task,
-    pub(super) file: String,
-    /// Entry point and language of the starting solution (kept by every candidate).
-    pub(super) entry: String,
-    pub(super) language: Language,
-    pub(super) judge: Judge,
-    pub(super) ctx: &'a Ctx,
-    pub(super) best: Option<(u32, Judged)>,
-    pub(super) history: Vec<String>,
-    pub(super) last: Option<Last>,
-    pub(super) guidance: Option<String>,
-    /// What this iteration's autotuning found (failed configurations included).
-    pub(super) tune_note: Option<String>,
-    /// The machine's figures as measured when the run started: every prompt of the run uses
-    /// them, so floors do not move between iterations when the judge re-measures.
-    pub(super) hw: ksmith_backend::hw::Hardware,
-    /// The run's iteration budget, when it has one (shown as `iteration i/n`).
-    pub(super) iterations: Option<u32>,
-}
-
-impl State<'_> {
-    /// `iteration i/n` (or `iteration i` when the run has no iteration budget).
-    pub(super) fn label(&self, it: u32) -> String {
-        match self.iterations {
-            Some(n) if it > 0 => format!("iteration {it}/{n}"),
-            _ => format!("iteration {it}"),
-        }
-    }
-}
 
 /// Runs (or resumes) a session to its end and records how it ended.
 pub(crate) fn drive(ctx: &Ctx, mut s: Session) -> Result<u8, Exit> {
@@ -157,14 +99,14 @@ fn run_loop<'a>(ctx: &'a Ctx, s: &mut Session) -> Result<LoopEnd<'a>, Halt> {
             start.sources.len()
         )));
     }
-    let mut judge = ctx.judge(&super::judge_opts(&s.opts.judge))?;
+    let mut judge = ctx.judge(&crate::run_args::judge_opts(&s.opts.judge))?;
     // Each evaluation's stages (build, load, checks, timing) as they start.
     let progress = crate::progress::Progress::plain("judge");
-    let timing = !super::judge_opts(&s.opts.judge).no_timing;
+    let timing = !crate::run_args::judge_opts(&s.opts.judge).no_timing;
     judge.set_stage_hook(Some(crate::progress::judge_hook(&progress, timing, true)));
     // The machine's figures are fixed for the run (journaled, so a resumed run keeps them).
     let hw: ksmith_backend::hw::Hardware = s.event("machine", |_| Ok(judge.hardware().clone()))?;
-    if let Some(load) = super::brief::load_average() {
+    if let Some(load) = load_average() {
         if load > hw.cores as f64 {
             note!(
                 "ksmith: warning: the machine is loaded (load average {load:.1} on {} cores): timings of this run will be noisy, and a winner is only trusted once re-timed",
@@ -250,57 +192,19 @@ fn memory_for(s: &mut Session, st: &mut State, it: u32) -> Vec<Value> {
     views
 }
 
-/// The tests (task definition + reference) must be byte-identical to the run's start.
-fn check_frozen(s: &Session, task: &Task) -> Result<(), Halt> {
-    if task.content_hash != s.run.tests_hash {
-        return Err(Halt::Failed(anyhow!(
-            "the tests of task {} changed during run {} (hash {} at start, {} now); a run's tests are frozen at its start: restore them or start a new run",
-            task.name,
-            s.run.id,
-            &s.run.tests_hash[..12.min(s.run.tests_hash.len())],
-            &task.content_hash[..12.min(task.content_hash.len())]
-        )));
-    }
-    Ok(())
-}
-
-/// Judges a solution, reusing a stored evaluation of identical code and settings.
-pub(super) fn evaluate(s: &mut Session, st: &mut State, sol: &Solution) -> Result<Judged, Halt> {
-    let task = crate::load_task(&st.task.dir)?;
-    check_frozen(s, &task)?;
-    let e = crate::evaluate_recorded(&mut st.judge, &mut s.store, &st.task, sol)?;
-    Ok(Judged {
-        solution: sol.clone(),
-        result: e.result,
-        eval_id: e.id,
-    })
-}
-
-pub(super) fn outcome(j: &Judged) -> String {
-    let r = &j.result;
-    match (r.status, j.speedup()) {
-        (Status::Passed, Some(x)) => format!("passed, {x:.2}x vs XLA"),
-        (st, _) => match &r.reason {
-            Some(reason) => format!("{st} ({reason})"),
-            None => st.to_string(),
-        },
-    }
-}
-
-pub(super) fn report_line(st: &State, it: u32, what: &str, j: &Judged) {
-    let task = &st.task;
-    note!(
-        "ksmith: [{}] {}: {} (evaluation {})",
-        st.label(it),
-        crate::term::one(what),
-        crate::term::one(&outcome(j)),
-        j.eval_id
-    );
-    if j.passed() {
-        for line in super::brief::timing_text(task, &j.result).lines() {
-            note!("ksmith:     {line}");
+/// New source from a code reply, or the feedback that goes back to the model (the engine's
+/// parser; a refused edit of a frozen file is also said on the terminal).
+fn code_from_reply(reply: &str, file: &str, base: &str) -> Result<String, String> {
+    let got = ksmith_search::agent::expander::code_from_reply(reply, file, base);
+    if let Err(e) = &got {
+        if let Some(rest) = e.strip_prefix("REFUSED: ") {
+            note!(
+                "ksmith:   refused: the reply edits {}; the tests are frozen",
+                crate::term::one(rest.split(" is frozen").next().unwrap_or(rest))
+            );
         }
     }
+    got
 }
 
 fn snapshot(s: &mut Session, it: u32, j: &Judged, summary: &str) -> Result<(), Halt> {
@@ -328,64 +232,6 @@ fn snapshot(s: &mut Session, it: u32, j: &Judged, summary: &str) -> Result<(), H
             },
         )
         .map_err(|e| Halt::Failed(e.into()))
-}
-
-/// New source from a code reply, or the feedback that goes back to the model (the engine's
-/// parser; a refused edit of a frozen file is also said on the terminal).
-fn code_from_reply(reply: &str, file: &str, base: &str) -> Result<String, String> {
-    let got = ksmith_search::agent::expander::code_from_reply(reply, file, base);
-    if let Err(e) = &got {
-        if let Some(rest) = e.strip_prefix("REFUSED: ") {
-            note!(
-                "ksmith:   refused: the reply edits {}; the tests are frozen",
-                crate::term::one(rest.split(" is frozen").next().unwrap_or(rest))
-            );
-        }
-    }
-    got
-}
-
-/// Renders, calls and parses, re-asking with the parse error up to `retries` times.
-/// `Ok(Err(msg))` means the model never gave a usable answer.
-pub(super) fn ask<T>(
-    s: &mut Session,
-    st: &mut State,
-    role: Role,
-    step: &str,
-    mut vars: Value,
-    retries: u32,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Result<(T, String), String>, Halt> {
-    if let Some(g) = st.guidance.take() {
-        vars["guidance"] = Value::String(g);
-    }
-    let mut last_err = String::new();
-    for attempt in 0..=retries {
-        if attempt > 0 {
-            vars["retry"] = Value::String(last_err.clone());
-        }
-        let prompt = s
-            .prompts
-            .render(role, &vars)
-            .map_err(|e| Halt::Failed(e.into()))?;
-        let reply = s.call(role, step, &prompt)?;
-        match parse(&reply) {
-            Ok(v) => return Ok(Ok((v, reply))),
-            Err(e) => {
-                note!(
-                    "ksmith:   {step}: unusable {} reply: {}",
-                    role.name(),
-                    crate::term::one(first_line(&e))
-                );
-                last_err = e;
-            }
-        }
-    }
-    Ok(Err(last_err))
-}
-
-pub(super) fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or("")
 }
 
 fn unified_diff(old: &str, new: &str, file: &str) -> String {
@@ -542,18 +388,6 @@ fn separate(cand: &EvalResult, best: &EvalResult) -> Option<Evidence> {
         (b.speedup, b.speedup_interval),
         c.never_quiet || b.never_quiet,
     ))
-}
-
-/// A candidate derived from `base`: new source, same language, entry point and compiler flags.
-pub(super) fn variant(st: &State, base: &Solution, it: u32, tag: &str, source: String) -> Solution {
-    Solution::from_source(
-        &format!("{}-{it}{tag}", st.task.name),
-        base.language,
-        &base.entry_point,
-        &st.file,
-        source,
-        base.flags.clone(),
-    )
 }
 
 fn iteration(s: &mut Session, st: &mut State, it: u32) -> Result<(), Halt> {

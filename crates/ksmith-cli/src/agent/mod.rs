@@ -7,7 +7,6 @@
 //! without repeating a completed call or evaluation.
 
 mod autotune;
-mod brief;
 pub(crate) mod commands;
 mod finish;
 mod interrupt;
@@ -15,124 +14,21 @@ mod iterate;
 mod profile;
 mod review;
 mod session;
+mod step;
 mod task_new;
 
 pub(crate) use commands::{cmd_calls, cmd_runs, cmd_show_run};
 pub(crate) use task_new::{cmd_task_new, TaskNewArgs};
 
+use crate::run_args::{AgentArgs, BudgetArgs, ResumeArgs};
 use crate::{input, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use ksmith_agents::Budget;
 use std::path::PathBuf;
 
-/// Options of `optimize --model` that make it an agent run.
-#[derive(clap::Args, Clone, Debug, Default)]
-#[command(next_help_heading = "Agent (with --model)")]
-pub(crate) struct AgentArgs {
-    /// Model as `provider:model`: gemini:, anthropic:, openai:, openai-compat:, ollama:, vllm:,
-    /// llamacpp:, lmstudio:, command:SHELL-COMMAND, manual:DIR, scripted:FILE.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Stop after each agent step to approve, edit, add guidance, rerun or quit.
-    #[arg(long)]
-    pub interactive: bool,
-    /// Where an interactive run's reviews are answered: the terminal, or the web page of
-    /// `ksmith serve` (implies --interactive; docs/serve.md).
-    #[arg(long, value_enum)]
-    pub review: Option<ReviewVia>,
-    /// Fix attempts per failing stage (build, test) in one iteration.
-    #[arg(long, default_value_t = 3, value_parser = crate::whole::<u32>(0..=20))]
-    pub fix_attempts: u32,
-    /// Extra knowledge directories (markdown/text) retrieved into prompts; repeatable.
-    #[arg(long = "knowledge")]
-    pub knowledge: Vec<PathBuf>,
-    /// Directory of prompt templates overriding the built-in ones (same file names).
-    #[arg(long)]
-    pub prompts: Option<PathBuf>,
-    /// Configurations the autotuner may try per iteration.
-    #[arg(long, default_value_t = 8, value_parser = crate::parse_tune_budget)]
-    pub tune_budget: usize,
-    /// Skip the profile stage.
-    #[arg(long)]
-    pub no_profile: bool,
-    // Last: the budget flags have their own help heading.
-    #[command(flatten)]
-    pub budget: BudgetArgs,
-}
-
-/// Where an interactive run's review points are answered.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum ReviewVia {
-    /// At the terminal (stdin, `$EDITOR` for edits).
-    #[default]
-    Terminal,
-    /// On the page of `ksmith serve`, through files under STORE/serve/RUN/.
-    Web,
-}
-
-/// Budget flags (shared by `optimize` and `resume`).
-#[derive(clap::Args, Clone, Debug, Default)]
-#[command(next_help_heading = "Agent budget")]
-pub(crate) struct BudgetArgs {
-    /// Optimization iterations (default 3 for a new run; 0 judges the starting solution only).
-    #[arg(long, value_parser = crate::whole::<u32>(0..=1000))]
-    pub iterations: Option<u32>,
-    /// Most LLM calls (at least 1).
-    #[arg(long, value_parser = crate::whole::<u64>(1..))]
-    pub max_calls: Option<u64>,
-    /// Most tokens, in + out (at least 1).
-    #[arg(long, value_parser = crate::whole::<u64>(1..))]
-    pub max_tokens: Option<u64>,
-    /// Most USD spent (from the price table; the model must have a price).
-    #[arg(long, value_parser = positive)]
-    pub max_cost: Option<f64>,
-    /// Most wall seconds of running.
-    #[arg(long, value_parser = positive)]
-    pub max_wall: Option<f64>,
-}
-
-/// A budget in dollars or seconds: a finite number above zero.
-fn positive(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err("expected a number above 0".into()),
-    }
-}
-
-impl BudgetArgs {
-    /// Applies the given flags over `b`.
-    fn apply(&self, b: &mut Budget) {
-        if let Some(n) = self.iterations {
-            b.iterations = Some(n);
-        }
-        if let Some(n) = self.max_calls {
-            b.llm_calls = Some(n);
-        }
-        if let Some(n) = self.max_tokens {
-            b.tokens = Some(n);
-        }
-        if let Some(c) = self.max_cost {
-            b.cost = Some(c);
-        }
-        if let Some(w) = self.max_wall {
-            b.wall_s = Some(w);
-        }
-    }
-}
-
 use ksmith_search::agent::state::RunMode;
 /// A run's stored settings: the engine's type (`runs.options` keeps its JSON format).
 pub(crate) use ksmith_search::agent::state::{AgentSettings as RunOptions, FrozenJudge};
-
-/// The judge flags a run's frozen judge settings stand for.
-pub(crate) fn judge_opts(f: &FrozenJudge) -> JudgeOpts {
-    let mut o = crate::default_opts();
-    o.timeout = f.timeout;
-    o.seeds = f.seeds;
-    o.min_time_ms = f.min_time_ms;
-    o.no_timing = false;
-    o
-}
 
 /// `ksmith optimize TASK --model P:M`: a new agent run.
 pub(crate) fn start(
@@ -186,30 +82,8 @@ pub(crate) fn start(
     iterate::drive(ctx, session)
 }
 
-/// Arguments of `ksmith resume`.
-#[derive(clap::Args)]
-pub(crate) struct ResumeArgs {
-    /// Run id (see `ksmith runs`).
-    pub run: String,
-    /// Where an interactive run's reviews are answered from now on (default: the terminal).
-    #[arg(long, value_enum)]
-    pub review: Option<ReviewVia>,
-    /// Raise or set limits for the rest of the run.
-    #[command(flatten)]
-    pub budget: BudgetArgs,
-}
-
-/// `ksmith resume RUN`.
+/// `ksmith resume RUN` of a serial agent run (`optimize::resume` sends searches elsewhere).
 pub(crate) fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<u8, Exit> {
-    // A graph-search run resumes through the search engine.
-    if crate::search::is_search_run(ctx, &args.run)? {
-        if args.review.is_some() {
-            return Err(input(anyhow!(
-                "--review: a graph search has no review points; resume it without --review"
-            )));
-        }
-        return crate::search::resume(ctx, &args.run, &args.budget, None);
-    }
     if args.review.is_some() {
         // Checked before the run is reopened (which marks it running).
         let mode = ctx

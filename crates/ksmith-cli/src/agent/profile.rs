@@ -1,11 +1,11 @@
 //! The profile step: the candidate sampled by the session's profiler (`ksmith_search::agent::
 //! stages`, shared with search nodes), summarized by the profile analyst for the next plan.
 
-use super::brief::{first_lines, roofline_text, task_brief, timing_text};
-use super::iterate::{ask, Judged, State};
 use super::review::{review, Verdict};
 use super::session::{Halt, Session};
+use super::step::{ask, roofline_text, task_brief, Judged, State};
 use ksmith_agents::Role;
+use ksmith_search::agent::brief::{first_lines, timing_text};
 use ksmith_search::agent::stages::{AnalystContext, Profiler};
 
 /// perf sampling + the compiler's vectorization report, summarized by the profile analyst.

@@ -42,8 +42,10 @@ pub(crate) fn review(
         return Ok(v);
     }
     let v = match s.review_via {
-        super::ReviewVia::Terminal => TerminalReviewer.review(step, what, shown, editable),
-        super::ReviewVia::Web => crate::serve::review::WebReviewer {
+        crate::run_args::ReviewVia::Terminal => {
+            TerminalReviewer.review(step, what, shown, editable)
+        }
+        crate::run_args::ReviewVia::Web => crate::serve::review::WebReviewer {
             store: s.store_dir.clone(),
             run: s.run.id.clone(),
         }

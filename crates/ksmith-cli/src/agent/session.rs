@@ -37,7 +37,7 @@ pub(crate) struct Session {
     pub opts: RunOptions,
     pub interactive: bool,
     /// Where its reviews are answered (an interactive run only).
-    pub review_via: super::ReviewVia,
+    pub review_via: crate::run_args::ReviewVia,
     /// The store directory (a web review's files live under it).
     pub store_dir: std::path::PathBuf,
     pub store: Store,
@@ -89,7 +89,7 @@ fn lock_error(e: StoreError) -> Exit {
 
 fn new_run_id() -> String {
     // Chosen by `ksmith mcp`, which starts this process and answers with the id at once.
-    if let Some(id) = crate::mcp::requested_run_id() {
+    if let Some(id) = crate::run_events::requested_run_id() {
         return id;
     }
     let now = std::time::SystemTime::now()
@@ -123,7 +123,7 @@ impl Session {
         let run_model = run.model.clone();
         Ok(Session {
             interactive: RunMode::from_name(&run.mode) == Some(RunMode::Interactive),
-            review_via: super::ReviewVia::Terminal,
+            review_via: crate::run_args::ReviewVia::Terminal,
             store_dir,
             prior_active: run.active_s,
             run,

@@ -158,7 +158,7 @@ fn design(
     for attempt in 1..=args.attempts {
         let vars = serde_json::json!({"reference_file": file, "reference": reference,
             "format": task_format(), "feedback": feedback,
-            "machine": super::brief::machine_line(&hw), "target": target_size(&hw)});
+            "machine": ksmith_search::agent::brief::machine_line(&hw), "target": target_size(&hw)});
         let prompt = s.prompts.render(Role::TestDesigner, &vars).map_err(input)?;
         let reply = s
             .call(Role::TestDesigner, &format!("draft {attempt}"), &prompt)

@@ -2,7 +2,8 @@
 //! `ksmith resume` process of its own, with the run id chosen here, its output in a log file
 //! and its engine events in a JSON-lines file (both under STORE/mcp/RUN/).
 
-use super::{EventLine, EVENTS_ENV, RUN_ID_ENV};
+pub(crate) use crate::run_events::valid_run_id;
+use crate::run_events::{EventLine, EVENTS_ENV, RUN_ID_ENV};
 use crate::Ctx;
 use anyhow::{anyhow, Context, Result};
 use std::collections::HashMap;
@@ -11,17 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Whether `id` is a run id as ksmith makes them: `run-` then letters, digits, `-` or `_`.
-pub(crate) fn valid_run_id(id: &str) -> bool {
-    id.len() <= 64
-        && id.strip_prefix("run-").is_some_and(|rest| {
-            !rest.is_empty()
-                && rest
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        })
-}
 
 /// A new run id, in the format of `ksmith optimize`'s.
 pub(crate) fn new_run_id() -> String {

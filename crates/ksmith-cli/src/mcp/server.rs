@@ -273,7 +273,7 @@ struct RunAnswer {
     /// The run as `ksmith show RUN --json` prints it (null until the run is stored).
     stored: Option<Value>,
     /// Its engine events (graph searches) from `since` on.
-    events: Vec<super::EventLine>,
+    events: Vec<crate::run_events::EventLine>,
     /// The `since` of the next call.
     next_event: u64,
     /// The end of its process's output (when started here), for errors and progress.

@@ -8,7 +8,7 @@
 
 use super::review::{self, PendingReview};
 use super::{blocking, App, Failure};
-use crate::mcp::EventLine;
+use crate::run_events::EventLine;
 use crate::run_report::data::{self, ReportData};
 use axum::extract::{Path as UrlPath, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
