@@ -115,12 +115,6 @@ struct TaskSummary {
 
 pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
     if let Some(kind) = crate::search::requested(args)? {
-        if args.agent.review.is_some() {
-            // The graph search's expansions are not reviewed; saying so beats ignoring it.
-            return Err(input(anyhow!(
-                "--review: review points are in the agent loop (`optimize --model` without --strategy); a graph search runs unreviewed"
-            )));
-        }
         return crate::search::start(ctx, args, kind);
     }
     if args.agent.model.is_some() || args.agent.interactive {
@@ -392,12 +386,7 @@ fn report_markdown(task: &str, lines: &[Line], xla: Option<f64>) -> String {
 /// the agent loop.
 pub(crate) fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<u8, Exit> {
     if crate::search::is_search_run(ctx, &args.run)? {
-        if args.review.is_some() {
-            return Err(input(anyhow!(
-                "--review: a graph search has no review points; resume it without --review"
-            )));
-        }
-        return crate::search::resume(ctx, &args.run, &args.budget, None);
+        return crate::search::resume(ctx, &args.run, &args.budget, None, args.review);
     }
     crate::agent::resume(ctx, args)
 }

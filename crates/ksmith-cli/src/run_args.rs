@@ -96,8 +96,19 @@ pub(crate) struct AgentArgs {
     pub budget: BudgetArgs,
 }
 
-/// Where an interactive run's review points are answered.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Where an interactive run's review points are answered (stored with an interactive search).
+#[derive(
+    clap::ValueEnum,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum ReviewVia {
     /// At the terminal (stdin, `$EDITOR` for edits).
     #[default]

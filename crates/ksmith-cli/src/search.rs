@@ -4,11 +4,12 @@
 //! pool from a store). The engine is `ksmith_search`; this module parses, prints and picks
 //! the expander.
 
-use crate::run_args::{judge_opts, BudgetArgs, OptimizeArgs, SearchFlags};
+use crate::run_args::{judge_opts, BudgetArgs, OptimizeArgs, ReviewVia, SearchFlags};
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
-use ksmith_search::agent::stages::StageSettings;
+use ksmith_search::agent::stages::{StageSettings, Stages};
 use ksmith_search::agent::state::FrozenJudge;
+use ksmith_search::agent::state::Reviewer;
 use ksmith_search::agent::{AgentExpander, AgentFinalizer, ExpanderSettings, JudgeFactory};
 use ksmith_search::engine::{parse_state, SearchState};
 use ksmith_search::sim::{self, Pool, SimExpander, SimFinalizer};
@@ -51,6 +52,9 @@ struct SearchRunOptions {
     /// The sessions' optional stages (autotune, profile); off in runs stored before them.
     #[serde(default)]
     stages: StageSettings,
+    /// Where an interactive search's reviews are answered (None: autonomous).
+    #[serde(default)]
+    review: Option<ReviewVia>,
 }
 
 fn default_fix_attempts() -> u32 {
@@ -247,9 +251,23 @@ fn expander_for(
         knowledge: opts.knowledge.clone(),
         stages: opts.stages,
     };
-    let agent = Arc::new(
-        AgentExpander::new(settings, judge_factory(ctx, judged.clone())).map_err(expand_err)?,
-    );
+    let mut agent =
+        AgentExpander::new(settings, judge_factory(ctx, judged.clone())).map_err(expand_err)?;
+    if let Some(via) = opts.review {
+        // Every stage of every node is reviewed by the person running it.
+        let reviewer: Arc<dyn Reviewer + Send + Sync> = match via {
+            ReviewVia::Terminal => Arc::new(crate::agent::TerminalReviewer),
+            ReviewVia::Web => Arc::new(crate::serve::review::WebReviewer {
+                store: ctx.store_dir.clone(),
+                run: run.to_string(),
+            }),
+        };
+        agent = agent.with_stages(Stages {
+            reviewer: Some(reviewer),
+            ..Stages::standard(opts.stages)
+        });
+    }
+    let agent = Arc::new(agent);
     let mut fresh = judged;
     fresh.fresh_seeds = true;
     Ok(Chosen {
@@ -392,7 +410,14 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
             },
             profile: agent_search && !args.agent.no_profile,
         },
+        review: (args.agent.interactive || args.agent.review.is_some())
+            .then(|| args.agent.review.unwrap_or_default()),
     };
+    if options.review.is_some() && !agent_search {
+        return Err(input(anyhow!(
+            "--interactive: a simulated search has no agents to review"
+        )));
+    }
     let run_id = new_run_id();
     let chosen = expander_for(ctx, &options, &run_id, &task.dir)?;
     let search = Search::new(settings.clone()).map_err(input)?;
@@ -443,6 +468,7 @@ pub(crate) fn resume(
     id: &str,
     b: &BudgetArgs,
     extra: Option<&SearchFlags>,
+    review: Option<ReviewVia>,
 ) -> Result<u8, Exit> {
     let mut store = ctx.store()?;
     let mut run = store
@@ -450,8 +476,18 @@ pub(crate) fn resume(
         .map_err(env_err)?
         .ok_or_else(|| input(anyhow!("no run `{id}` in {}", ctx.store_dir.display())))?;
     let _lock = store.lock_run(id).map_err(run_error)?;
-    let opts: SearchRunOptions = serde_json::from_str(&run.options)
+    let mut opts: SearchRunOptions = serde_json::from_str(&run.options)
         .map_err(|e| env_err(anyhow!("run {id}: stored search options unreadable: {e}")))?;
+    match (review, opts.review) {
+        (Some(_), None) => {
+            return Err(input(anyhow!(
+                "--review: search {id} is autonomous; it has no review points"
+            )))
+        }
+        // Answered elsewhere from now on (this process only; the run stays interactive).
+        (Some(via), Some(_)) => opts.review = Some(via),
+        _ => {}
+    }
     let state: SearchState = match store.search_state(id).map_err(env_err)? {
         Some(json) => parse_state(&json).map_err(env_err)?,
         None => Search::new(opts.settings.clone()).map_err(input)?.state,
@@ -597,6 +633,13 @@ fn drive(
     if !finalists.is_empty() {
         // Stored, so that `show` and the report show the kernel that was chosen and written.
         ksmith_search::finalize::record_final(store, &id, &record).map_err(env_err)?;
+    }
+    if let StopReason::Paused { by } = &r.stop {
+        run.status = RunStatus::Paused;
+        run.stop_reason = Some(format!("paused: {by}"));
+        store.update_run(run).map_err(env_err)?;
+        say!("search {id} paused ({by}); continue with `ksmith resume {id}`");
+        return Ok(0);
     }
     run.status = if r.stop.is_normal() {
         RunStatus::Finished

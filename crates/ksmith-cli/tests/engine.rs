@@ -655,3 +655,131 @@ fn walk_sizes(dir: &Path) -> Vec<u64> {
     }
     out
 }
+
+/// A reviewer answering from a list, recording what it was shown.
+struct ListReviewer {
+    answers: Mutex<Vec<ksmith_search::agent::state::Verdict>>,
+    shown: Mutex<Vec<(String, String)>>,
+}
+
+impl ksmith_search::agent::state::Reviewer for ListReviewer {
+    fn review(
+        &self,
+        step: &str,
+        what: &str,
+        _shown: &str,
+        _editable: &str,
+    ) -> anyhow::Result<ksmith_search::agent::state::Verdict> {
+        self.shown
+            .lock()
+            .unwrap()
+            .push((step.to_string(), what.to_string()));
+        let mut a = self.answers.lock().unwrap();
+        Ok(if a.is_empty() {
+            ksmith_search::agent::state::Verdict::Approve
+        } else {
+            a.remove(0)
+        })
+    }
+}
+
+#[test]
+fn a_reviewed_node_takes_guidance_and_edits_pauses_on_quit_and_replays_its_answers() {
+    use ksmith_search::agent::stages::{StageSettings, Stages};
+    use ksmith_search::agent::state::Verdict;
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = fresh_store(tmp.path());
+    let task = small_task("softmax", tmp.path(), WORKLOADS);
+    create_run(&store, "run-review", &task);
+    let m = script(
+        tmp.path(),
+        "review",
+        &[
+            reply(
+                "planner",
+                &["Task `softmax`"],
+                &plan("One reciprocal per row"),
+            ),
+            // The reviewer's guidance on the plan reaches the implementer.
+            reply("implementer", &["Keep the loop order"], &code(KERNEL)),
+        ],
+    );
+    let reviewer = Arc::new(ListReviewer {
+        answers: Mutex::new(vec![
+            Verdict::Guidance("Keep the loop order.".into()),
+            // The change is edited by the person: the edited source is what is judged.
+            Verdict::Edited(kernel_reformatted()),
+        ]),
+        shown: Mutex::new(Vec::new()),
+    });
+    let grown = |r: Arc<ListReviewer>| {
+        expander(&store, "run-review", &task, m.clone()).with_stages(Stages {
+            reviewer: Some(r),
+            ..Stages::standard(StageSettings::default())
+        })
+    };
+    let x = grown(reviewer.clone());
+    // The root is the run's start, judged as given (no call, no review); node 1 grows from it.
+    let root = x
+        .expand(&request(0, None, Hint::FirstKernel), &Lines::default())
+        .unwrap();
+    let parent = (
+        node_of(0, Hint::FirstKernel, &root),
+        root.source.clone().unwrap(),
+    );
+    let req = request(1, Some(parent.clone()), Hint::Vectorize);
+    // Two review points with the stages off: the plan (guidance) and the change (edited).
+    let out = x.expand(&req, &Lines::default()).unwrap();
+    assert_eq!(out.outcome.status, Some(Status::Passed), "{out:?}");
+    assert_eq!(
+        out.source.as_deref(),
+        Some(kernel_reformatted().as_str()),
+        "the edited source is the node's"
+    );
+    let shown: Vec<String> = reviewer
+        .shown
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(s, w)| format!("{s} / {w}"))
+        .collect();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert!(
+        shown[0].ends_with("/ plan") && shown[1].ends_with("/ change"),
+        "{shown:?}"
+    );
+    // Grown again (as after a kill): the answers are replayed, the reviewer is not asked.
+    let again = Arc::new(ListReviewer {
+        answers: Mutex::new(vec![Verdict::Quit]),
+        shown: Mutex::new(Vec::new()),
+    });
+    let out2 = grown(again.clone())
+        .expand(&req, &Lines::default())
+        .unwrap();
+    assert_eq!(out2.source, out.source);
+    assert!(again.shown.lock().unwrap().is_empty());
+    // A node whose reviewer quits pauses the run (resumable), nothing is judged for it.
+    let quitter = Arc::new(ListReviewer {
+        answers: Mutex::new(vec![Verdict::Quit]),
+        shown: Mutex::new(Vec::new()),
+    });
+    let m2 = script(
+        tmp.path(),
+        "review2",
+        // The run's calls so far took seqs 0 and 1: this expander's first call is seq 2.
+        &[
+            reply("planner", &[], &plan("unused")),
+            reply("planner", &[], &plan("unused")),
+            reply("planner", &["Task `softmax`"], &plan("Another")),
+        ],
+    );
+    let x2 = expander(&store, "run-review", &task, m2).with_stages(Stages {
+        reviewer: Some(quitter),
+        ..Stages::standard(StageSettings::default())
+    });
+    match x2.expand(&request(2, Some(parent), Hint::Tile), &Lines::default()) {
+        Err(ExpandError::Paused(why)) => assert!(why.contains("node n2"), "{why}"),
+        other => panic!("expected a pause, got {other:?}"),
+    }
+}

@@ -432,7 +432,8 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
     assert_eq!(code, 400, "{v}");
     drop(s);
 
-    // Review points are the agent loop's: a search is not reviewed, on the page or anywhere.
+    // A search takes --review too (every node's stages are reviewed); this one stops at its
+    // model, which does not exist. An autonomous run has no review points to answer.
     let o = ksmith(
         &store,
         &[
@@ -447,7 +448,7 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
         ],
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(stderr(&o).contains("--review"), "{}", text(&o));
+    assert!(stderr(&o).contains("/x"), "{}", text(&o));
     let o = ksmith(&store, &["resume", run, "--review", "web"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(stderr(&o).contains("no review points"), "{}", text(&o));
@@ -553,7 +554,9 @@ fn a_scripted_search_started_from_the_page_streams_live_and_ends_with_its_winner
         &format!("{}/runs", s.url),
         &json!({"task": task, "model": "scripted:/x", "strategy": "loop", "interactive": true}),
     );
-    assert_eq!(code, 400, "a search has no review points: {v}");
+    // An interactive search is started like any run; this one's model does not exist.
+    assert_eq!(code, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("/x"), "{v}");
 
     let (code, v) = post(
         &format!("{}/runs", s.url),

@@ -63,12 +63,20 @@ pub enum StopReason {
         /// What failed.
         message: String,
     },
+    /// A reviewer stopped the run (interactive searches); resumable.
+    Paused {
+        /// Where and by whom.
+        by: String,
+    },
 }
 
 impl StopReason {
     /// Whether the search ended normally (a budget, a target, or its shape complete).
     pub fn is_normal(&self) -> bool {
-        !matches!(self, StopReason::ExpanderFailed { .. })
+        !matches!(
+            self,
+            StopReason::ExpanderFailed { .. } | StopReason::Paused { .. }
+        )
     }
 }
 
@@ -89,6 +97,7 @@ impl std::fmt::Display for StopReason {
             }
             StopReason::Exhausted => f.write_str("strategy complete (nothing left to expand)"),
             StopReason::ExpanderFailed { message } => write!(f, "expander failed: {message}"),
+            StopReason::Paused { by } => write!(f, "paused: {by}"),
         }
     }
 }

@@ -385,6 +385,8 @@ impl Search {
             let mut save_error: Option<PersistError> = None;
             // Nodes of this batch that failed outside their candidates, with why.
             let mut outside: Vec<(NodeId, String)> = Vec::new();
+            // A reviewer's quit: the node stays unfinished (grown again on resume).
+            let mut paused: Option<String> = None;
             let mut handle = |this: &mut Search,
                               id: NodeId,
                               r: Result<Expanded, ExpandError>,
@@ -417,6 +419,10 @@ impl Search {
                         format!("{e:#}"),
                     )),
                     Err(ExpandError::Input(e)) => return Err(SearchError::Input(e)),
+                    Err(ExpandError::Paused(by)) => {
+                        paused.get_or_insert(by);
+                        None
+                    }
                 };
                 if let Some((plan, why)) = failed_outside {
                     // The node fails alone; the search stops only when this keeps happening.
@@ -525,6 +531,9 @@ impl Search {
             *persisting += t.elapsed();
             if let Some(f) = failure {
                 return Ok(f);
+            }
+            if let Some(by) = paused {
+                return Ok(StopReason::Paused { by });
             }
         }
     }

@@ -230,6 +230,10 @@ pub enum ExpandError {
     /// The run cannot go on as given.
     #[error("{0}")]
     Input(#[source] anyhow::Error),
+    /// A person reviewing the session stopped the run there: the node is grown again, its
+    /// paid calls and answered reviews replayed, when the run is resumed.
+    #[error("paused: {0}")]
+    Paused(String),
 }
 
 /// Grows nodes. Called from several threads at once when expansions run in parallel.

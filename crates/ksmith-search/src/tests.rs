@@ -27,6 +27,8 @@ struct Fake {
     expand_fails: Mutex<std::collections::HashMap<u64, u32>>,
     /// Every request seen, for what a node is told.
     requests: Mutex<Vec<Expansion>>,
+    /// Nodes whose reviewer quits (`ExpandError::Paused`).
+    pauses: Vec<u64>,
 }
 
 impl Fake {
@@ -39,6 +41,7 @@ impl Fake {
             judge_fails: Vec::new(),
             expand_fails: Mutex::new(std::collections::HashMap::new()),
             requests: Mutex::new(Vec::new()),
+            pauses: Vec::new(),
         }
     }
 }
@@ -62,6 +65,12 @@ impl Expander for Fake {
                     "harness process killed (SIGKILL)"
                 )));
             }
+        }
+        if self.pauses.contains(&req.node.0) {
+            return Err(ExpandError::Paused(format!(
+                "the reviewer quit at {}",
+                req.node
+            )));
         }
         if self.judge_fails.contains(&req.node.0) {
             return Err(ExpandError::Judge(anyhow::anyhow!(
@@ -555,6 +564,37 @@ fn batches_merge_in_id_order_whatever_finishes_first() {
 
 /// Crash after every possible save; resuming from the last saved state gives the same final
 /// tree as an uninterrupted run, and never expands a node that had finished.
+#[test]
+fn a_reviewers_quit_pauses_the_search_and_a_resume_grows_that_node_and_ends_as_if_never_paused() {
+    let st = settings(StrategySettings::Loop, 6, 1);
+    let (whole, _) = run(st.clone(), &Fake::new(Hint::Tile));
+    let paused = Fake {
+        pauses: vec![3],
+        ..Fake::new(Hint::Tile)
+    };
+    let mut mem = MemoryPersist::default();
+    let mut s = Search::new(st).unwrap();
+    let r = s.run(&paused, &NullSink, &mut mem).unwrap();
+    assert!(
+        matches!(&r.stop, StopReason::Paused { by } if by.contains("n3")),
+        "{:?}",
+        r.stop
+    );
+    assert!(!r.stop.is_normal());
+    // Node 3 is not recorded: it waits in the batch, for a resume to grow.
+    let saved = parse_state(mem.states.last().expect("a save")).expect("parses");
+    assert!(saved.graph.get(NodeId(3)).is_some_and(|e| !e.finished));
+    assert!(saved.batch.contains(&NodeId(3)));
+    let f2 = Fake::new(Hint::Tile);
+    let mut resumed = Search::resume(saved).expect("resumes");
+    let r2 = resumed
+        .run(&f2, &NullSink, &mut MemoryPersist::default())
+        .expect("resumed run");
+    assert_eq!(r2.stop, StopReason::Nodes);
+    assert_eq!(f2.expanded.lock().unwrap().first(), Some(&NodeId(3)));
+    assert_eq!(resumed.state.graph, whole.state.graph);
+}
+
 #[test]
 fn resume_after_a_crash_mid_node_gives_the_same_tree() {
     for strategy in [

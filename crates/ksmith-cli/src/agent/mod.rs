@@ -18,6 +18,7 @@ mod step;
 mod task_new;
 
 pub(crate) use commands::{cmd_calls, cmd_runs, cmd_show_run};
+pub(crate) use review::TerminalReviewer;
 pub(crate) use task_new::{cmd_task_new, TaskNewArgs};
 
 use crate::run_args::{AgentArgs, BudgetArgs, ResumeArgs};

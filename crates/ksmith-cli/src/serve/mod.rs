@@ -536,12 +536,6 @@ async fn start_run(
         flag_value("model", &r.model)?,
     ];
     if let Some(s) = r.strategy.as_deref().filter(|s| !s.trim().is_empty()) {
-        if r.interactive {
-            return Err(Failure::bad(
-                "interactive: review points are in the agent loop; leave the strategy empty",
-            )
-            .into());
-        }
         args.extend(["--strategy".into(), flag_value("strategy", s)?]);
     }
     if let Some(f) = r.from.as_deref().filter(|s| !s.trim().is_empty()) {

@@ -21,6 +21,7 @@ use super::stages::{
     adopt_tuned, check_tunables, defines_list, tune_report, with_tunables, AnalystContext,
     AutotuneContext, StageSettings, Stages,
 };
+use super::state::Verdict;
 use crate::dedup::{norm_hash, DedupIndex, FirstSeen};
 use crate::events::{Event, EventSink};
 use crate::hint::Hint;
@@ -93,6 +94,8 @@ pub struct AgentExpander {
     next_seq: AtomicU64,
     /// The optional stages run on each node's kept candidate.
     stages: Stages,
+    /// Held while a person answers a review (parallel nodes take turns).
+    review_turn: Mutex<()>,
 }
 
 /// A candidate with its judgement.
@@ -172,6 +175,12 @@ struct NodeCx<'a> {
     /// Evaluations counted in this node's spend by this attempt: one this node judged before
     /// a kill counts once when the re-grown node finds it, a repeat within the session not.
     counted: std::collections::HashSet<i64>,
+    /// This node's answered reviews, by journal seq (replayed when the node is grown again).
+    reviews: std::collections::BTreeMap<u64, Verdict>,
+    /// The next review's index in this node.
+    next_review: u64,
+    /// A reviewer's guidance for the next agent call.
+    guidance: Option<String>,
 }
 
 impl NodeCx<'_> {
@@ -283,6 +292,7 @@ impl AgentExpander {
             dedup: Arc::new(DedupIndex::new()),
             next_seq: AtomicU64::new(next),
             stages: Stages::standard(settings_stages),
+            review_turn: Mutex::new(()),
         })
     }
 
@@ -416,6 +426,9 @@ impl AgentExpander {
         retries: u32,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Result<Result<T, String>, ExpandError> {
+        if let Some(g) = cx.guidance.take() {
+            vars["guidance"] = Value::String(g);
+        }
         let mut last_err = String::new();
         for attempt in 0..=retries {
             if attempt > 0 {
@@ -436,6 +449,96 @@ impl AgentExpander {
             }
         }
         Ok(Err(last_err))
+    }
+
+    /// A review point: the reviewer's verdict on `shown` (always Approve without a reviewer),
+    /// journaled in the run's events so a node grown again replays it; a guidance is kept for
+    /// the next agent call; a quit pauses the run (not journaled: asked again on resume).
+    fn review(
+        &self,
+        cx: &mut NodeCx,
+        step: &str,
+        what: &str,
+        shown: &str,
+        editable: &str,
+    ) -> Result<Verdict, ExpandError> {
+        let Some(reviewer) = self.stages.reviewer.clone() else {
+            return Ok(Verdict::Approve);
+        };
+        let seq = review_seq(cx.req.node, cx.next_review.min(REVIEWS_PER_NODE - 1));
+        cx.next_review += 1;
+        let v = match cx.reviews.get(&seq) {
+            Some(v) => v.clone(),
+            None => {
+                // One person answers: parallel nodes take turns.
+                let _turn = self.review_turn.lock().unwrap_or_else(|p| p.into_inner());
+                let v = reviewer
+                    .review(
+                        &format!("node {} {step}", cx.req.node),
+                        what,
+                        shown,
+                        editable,
+                    )
+                    .map_err(failed)?;
+                if v != Verdict::Quit {
+                    let payload = serde_json::to_string(&v).map_err(failed)?;
+                    cx.store
+                        .record_event(&self.settings.run, seq, "review", &payload)
+                        .map_err(failed)?;
+                }
+                v
+            }
+        };
+        match v {
+            Verdict::Quit => Err(ExpandError::Paused(format!(
+                "the reviewer quit at node {} ({step}, {what})",
+                cx.req.node
+            ))),
+            Verdict::Guidance(g) => {
+                cx.guidance = Some(g.clone());
+                Ok(Verdict::Guidance(g))
+            }
+            v => Ok(v),
+        }
+    }
+
+    /// A code step (implement or fix) and its review as a diff: the new source, or why none
+    /// came. An edit replaces the source; a rerun asks again.
+    fn reviewed_code(
+        &self,
+        cx: &mut NodeCx,
+        role: Role,
+        step: &str,
+        vars: Value,
+        base: &str,
+        parse: impl Fn(&str) -> Result<String, String>,
+    ) -> Result<Result<String, String>, ExpandError> {
+        loop {
+            let got = self.ask(
+                cx,
+                role,
+                step,
+                vars.clone(),
+                self.settings.fix_attempts,
+                &parse,
+            )?;
+            let Ok(source) = got else {
+                return Ok(got);
+            };
+            let diff = similar::TextDiff::from_lines(base, &source)
+                .unified_diff()
+                .context_radius(2)
+                .header(
+                    &format!("a/{}", self.base.file),
+                    &format!("b/{}", self.base.file),
+                )
+                .to_string();
+            match self.review(cx, step, "change", &diff, &source)? {
+                Verdict::Rerun => continue,
+                Verdict::Edited(text) => return Ok(Ok(text)),
+                _ => return Ok(Ok(source)),
+            }
+        }
     }
 
     /// What earlier runs on other tasks learned (cross-run memory), as planner values; memory
@@ -765,9 +868,21 @@ impl AgentExpander {
                 search_best: search_best.clone(),
             });
             let step = format!("node {} round {round} plan", req.node);
-            let plan = match self.ask(cx, Role::Planner, &step, vars, 2, |r| {
-                parse_plan(r).map_err(|e| e.0)
-            })? {
+            let plan = loop {
+                let plan = match self.ask(cx, Role::Planner, &step, vars.clone(), 2, |r| {
+                    parse_plan(r).map_err(|e| e.0)
+                })? {
+                    Ok(p) => p,
+                    Err(e) => break Err(e),
+                };
+                let md = plan.markdown();
+                match self.review(cx, &step, "plan", &md, &md)? {
+                    Verdict::Rerun => continue,
+                    Verdict::Edited(text) => break Ok(edited_plan(&text)),
+                    _ => break Ok(plan),
+                }
+            };
+            let plan = match plan {
                 Ok(p) => p,
                 Err(e) => {
                     history.push(format!(
@@ -797,12 +912,12 @@ impl AgentExpander {
             let step = format!("node {} round {round} implement", req.node);
             let file = self.base.file.clone();
             let base_src = current.to_string();
-            let source = match self.ask(
+            let source = match self.reviewed_code(
                 cx,
                 Role::Implementer,
                 &step,
                 impl_vars,
-                self.settings.fix_attempts,
+                &base_src,
                 |r| code_from_reply(r, &file, &base_src),
             )? {
                 Ok(s) => s,
@@ -842,7 +957,7 @@ impl AgentExpander {
                 let step = format!("node {} round {round} fix {kind} {n}", req.node);
                 let file = self.base.file.clone();
                 let src = cand.source.clone();
-                match self.ask(cx, Role::Fixer, &step, vars, 1, |r| {
+                match self.reviewed_code(cx, Role::Fixer, &step, vars, &src, |r| {
                     code_from_reply(r, &file, &src)
                 })? {
                     Ok(fixed) => {
@@ -957,10 +1072,16 @@ impl AgentExpander {
                 other => other?,
             };
             // Without the analyst's summary the raw profile's head stands in.
-            feedback.profile = Some(match got {
+            let summary = match got {
                 Ok(t) => first_lines(&t, 12),
                 Err(_) => first_lines(&raw, 12),
-            });
+            };
+            feedback.profile = Some(
+                match self.review(cx, &step, "profile summary", &summary, &summary)? {
+                    Verdict::Edited(t) => t,
+                    _ => summary,
+                },
+            );
         }
         Ok(kept)
     }
@@ -1018,6 +1139,16 @@ impl AgentExpander {
                     Some(format!("the planner gave no usable tunables ({e})")),
                 ));
             }
+        };
+        let tunables = match self.review(cx, &step, "tunables", &tunables, &tunables)? {
+            Verdict::Edited(t) => match check_tunables(&format!("```toml\n{t}\n```"), &names) {
+                Ok(TuneDecision::Tunables(t)) => t,
+                _ => return Ok((None, Some("the edited tunables were not usable".into()))),
+            },
+            Verdict::Rerun => {
+                return Ok((None, Some("the reviewer asked for no tuning here".into())))
+            }
+            _ => tunables,
         };
         let sol = self.candidate(cx.req.node, cand.source.clone());
         let sol = match with_tunables(&self.task, &sol, &tunables) {
@@ -1095,6 +1226,19 @@ impl Expander for AgentExpander {
         let journal = store
             .node_calls(&self.settings.run, req.node.0)
             .map_err(failed)?;
+        // This node's answered reviews (an interactive search grown again after a pause).
+        let reviews = if self.stages.reviewer.is_some() {
+            let range = review_seq(req.node, 0)..review_seq(req.node, REVIEWS_PER_NODE);
+            store
+                .events(&self.settings.run)
+                .map_err(failed)?
+                .into_iter()
+                .filter(|(seq, kind, _)| range.contains(seq) && kind == "review")
+                .filter_map(|(seq, _, v)| Some((seq, serde_json::from_str(&v).ok()?)))
+                .collect()
+        } else {
+            Default::default()
+        };
         let judge = self.take_judge()?;
         let mut cx = NodeCx {
             req,
@@ -1107,6 +1251,9 @@ impl Expander for AgentExpander {
             judge,
             kept: None,
             counted: Default::default(),
+            reviews,
+            next_review: 0,
+            guidance: None,
         };
         let out = match self.session(&mut cx) {
             // Out of calls mid-session: the node ends with what it judged so far.
@@ -1152,6 +1299,28 @@ fn judge_failed(e: crate::EvaluatorError) -> ExpandError {
         ) => ExpandError::Judge(j.into()),
         other => failed(other),
     }
+}
+
+/// Reviews journaled per node, at most (a node asks far fewer).
+const REVIEWS_PER_NODE: u64 = 4096;
+/// Where a node's reviews are journaled among the run's events: above the serial loop's
+/// sequence numbers and below the final record's.
+const NODE_REVIEWS_BASE: u64 = 1 << 36;
+
+/// The journal position of review `k` of `node`.
+fn review_seq(node: NodeId, k: u64) -> u64 {
+    NODE_REVIEWS_BASE + node.0 * REVIEWS_PER_NODE + k
+}
+
+/// A plan as the reviewer edited it (their text as the strategy when it is not a plan).
+fn edited_plan(text: &str) -> Plan {
+    parse_plan(text).unwrap_or(Plan {
+        title: String::new(),
+        strategy: text.to_string(),
+        expected_effect: "(edited by the reviewer)".into(),
+        expected_speedup: None,
+        risks: String::new(),
+    })
 }
 
 /// New source from a code reply, or the feedback that goes back to the model (only `file`

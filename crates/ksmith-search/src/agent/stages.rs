@@ -1,10 +1,12 @@
 //! The optional stages of an agent session, injected as small traits: autotuning (the autotune
 //! planner declares tunables over the kernel's `#define` constants, a [`Tuner`] searches them)
 //! and profiling (a [`Profiler`] samples the kernel, the profile analyst summarizes it for the
-//! next plan). The serial loop and every search node run the same stages with the same prompts
-//! and the same adoption rule; a session without them (a search with the stages off) skips them.
+//! next plan), and review (a person approving, editing or guiding each artifact). The serial loop
+//! and every search node run the same stages with the same prompts and the same adoption rule; a
+//! session without them (a search with the stages off) skips them.
 
 use super::brief::status_text;
+use super::state::Reviewer;
 use crate::events::EventSink;
 use crate::tune::{TuneError, TuneOutcome, TuneSettings};
 use ksmith_agents::{parse_tunables, TuneDecision};
@@ -72,6 +74,8 @@ pub struct Stages {
     pub profiler: Option<Arc<dyn Profiler>>,
     /// The tuner (None: no autotune stage).
     pub tuner: Option<Arc<dyn Tuner>>,
+    /// A person reviewing each plan, change, tunables and profile summary (None: autonomous).
+    pub reviewer: Option<Arc<dyn Reviewer + Send + Sync>>,
 }
 
 impl Stages {
@@ -83,6 +87,7 @@ impl Stages {
                 .profile
                 .then(|| Arc::new(PerfProfiler) as Arc<dyn Profiler>),
             tuner: (settings.tune_budget > 0).then(|| Arc::new(HillClimbTuner) as Arc<dyn Tuner>),
+            reviewer: None,
         }
     }
 }
