@@ -318,6 +318,7 @@ fn node(
             interval: speedup.map(|s| (s * 0.95, s * 1.05)),
             roofline_fraction: None,
             eval_id: None,
+            vs_parent: None,
         },
         spend: Spend {
             calls: 2,

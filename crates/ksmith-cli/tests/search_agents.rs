@@ -420,8 +420,12 @@ fn every_search_node_is_autotuned_and_profiled_and_its_child_is_told_what_they_f
     let tmp = tempfile::tempdir().unwrap();
     let store = fresh_store(tmp.path());
     let task = small_task("softmax", tmp.path(), WORKLOADS);
-    let start = root().join("tasks/starter/softmax/solutions/fast");
-    let kernel = std::fs::read_to_string(start.join("kernel.c")).unwrap();
+    // From the naive kernel; node 1 writes the fast one (with a tunable constant). One
+    // trajectory (`parallel --n 1`): node 2 grows from node 1 whatever the timings say.
+    let start = root().join("tasks/starter/softmax/solutions/naive");
+    let kernel =
+        std::fs::read_to_string(root().join("tasks/starter/softmax/solutions/fast/kernel.c"))
+            .unwrap();
     let plan = |title: &str| {
         format!("## Title\n{title}\n## Strategy\nKeep the kernel, add a helper.\n## Expected effect\nabout 1.0x\n## Risks\nNone.\n")
     };
@@ -456,6 +460,10 @@ fn every_search_node_is_autotuned_and_profiled_and_its_child_is_told_what_they_f
                 "Autotuning: ",
                 "First variant -> PASSED",
                 "; autotune: ",
+                // Node 1 was timed against its parent (the start) in the same rounds.
+                "; against its parent: ",
+                "in the same rounds",
+                "## The parent node, which this node revises (node n1: ",
             ],
             &plan("Second variant"),
         ),
@@ -477,7 +485,9 @@ fn every_search_node_is_autotuned_and_profiled_and_its_child_is_told_what_they_f
             "optimize",
             task.to_str().unwrap(),
             "--strategy",
-            "loop",
+            "parallel",
+            "--n",
+            "1",
             "--model",
             &m,
             "--from",
@@ -552,4 +562,6 @@ fn every_search_node_is_autotuned_and_profiled_and_its_child_is_told_what_they_f
             .is_some_and(|t| t.contains("CHUNK")),
         "{n1}"
     );
+    // Its paired comparison with the start is kept with it, with the rule's decision.
+    assert!(n1["outcome"]["vs_parent"]["decision"].is_string(), "{n1}");
 }

@@ -689,14 +689,17 @@ impl Search {
                 (Some(st), None, _) => st.to_string(),
                 _ => n.state.as_str().to_string(),
             };
+            // Against its parent in the same rounds, when the two were timed together.
+            let paired = n.outcome.vs_parent.map_or(String::new(), |d| {
+                format!("; against its parent: {}", d.text())
+            });
             // What its autotune stage found, so a later plan does not tune the same values
             // again (cut: the full note goes to the node's own children).
             let tuning = n.feedback.tuning.as_deref().map_or(String::new(), |t| {
-                let short: String = t.chars().take(200).collect();
-                format!("; autotune: {short}")
+                format!("; autotune: {}", crate::agent::context::clip(t, 240))
             });
             format!(
-                "node {} [{}] {} -> {outcome}{tuning}",
+                "node {} [{}] {} -> {outcome}{paired}{tuning}",
                 n.id,
                 n.hint,
                 crate::node::plan_title(&n.plan)

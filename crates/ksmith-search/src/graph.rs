@@ -127,6 +127,22 @@ impl Graph {
     /// (`ksmith_judge::decide`): nodes no other beats are the ones a keep rule may not tell
     /// apart, whatever their point estimates.
     fn beaten(&self, id: NodeId, surest: Option<(f64, (f64, f64))>) -> bool {
+        // Paired evidence first: timed in the same rounds, a node decided slower than its
+        // correct parent is beaten by it, and a parent a child was decided faster than is
+        // beaten by that child, whatever their separate windows said.
+        if let Some(e) = self.get(id) {
+            let parent_correct = e.node.parent.is_some_and(|p| self.speedup(p).is_some());
+            if parent_correct && e.node.outcome.slower_than_parent() {
+                return true;
+            }
+        }
+        if self.entries.iter().any(|c| {
+            c.node.parent == Some(id)
+                && self.speedup(c.node.id).is_some()
+                && c.node.outcome.faster_than_parent()
+        }) {
+            return true;
+        }
         match (surest, self.figures(id)) {
             (Some(c), Some(i)) => {
                 ksmith_judge::decide::decide(ksmith_judge::decide::Evidence::separate(c, i, false))

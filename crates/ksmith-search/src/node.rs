@@ -77,12 +77,33 @@ pub struct NodeOutcome {
     pub roofline_fraction: Option<f64>,
     /// The stored evaluation (None in simulation).
     pub eval_id: Option<i64>,
+    /// Timed side by side with its parent in the same rounds (agent searches, when both
+    /// passed): the paired figure and the decision rule's answer, which keep rules trust over
+    /// the two separate windows.
+    #[serde(default)]
+    pub vs_parent: Option<ksmith_judge::decide::Decision>,
 }
 
 impl NodeOutcome {
     /// Passed and timed.
     pub fn passed(&self) -> bool {
         self.status == Some(Status::Passed) && self.speedup.is_some()
+    }
+
+    /// Decided slower than its parent in the same rounds.
+    pub fn slower_than_parent(&self) -> bool {
+        matches!(
+            self.vs_parent,
+            Some(ksmith_judge::decide::Decision::NotBetter {
+                why: ksmith_judge::decide::NotBetterWhy::Slower,
+                ..
+            })
+        )
+    }
+
+    /// Decided faster than its parent in the same rounds.
+    pub fn faster_than_parent(&self) -> bool {
+        self.vs_parent.is_some_and(|d| d.adopt())
     }
 }
 

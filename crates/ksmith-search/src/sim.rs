@@ -416,6 +416,7 @@ impl SimExpander {
                 interval: c.interval,
                 roofline_fraction: c.roofline_fraction,
                 eval_id: None,
+                vs_parent: None,
             },
             spend,
             feedback: Default::default(),

@@ -126,6 +126,7 @@ impl Expander for Fake {
                     interval: Some((parent * factor * 0.95, parent * factor * 1.05)),
                     roofline_fraction: Some(0.1 * parent * factor),
                     eval_id: None,
+                    vs_parent: None,
                 }
             },
             spend,

@@ -67,7 +67,10 @@ pub fn implement_query(task: &Task, strategy: &str) -> String {
 /// The kernel a plan revises.
 #[derive(Debug, Clone, Serialize)]
 pub struct BestView {
-    /// Where it came from (`2` for an iteration, `node n3` in a search).
+    /// What it is to the planner: `Current best` (the serial loop's), `The parent node, which
+    /// this node revises` (a search node's).
+    pub what: String,
+    /// Where it came from (`iteration 2`, `node n3`).
     pub iteration: String,
     /// Its file.
     pub file: String,
@@ -99,6 +102,7 @@ impl BestView {
             .filter(|_| r.status == Status::Passed)
             .map(|p| p.speedup);
         BestView {
+            what: "Current best".into(),
             iteration: label,
             file: file.to_string(),
             source: source.to_string(),
@@ -111,9 +115,16 @@ impl BestView {
         }
     }
 
+    /// The same kernel under another heading.
+    pub fn called(mut self, what: &str) -> BestView {
+        self.what = what.to_string();
+        self
+    }
+
     /// A kernel that does not pass (a run's start before anything passes).
     pub fn not_passing(label: String, file: &str, source: &str) -> BestView {
         BestView {
+            what: "Current best".into(),
             iteration: label,
             file: file.to_string(),
             source: source.to_string(),
@@ -329,6 +340,20 @@ impl FixBudget {
     }
 }
 
+/// `text` cut to about `max` characters at a word boundary, with `…` when cut (never in the
+/// middle of a word or a figure).
+pub fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(max).collect();
+    let cut = head
+        .rfind(' ')
+        .filter(|&i| i > max / 2)
+        .unwrap_or(head.len());
+    format!("{}…", head[..cut].trim_end())
+}
+
 /// A failure in one line for the next fix attempt: its first diagnostic (the line after the
 /// status line), not the status line itself.
 pub fn key_line(detail: &str) -> &str {
@@ -364,6 +389,17 @@ mod tests {
         assert_eq!(key_line(d), "kernel.c:3:5: error: expected ';'");
         assert_eq!(key_line("only a status"), "only a status");
         assert_eq!(key_line(""), "");
+    }
+
+    #[test]
+    fn clipped_text_ends_at_a_word_with_an_ellipsis() {
+        assert_eq!(clip("short", 10), "short");
+        let c = clip("every value would therefore run the same parallel path", 30);
+        assert_eq!(c, "every value would therefore…");
+        assert_eq!(
+            clip("tuned A=1: 0.85x (8.10x/1.64x/0.05x); B=2: 0.9x", 24),
+            "tuned A=1: 0.85x…"
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ use crate::node::{
 use anyhow::anyhow;
 use ksmith_agents::edit::{self, Change};
 use ksmith_agents::{parse_plan, Plan, Prompts, Rendered, Role, TuneDecision};
+use ksmith_judge::decide::{decide_paired, settle, Decision};
 use ksmith_judge::{EvalResult, Judge, Status};
 use ksmith_llm::ModelSpec;
 use ksmith_store::{CallRow, DedupHit, Store};
@@ -154,6 +155,7 @@ impl Candidate {
             interval: perf.filter(|_| passed).map(|p| p.speedup_interval),
             roofline_fraction: perf.filter(|_| passed).map(|p| p.roofline_fraction),
             eval_id: Some(self.eval_id),
+            vs_parent: None,
         }
     }
 }
@@ -724,7 +726,17 @@ impl AgentExpander {
         let parent_passed = req.parent.as_ref().is_some_and(|p| p.outcome.passed());
         let brief = task_brief(&self.task, &self.base.entry, self.base.language);
         let reference = std::fs::read_to_string(self.task.reference_path()).unwrap_or_default();
-        let machine = roofline_text(cx.judge.hardware());
+        let mut machine = roofline_text(cx.judge.hardware());
+        // Told when the machine is busier than its cores: timings are noisier then, and only
+        // clear differences decide.
+        if let Some(load) = super::brief::load_average() {
+            let cores = cx.judge.hardware().cores;
+            if load > cores as f64 {
+                machine.push_str(&format!(
+                    "\nThe machine is busy: load average {load:.1} on {cores} cores when this node started; timings are noisy, and only clear differences are decided (comparisons say \"undecided\" otherwise)."
+                ));
+            }
+        }
         let inspirations: Vec<Inspiration> = req
             .inspirations
             .iter()
@@ -786,10 +798,8 @@ impl AgentExpander {
                         "passed, {:.2}x vs XLA",
                         p.outcome.speedup.unwrap_or_default()
                     ),
-                    timing: parent_result
-                        .as_ref()
-                        .map(|r| timing_text(&self.task, r))
-                        .unwrap_or_default(),
+                    // Shown with it as the kernel to revise: not repeated here.
+                    timing: String::new(),
                     profile,
                 })
             });
@@ -812,15 +822,18 @@ impl AgentExpander {
                     current,
                     &self.task,
                     &b.result,
-                ),
+                )
+                .called("This node's best so far"),
                 (None, Some(r)) if parent_passed => BestView::passing(
                     parent_label.clone(),
                     &self.base.file,
                     current,
                     &self.task,
                     r,
-                ),
-                _ => BestView::not_passing(parent_label.clone(), &self.base.file, current),
+                )
+                .called("The parent node, which this node revises"),
+                _ => BestView::not_passing(parent_label.clone(), &self.base.file, current)
+                    .called("The parent node, which this node revises"),
             };
             let last_view = match &last {
                 Some(l) => Some(LastView {
@@ -847,8 +860,9 @@ impl AgentExpander {
                 roofline: machine.clone(),
                 mode: if passing { Mode::Revision } else { Mode::New },
                 history: history.clone(),
-                iteration: round,
-                of: Some(rounds),
+                // "Round r of K" only means something with several rounds in a node.
+                iteration: if rounds > 1 { round } else { 0 },
+                of: (rounds > 1).then_some(rounds),
                 best: best_view,
                 not_passing: !passing,
                 last: last_view,
@@ -1003,9 +1017,66 @@ impl AgentExpander {
             }
             other => other,
         };
+        // The node's code against its parent's, timed together: the paired evidence keep
+        // rules trust over two separate windows (the serial loop's head-to-head).
+        let vs_parent = match (&chosen, req.parent.as_ref()) {
+            (Some(c), Some(p))
+                if c.speedup().is_some()
+                    && p.outcome.passed()
+                    && c.duplicate_of.is_none()
+                    && c.source != parent_source =>
+            {
+                self.versus_parent(cx, c, p.id, &parent_source)
+            }
+            _ => None,
+        };
         let mut out = conclude(cx, chosen, plan_md)?;
         out.feedback = feedback;
+        out.outcome.vs_parent = vs_parent;
         Ok(out)
+    }
+
+    /// The kept candidate and its parent timed side by side, with more rounds while the rule
+    /// says undecided on a wide interval; None when the comparison could not be made (said).
+    fn versus_parent(
+        &self,
+        cx: &mut NodeCx,
+        kept: &Candidate,
+        parent: NodeId,
+        parent_source: &str,
+    ) -> Option<Decision> {
+        let pair = [
+            self.candidate(parent, parent_source.to_string()),
+            self.candidate(cx.req.node, kept.source.clone()),
+        ];
+        cx.say(format!(
+            "timing it against its parent {parent}, side by side"
+        ));
+        let mut timed = 0u64;
+        let decided = {
+            let mut ev = crate::Evaluator::new(&mut cx.judge, &mut cx.store);
+            ev.compare(&self.task, &pair).and_then(|(_, cmp)| {
+                timed += 2;
+                settle(decide_paired(cmp.versus[1][0].as_ref()), |k| {
+                    let (_, again) = ev.compare_with_more_rounds(&self.task, &pair, 1 << k)?;
+                    timed += 2;
+                    Ok(Some(decide_paired(again.versus[1][0].as_ref())))
+                })
+            })
+        };
+        cx.spend.evaluations += timed;
+        match decided {
+            Ok(d) => {
+                cx.say(format!("against its parent: {}", d.text()));
+                Some(d)
+            }
+            Err(e) => {
+                cx.say(format!(
+                    "the side-by-side timing against its parent failed: {e}"
+                ));
+                None
+            }
+        }
     }
 
     /// The optional stages on the session's kept, passing candidate: autotune (the tuned
@@ -1129,7 +1200,7 @@ impl AgentExpander {
         })? {
             Ok(TuneDecision::Tunables(t)) => t,
             Ok(TuneDecision::None(why)) => {
-                let why = first_lines(why.trim_start_matches([':', ' ', '-']), 1);
+                let why = super::context::clip(why.trim_start_matches([':', ' ', '-']), 300);
                 return Ok((None, Some(format!("no tuning: {why}"))));
             }
             Err(e) => {

@@ -378,8 +378,9 @@ pub fn tune_report(o: &TuneOutcome) -> TuneReport {
                 .map(|w| format!("{:.2}x", w.speedup))
                 .collect::<Vec<_>>()
                 .join("/");
+            let (lo, hi) = p.speedup_interval;
             Some(format!(
-                "{}: {:.2}x ({per})",
+                "{}: {:.2}x ({lo:.2}-{hi:.2}; per workload {per})",
                 ksmith_tune::label(&r.config),
                 p.speedup
             ))
@@ -388,7 +389,7 @@ pub fn tune_report(o: &TuneOutcome) -> TuneReport {
         .collect();
     if !measured.is_empty() {
         note.push_str(&format!(
-            "; configurations measured (vs XLA, overall and per workload; a raced one's figure is rough): {}",
+            "; configurations measured (vs XLA: overall with its 95% interval, then per workload; a raced one was stopped once it could not win, so its figures are rough): {}",
             measured.join("; ")
         ));
     }

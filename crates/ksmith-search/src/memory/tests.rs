@@ -157,6 +157,7 @@ fn node(id: u64, parent: Option<u64>, hint: Hint, speedup: Option<f64>, code: &s
             interval: None,
             roofline_fraction: None,
             eval_id: None,
+            vs_parent: None,
         },
         spend: Spend::default(),
         feedback: Default::default(),
