@@ -439,7 +439,10 @@ fn with_no_starting_solution_the_first_node_writes_a_kernel_from_the_task() {
     };
     let said = lines.0.lock().unwrap().join("\n");
     assert_eq!(n0.outcome.status, Some(Status::Passed), "{said}");
-    assert!(said.contains("after fix 1 (wrong results): passed"), "{said}");
+    assert!(
+        said.contains("after fix 1 (wrong results): passed"),
+        "{said}"
+    );
     assert_eq!(n0.source.as_deref(), Some(KERNEL));
     assert_eq!((n0.spend.calls, n0.spend.evaluations), (3, 2));
     assert_eq!(evaluations(&store), 2);
