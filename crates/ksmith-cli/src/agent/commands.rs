@@ -233,15 +233,7 @@ fn steps(store: &Store, run: &RunRow) -> Result<(bool, Vec<Step>), Exit> {
                     },
                     n.outcome.interval,
                     n.outcome.eval_id,
-                    format!(
-                        "[{}] {}",
-                        n.hint,
-                        n.plan
-                            .lines()
-                            .map(|l| l.trim_start_matches('#').trim())
-                            .find(|l| !l.is_empty())
-                            .unwrap_or("")
-                    ),
+                    format!("[{}] {}", n.hint, ksmith_search::node::plan_title(&n.plan)),
                 ),
                 None => (r.state.clone(), None, None, String::new()),
             };

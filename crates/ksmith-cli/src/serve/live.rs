@@ -42,7 +42,7 @@ pub(crate) struct NodeView {
     pub tone: String,
     /// The hint pursued (untrusted).
     pub hint: String,
-    /// Its plan's first line (untrusted).
+    /// Its plan's title (untrusted).
     pub plan: String,
     /// Speedup against XLA when passed and timed.
     pub speedup: Option<f64>,
@@ -214,12 +214,7 @@ fn tree_order(d: &ReportData) -> Vec<NodeView> {
             status: n.status.clone(),
             tone: n.tone.class().to_string(),
             hint: n.hint.clone(),
-            plan: n
-                .plan
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .to_string(),
+            plan: ksmith_search::node::plan_title(&n.plan),
             speedup: n.speedup,
             eval_id: n.eval_id,
         });
