@@ -6,9 +6,10 @@
 use super::session::{Halt, Session};
 use crate::Ctx;
 use anyhow::anyhow;
-use ksmith_agents::Role;
+use ksmith_agents::{Rendered, Role};
 use ksmith_judge::{EvalResult, Judge, Status};
 use ksmith_search::agent::brief::timing_text;
+use ksmith_search::agent::journal::{ask_until_usable, Asker};
 use ksmith_task::{Language, Solution, Task};
 use serde_json::Value;
 
@@ -127,43 +128,45 @@ pub(super) fn report_line(st: &State, it: u32, what: &str, j: &Judged) {
     }
 }
 
-/// Renders, calls and parses, re-asking with the parse error up to `retries` times.
-/// `Ok(Err(msg))` means the model never gave a usable answer.
+/// Renders, calls and parses, re-asking with the parse error up to `retries` times (the
+/// shared rule, `journal::ask_until_usable`). `Ok(Err(msg))`: never a usable answer.
 pub(super) fn ask<T>(
     s: &mut Session,
     st: &mut State,
     role: Role,
     step: &str,
-    mut vars: Value,
+    vars: Value,
     retries: u32,
     parse: impl Fn(&str) -> Result<T, String>,
 ) -> Result<Result<(T, String), String>, Halt> {
-    if let Some(g) = st.guidance.take() {
-        vars["guidance"] = Value::String(g);
-    }
-    let mut last_err = String::new();
-    for attempt in 0..=retries {
-        if attempt > 0 {
-            vars["retry"] = Value::String(last_err.clone());
-        }
-        let prompt = s
+    let guidance = st.guidance.take();
+    ask_until_usable(&mut RunAsker(s), role, step, vars, guidance, retries, parse)
+}
+
+/// A serial run's calls, as the shared ask rule makes them.
+struct RunAsker<'a>(&'a mut Session);
+
+impl Asker for RunAsker<'_> {
+    type Error = Halt;
+
+    fn render(&mut self, role: Role, vars: &Value) -> Result<Rendered, Halt> {
+        self.0
             .prompts
-            .render(role, &vars)
-            .map_err(|e| Halt::Failed(e.into()))?;
-        let reply = s.call(role, step, &prompt)?;
-        match parse(&reply) {
-            Ok(v) => return Ok(Ok((v, reply))),
-            Err(e) => {
-                note!(
-                    "ksmith:   {step}: unusable {} reply: {}",
-                    role.name(),
-                    crate::term::one(first_line(&e))
-                );
-                last_err = e;
-            }
-        }
+            .render(role, vars)
+            .map_err(|e| Halt::Failed(e.into()))
     }
-    Ok(Err(last_err))
+
+    fn call(&mut self, role: Role, step: &str, prompt: &Rendered) -> Result<String, Halt> {
+        self.0.call(role, step, prompt)
+    }
+
+    fn unusable(&mut self, role: Role, step: &str, why: &str) {
+        note!(
+            "ksmith:   {step}: unusable {} reply: {}",
+            role.name(),
+            crate::term::one(why)
+        );
+    }
 }
 
 pub(super) fn first_line(s: &str) -> &str {

@@ -16,7 +16,7 @@ use super::context::{
     FixerContext, HintView, ImplementerContext, Inspiration, LastView, Mode, PlannerContext,
     SearchBestView,
 };
-use super::journal::{CallCost, JournaledProvider};
+use super::journal::{ask_until_usable, Asker, CallCost, JournaledProvider};
 use super::stages::{
     adopt_tuned, check_tunables, defines_list, tune_report, with_tunables, AnalystContext,
     AutotuneContext, StageSettings, Stages,
@@ -416,41 +416,22 @@ impl AgentExpander {
         }
     }
 
-    /// Renders, calls and parses, re-asking with the parse error up to `retries` times.
-    /// `Ok(Err(msg))`: the model never gave a usable answer.
-    #[allow(clippy::too_many_arguments)]
+    /// Renders, calls and parses, re-asking with the parse error up to `retries` times
+    /// (`journal::ask_until_usable`, the serial loop's rule). `Ok(Err(msg))`: the model never
+    /// gave a usable answer.
     fn ask<T>(
         &self,
         cx: &mut NodeCx,
         role: Role,
         step: &str,
-        mut vars: Value,
+        vars: Value,
         retries: u32,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Result<Result<T, String>, ExpandError> {
-        if let Some(g) = cx.guidance.take() {
-            vars["guidance"] = Value::String(g);
-        }
-        let mut last_err = String::new();
-        for attempt in 0..=retries {
-            if attempt > 0 {
-                vars["retry"] = Value::String(last_err.clone());
-            }
-            let prompt = self.prompts.render(role, &vars).map_err(failed)?;
-            let reply = self.call(cx, role, step, &prompt)?;
-            match parse(&reply) {
-                Ok(v) => return Ok(Ok(v)),
-                Err(e) => {
-                    cx.say(format!(
-                        "{step}: unusable {} reply: {}",
-                        role.name(),
-                        e.lines().next().unwrap_or("")
-                    ));
-                    last_err = e;
-                }
-            }
-        }
-        Ok(Err(last_err))
+        let guidance = cx.guidance.take();
+        let mut asker = NodeAsker { x: self, cx };
+        let got = ask_until_usable(&mut asker, role, step, vars, guidance, retries, parse)?;
+        Ok(got.map(|(v, _)| v))
     }
 
     /// A review point: the reviewer's verdict on `shown` (always Approve without a reviewer),
@@ -1259,6 +1240,29 @@ impl AgentExpander {
                 )),
             )),
         }
+    }
+}
+
+/// A node's calls, as the shared ask rule makes them.
+struct NodeAsker<'a, 'b> {
+    x: &'a AgentExpander,
+    cx: &'a mut NodeCx<'b>,
+}
+
+impl Asker for NodeAsker<'_, '_> {
+    type Error = ExpandError;
+
+    fn render(&mut self, role: Role, vars: &Value) -> Result<Rendered, ExpandError> {
+        self.x.prompts.render(role, vars).map_err(failed)
+    }
+
+    fn call(&mut self, role: Role, step: &str, prompt: &Rendered) -> Result<String, ExpandError> {
+        self.x.call(self.cx, role, step, prompt)
+    }
+
+    fn unusable(&mut self, role: Role, step: &str, why: &str) {
+        self.cx
+            .say(format!("{step}: unusable {} reply: {why}", role.name()));
     }
 }
 

@@ -8,6 +8,7 @@
 use ksmith_agents::{Rendered, Role};
 use ksmith_llm::{Config, ModelSpec, Price, Provider, Request};
 use ksmith_store::CallRow;
+use serde_json::Value;
 use std::time::Instant;
 
 /// A session's model, and how its calls are priced and journaled.
@@ -123,6 +124,51 @@ impl JournaledProvider {
             }
         }
     }
+}
+
+/// Where an agent call of a session goes: the serial loop's run journal, or a search node's.
+pub trait Asker {
+    /// What stops the session (a provider failure, a budget).
+    type Error;
+    /// The role's prompt from its template and values.
+    fn render(&mut self, role: Role, vars: &Value) -> Result<Rendered, Self::Error>;
+    /// One journaled call (replayed when the journal has it).
+    fn call(&mut self, role: Role, step: &str, prompt: &Rendered) -> Result<String, Self::Error>;
+    /// Says that a reply could not be used, and why (its first line).
+    fn unusable(&mut self, role: Role, step: &str, why: &str);
+}
+
+/// The ask rule of both loops: render with the guidance for this call, call, parse; a reply
+/// that cannot be used goes back to the model with the parse error, up to `retries` times.
+/// `Ok(Err(why))`: the model never gave a usable answer.
+pub fn ask_until_usable<A: Asker, T>(
+    asker: &mut A,
+    role: Role,
+    step: &str,
+    mut vars: Value,
+    guidance: Option<String>,
+    retries: u32,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Result<(T, String), String>, A::Error> {
+    if let Some(g) = guidance {
+        vars["guidance"] = Value::String(g);
+    }
+    let mut last_err = String::new();
+    for attempt in 0..=retries {
+        if attempt > 0 {
+            vars["retry"] = Value::String(last_err.clone());
+        }
+        let prompt = asker.render(role, &vars)?;
+        let reply = asker.call(role, step, &prompt)?;
+        match parse(&reply) {
+            Ok(v) => return Ok(Ok((v, reply))),
+            Err(e) => {
+                asker.unusable(role, step, e.lines().next().unwrap_or(""));
+                last_err = e;
+            }
+        }
+    }
+    Ok(Err(last_err))
 }
 
 #[cfg(test)]
