@@ -376,8 +376,18 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
     };
     let agent_search = !model.starts_with("sim:");
     if agent_search {
-        // A session judges its candidate and each fix of it.
-        settings.evals_per_round = 1 + args.agent.fix_attempts;
+        // What a node may judge, reserved from an evaluation budget so it is never overrun:
+        // its candidate and each fix (build and test stages apart), the tuner's
+        // configurations with their confirmation and the tuned kernel, and the timings
+        // against its parent (up to two more with more rounds). Counted per inner round, so
+        // more rounds per node only reserve more.
+        let tuning = match args.agent.tune_budget {
+            0 => 0,
+            n => n as u32 + 5,
+        };
+        settings.evals_per_round = 1 + 2 * args.agent.fix_attempts + tuning + 6;
+        // Directions that apply to this kernel's operator class only.
+        settings.hints = Some(ksmith_search::Hint::for_op_class(task.op_class));
     }
     let start_from = match (&args.from, agent_search) {
         (Some(p), _) => Some(std::path::absolute(p).unwrap_or_else(|_| p.clone())),

@@ -51,6 +51,11 @@ pub struct Bandit {
 impl Bandit {
     /// A bandit over every improving hint for each model (an empty list: one unnamed model).
     pub fn new(models: &[String], exploration: f64) -> Bandit {
+        Bandit::with_hints(models, exploration, None)
+    }
+
+    /// A bandit over `hints` (None: every improving hint) for each model.
+    pub fn with_hints(models: &[String], exploration: f64, hints: Option<&[Hint]>) -> Bandit {
         let models: Vec<Option<String>> = if models.is_empty() {
             vec![None]
         } else {
@@ -59,13 +64,15 @@ impl Bandit {
         let arms = models
             .iter()
             .flat_map(|m| {
-                Hint::improving().map(move |h| Arm {
-                    model: m.clone(),
-                    hint: h,
-                    pulls: 0,
-                    rewarded: 0,
-                    reward_sum: 0.0,
-                })
+                Hint::improving()
+                    .filter(move |h| hints.is_none_or(|only| only.contains(h)))
+                    .map(move |h| Arm {
+                        model: m.clone(),
+                        hint: h,
+                        pulls: 0,
+                        rewarded: 0,
+                        reward_sum: 0.0,
+                    })
             })
             .collect();
         Bandit { exploration, arms }

@@ -53,6 +53,10 @@ pub struct SearchSettings {
     pub exploration: f64,
     /// Finalists handed to the finalizer (default 3).
     pub finalists: u32,
+    /// The directions the bandit chooses among (None: every improving hint); an agent search
+    /// leaves out those that do not apply to its operator class (`Hint::for_op_class`).
+    #[serde(default)]
+    pub hints: Option<Vec<Hint>>,
 }
 
 fn one() -> u32 {
@@ -72,6 +76,7 @@ impl SearchSettings {
             models: Vec::new(),
             exploration: 0.5,
             finalists: 3,
+            hints: None,
         }
     }
 }
@@ -211,7 +216,11 @@ impl Search {
             state: SearchState {
                 version: STATE_VERSION,
                 strategy: settings.strategy.build(),
-                bandit: Bandit::new(&settings.models, settings.exploration),
+                bandit: Bandit::with_hints(
+                    &settings.models,
+                    settings.exploration,
+                    settings.hints.as_deref(),
+                ),
                 rng: ChaCha8Rng::seed_from_u64(settings.seed),
                 settings,
                 graph: Graph::default(),

@@ -56,6 +56,20 @@ impl Hint {
         Hint::ALL.into_iter().filter(|h| *h != Hint::FirstKernel)
     }
 
+    /// The improving directions that can apply to a kernel of this operator class: no cache
+    /// tiling, fusion of separate passes or layout change for an elementwise map, no tiling for
+    /// scans, reductions and normalizations (their rows stream once); every direction for the
+    /// rest. The bandit weighs what is left; `own` (the planner's choice) is always there.
+    pub fn for_op_class(op: ksmith_task::OpClass) -> Vec<Hint> {
+        use ksmith_task::OpClass;
+        let skip: &[Hint] = match op {
+            OpClass::Elementwise => &[Hint::Tile, Hint::Fuse, Hint::Layout],
+            OpClass::Scan | OpClass::Reduction | OpClass::Normalization => &[Hint::Tile],
+            _ => &[],
+        };
+        Hint::improving().filter(|h| !skip.contains(h)).collect()
+    }
+
     /// The stored spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -116,5 +130,13 @@ mod tests {
         }
         assert_eq!(Hint::from_name("nope"), None);
         assert!(!Hint::improving().any(|h| h == Hint::FirstKernel));
+        let ew = Hint::for_op_class(ksmith_task::OpClass::Elementwise);
+        assert!(ew.contains(&Hint::Own) && ew.contains(&Hint::Vectorize));
+        assert!(!ew.contains(&Hint::Tile) && !ew.contains(&Hint::Fuse));
+        assert!(!Hint::for_op_class(ksmith_task::OpClass::Scan).contains(&Hint::Tile));
+        assert_eq!(
+            Hint::for_op_class(ksmith_task::OpClass::Matmul).len(),
+            Hint::improving().count()
+        );
     }
 }
