@@ -264,7 +264,10 @@ fn expander_for(
         };
         agent = agent.with_stages(Stages {
             reviewer: Some(reviewer),
-            ..Stages::standard(opts.stages)
+            ..Stages::standard(
+                opts.stages,
+                Arc::new(ksmith_search::agent::tuner::HillClimbTuner),
+            )
         });
     }
     let agent = Arc::new(agent);

@@ -692,7 +692,7 @@ impl ksmith_search::agent::state::Reviewer for ListReviewer {
 
 #[test]
 fn a_reviewed_node_takes_guidance_and_edits_pauses_on_quit_and_replays_its_answers() {
-    use ksmith_search::agent::stages::{StageSettings, Stages};
+    use ksmith_search::agent::stages::Stages;
     use ksmith_search::agent::state::Verdict;
     use std::sync::Arc;
     let tmp = tempfile::tempdir().unwrap();
@@ -723,7 +723,7 @@ fn a_reviewed_node_takes_guidance_and_edits_pauses_on_quit_and_replays_its_answe
     let grown = |r: Arc<ListReviewer>| {
         expander(&store, "run-review", &task, m.clone()).with_stages(Stages {
             reviewer: Some(r),
-            ..Stages::standard(StageSettings::default())
+            ..Stages::default()
         })
     };
     let x = grown(reviewer.clone());
@@ -783,7 +783,7 @@ fn a_reviewed_node_takes_guidance_and_edits_pauses_on_quit_and_replays_its_answe
     );
     let x2 = expander(&store, "run-review", &task, m2).with_stages(Stages {
         reviewer: Some(quitter),
-        ..Stages::standard(StageSettings::default())
+        ..Stages::default()
     });
     match x2.expand(&request(2, Some(parent), Hint::Tile), &Lines::default()) {
         Err(ExpandError::Paused(why)) => assert!(why.contains("node n2"), "{why}"),

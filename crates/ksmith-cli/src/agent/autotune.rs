@@ -8,9 +8,9 @@ use super::step::{ask, evaluate, first_line, report_line, task_brief, variant, J
 use ksmith_agents::{Role, TuneDecision};
 use ksmith_search::agent::brief::timing_text;
 use ksmith_search::agent::stages::{
-    adopt_tuned, check_tunables, defines_list, tune_report, with_tunables, AutotuneContext,
-    HillClimbTuner, TuneReport, Tuner,
+    adopt_tuned, check_tunables, defines_list, with_tunables, AutotuneContext, TuneReport,
 };
+use ksmith_search::agent::tuner::{tune_report, HillClimbTuner};
 
 /// The autotune planner declares tunables; the deterministic tuner searches them.
 pub(super) fn autotune(
@@ -96,7 +96,8 @@ pub(super) fn autotune(
             &sol,
             &crate::run_args::judge_opts(&s.opts.judge),
             |judge, store, view| {
-                HillClimbTuner.tune(judge, store, &st.task, &sol, s.opts.tune_budget, view)
+                let settings = HillClimbTuner::settings(s.opts.tune_budget);
+                ksmith_search::tune::search(judge, store, &st.task, &sol, &settings, view)
             },
         )?;
         Ok(tune_report(&o))

@@ -18,8 +18,8 @@ use super::context::{
 };
 use super::journal::{ask_until_usable, Asker, CallCost, JournaledProvider};
 use super::stages::{
-    adopt_tuned, check_tunables, defines_list, tune_report, with_tunables, AnalystContext,
-    AutotuneContext, StageSettings, Stages,
+    adopt_tuned, check_tunables, defines_list, with_tunables, AnalystContext, AutotuneContext,
+    StageSettings, Stages,
 };
 use super::state::Verdict;
 use crate::dedup::{norm_hash, DedupIndex, FirstSeen};
@@ -293,7 +293,7 @@ impl AgentExpander {
             make_judge,
             dedup: Arc::new(DedupIndex::new()),
             next_seq: AtomicU64::new(next),
-            stages: Stages::standard(settings_stages),
+            stages: Stages::standard(settings_stages, Arc::new(super::tuner::HillClimbTuner)),
             review_turn: Mutex::new(()),
         })
     }
@@ -1210,21 +1210,15 @@ impl AgentExpander {
         cx.say(format!(
             "autotune: measuring at most {budget} configuration(s)"
         ));
-        let o = tuner
-            .tune(
-                &mut cx.judge,
-                &mut cx.store,
-                &self.task,
-                &sol,
-                budget,
-                &crate::events::NullSink,
-            )
-            .map_err(|e| match e {
-                crate::tune::TuneError::Evaluator(e) => judge_failed(e),
-                other => failed(other),
+        let (report, judged) = tuner
+            .tune(&mut cx.judge, &mut cx.store, &self.task, &sol, budget)
+            .map_err(|e| match e.downcast::<crate::tune::TuneError>() {
+                // The judge's machinery failing fails the node, as for its candidate.
+                Ok(crate::tune::TuneError::Evaluator(e)) => judge_failed(e),
+                Ok(other) => failed(other),
+                Err(e) => failed(e),
             })?;
-        cx.spend.evaluations += o.rows.iter().filter(|r| !r.reused).count() as u64;
-        let report = tune_report(&o);
+        cx.spend.evaluations += judged;
         let Some(config) = report.config.clone() else {
             return Ok((None, Some(report.note)));
         };

@@ -1,15 +1,12 @@
-//! The agent side of the engine: what the agents are told ([`brief`]), the expander that
-//! grows a search node with a short agent session ([`expander`]) and the session's optional
-//! stages, autotune and profile ([`stages`]). The CLI's serial loop moves
-//! here piece by piece; until then it calls these.
+//! The agent side of the engine: the expander that grows a search node with one agent session
+//! (`ksmith-session`: contexts, journaled provider, stages; re-exported here), the finalizer,
+//! and the search's tuner as the session's autotune stage ([`tuner`]).
 
-pub mod brief;
-pub mod context;
 pub mod expander;
 pub mod finalizer;
-pub mod journal;
-pub mod stages;
-pub mod state;
+pub mod tuner;
+
+pub use ksmith_session::{brief, context, journal, stages, state};
 
 pub use expander::{AgentExpander, ExpanderSettings, JudgeFactory};
 pub use finalizer::AgentFinalizer;

@@ -5,10 +5,8 @@
 //! and every search node run the same stages with the same prompts and the same adoption rule; a
 //! session without them (a search with the stages off) skips them.
 
-use super::brief::status_text;
-use super::state::Reviewer;
-use crate::events::EventSink;
-use crate::tune::{TuneError, TuneOutcome, TuneSettings};
+use crate::brief::status_text;
+use crate::state::Reviewer;
 use ksmith_agents::{parse_tunables, TuneDecision};
 use ksmith_judge::decide::{decide, Decision, Evidence};
 use ksmith_judge::{EvalResult, Judge, Status};
@@ -19,9 +17,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
-
-/// Configurations whose figures are told to the next autotune plan, at most.
-const TUNE_ROWS_SHOWN: usize = 16;
 
 /// Which stages a session runs (stored with a run, so a resumed run keeps them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,7 +48,8 @@ pub trait Profiler: Send + Sync {
 
 /// Searches a candidate's declared tunables with the judge.
 pub trait Tuner: Send + Sync {
-    /// Measures at most `budget` configurations of `sol` (which declares `[[tunables]]`).
+    /// Measures at most `budget` configurations of `sol` (which declares `[[tunables]]`):
+    /// what was found, and how many evaluations the judge ran for it.
     fn tune(
         &self,
         judge: &mut Judge,
@@ -61,8 +57,7 @@ pub trait Tuner: Send + Sync {
         task: &Task,
         sol: &Solution,
         budget: usize,
-        events: &dyn EventSink,
-    ) -> Result<TuneOutcome, TuneError>;
+    ) -> anyhow::Result<(TuneReport, u64)>;
 }
 
 /// The stages a session runs and their implementations.
@@ -79,14 +74,15 @@ pub struct Stages {
 }
 
 impl Stages {
-    /// The standard stages (perf sampling, the hill-climbing tuner) as `settings` turn them on.
-    pub fn standard(settings: StageSettings) -> Stages {
+    /// The standard stages as `settings` turn them on: perf sampling, and `tuner` (the
+    /// search's hill climbing, `ksmith_search::agent::tuner`) when a budget is given.
+    pub fn standard(settings: StageSettings, tuner: Arc<dyn Tuner>) -> Stages {
         Stages {
             settings,
             profiler: settings
                 .profile
                 .then(|| Arc::new(PerfProfiler) as Arc<dyn Profiler>),
-            tuner: (settings.tune_budget > 0).then(|| Arc::new(HillClimbTuner) as Arc<dyn Tuner>),
+            tuner: (settings.tune_budget > 0).then_some(tuner),
             reviewer: None,
         }
     }
@@ -181,32 +177,6 @@ impl Profiler for PerfProfiler {
             Ok(p) => format!("{header}{}{}", compared(&p), p.summary()),
             Err(e) => format!("{header}profiling failed: {e}"),
         }
-    }
-}
-
-/// The tuner of `ksmith tune`: hill climbing from the current values, each configuration raced
-/// against the best so far, the two leaders re-timed side by side with the untuned kernel.
-pub struct HillClimbTuner;
-
-impl Tuner for HillClimbTuner {
-    fn tune(
-        &self,
-        judge: &mut Judge,
-        store: &mut Store,
-        task: &Task,
-        sol: &Solution,
-        budget: usize,
-        events: &dyn EventSink,
-    ) -> Result<TuneOutcome, TuneError> {
-        let settings = TuneSettings {
-            strategy: "hillclimb".into(),
-            budget,
-            time_budget: None,
-            seed: 1,
-            race: true,
-            confirm: 2,
-        };
-        crate::tune::search(judge, store, task, sol, &settings, events)
     }
 }
 
@@ -306,109 +276,6 @@ pub struct TuneReport {
     pub decision: Option<Decision>,
 }
 
-/// A tuner's outcome as a [`TuneReport`].
-pub fn tune_report(o: &TuneOutcome) -> TuneReport {
-    let config = o.best.clone().and_then(|(c, _)| c);
-    let chosen = config
-        .as_ref()
-        .and_then(|c| o.confirmed.iter().find(|k| k.config.as_ref() == Some(c)));
-    let versus = chosen.and_then(|k| k.vs_untuned);
-    let decision = chosen.and_then(|k| k.decision);
-    let mut note = match (&config, versus) {
-        (Some(c), Some(v)) => format!(
-            "tuned {}, {:.2}x ({:.2}-{:.2}) against the untuned kernel in the same rounds",
-            ksmith_tune::label(c),
-            v.speedup,
-            v.interval.0,
-            v.interval.1
-        ),
-        (None, _) if o.confirmed.iter().any(|k| k.decision.is_some()) => format!(
-            "the current values stayed: no configuration was decided better in the same rounds ({}); {} other configuration(s) tried",
-            o.confirmed
-                .iter()
-                .filter_map(|k| Some(format!(
-                    "{}: {}",
-                    ksmith_tune::label(k.config.as_ref()?),
-                    k.decision?.text()
-                )))
-                .collect::<Vec<_>>()
-                .join("; "),
-            o.rows.len()
-        ),
-        (Some(c), None) => format!("tuned {}", ksmith_tune::label(c)),
-        (None, _) => format!(
-            "the current values stayed best; {} other configuration(s) tried",
-            o.rows.len()
-        ),
-    };
-    // Configurations that failed are data for the next plan, not noise to drop.
-    let failed: Vec<String> = o
-        .rows
-        .iter()
-        .filter(|r| r.result.status != Status::Passed)
-        .map(|r| {
-            let why = r
-                .result
-                .detail
-                .as_deref()
-                .and_then(|d| d.lines().next())
-                .unwrap_or("");
-            format!(
-                "{}: {}{}",
-                ksmith_tune::label(&r.config),
-                status_text(&r.result),
-                if why.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", why.chars().take(160).collect::<String>())
-                }
-            )
-        })
-        .collect();
-    // Every configuration's per-workload figures: the next plan sees which values helped
-    // where, not only the winner.
-    let measured: Vec<String> = o
-        .rows
-        .iter()
-        .filter_map(|r| {
-            let p = r.result.performance.as_ref()?;
-            let per = p
-                .workloads
-                .iter()
-                .map(|w| format!("{:.2}x", w.speedup))
-                .collect::<Vec<_>>()
-                .join("/");
-            let (lo, hi) = p.speedup_interval;
-            Some(format!(
-                "{}: {:.2}x ({lo:.2}-{hi:.2}; per workload {per})",
-                ksmith_tune::label(&r.config),
-                p.speedup
-            ))
-        })
-        .take(TUNE_ROWS_SHOWN)
-        .collect();
-    if !measured.is_empty() {
-        note.push_str(&format!(
-            "; configurations measured (vs XLA: overall with its 95% interval, then per workload; a raced one was stopped once it could not win, so its figures are rough): {}",
-            measured.join("; ")
-        ));
-    }
-    if !failed.is_empty() {
-        note.push_str(&format!(
-            "; {} of {} configurations failed: {}",
-            failed.len(),
-            o.rows.len(),
-            failed.join("; ")
-        ));
-    }
-    TuneReport {
-        config,
-        note,
-        faster: versus.map(|v| v.speedup),
-        decision,
-    }
-}
-
 /// Whether the tuned kernel (judged again with its values written in) replaces the untuned
 /// one: it must pass again, and the tuner's side-by-side decision must say better (two separate
 /// evaluations' speedups differ by more than a tuning gain in a noisy window). Without a
@@ -473,12 +340,28 @@ mod tests {
 
     #[test]
     fn the_standard_stages_follow_the_settings() {
-        let off = Stages::standard(StageSettings::default());
+        struct NoTuner;
+        impl Tuner for NoTuner {
+            fn tune(
+                &self,
+                _: &mut Judge,
+                _: &mut Store,
+                _: &Task,
+                _: &Solution,
+                _: usize,
+            ) -> anyhow::Result<(TuneReport, u64)> {
+                anyhow::bail!("not here")
+            }
+        }
+        let off = Stages::standard(StageSettings::default(), Arc::new(NoTuner));
         assert!(off.profiler.is_none() && off.tuner.is_none());
-        let on = Stages::standard(StageSettings {
-            tune_budget: 4,
-            profile: true,
-        });
+        let on = Stages::standard(
+            StageSettings {
+                tune_budget: 4,
+                profile: true,
+            },
+            Arc::new(NoTuner),
+        );
         assert!(on.profiler.is_some() && on.tuner.is_some());
     }
 }

@@ -4,12 +4,19 @@
 //! rules both modes share about the session itself: how fix attempts are counted, how a
 //! failure is summarized for the next fix, what knowledge is searched for.
 
-use super::brief::timing_text;
-use crate::tune::latency_ms;
+use crate::brief::timing_text;
 use ksmith_judge::{EvalResult, Status};
 use ksmith_task::{OpClass, Task};
 use serde::Serialize;
 use serde_json::Value;
+
+/// Geometric mean of the per-workload median latencies of a passed evaluation.
+fn latency_ms(r: &EvalResult) -> Option<f64> {
+    r.performance
+        .as_ref()
+        .filter(|_| r.status == Status::Passed)
+        .map(|p| p.candidate_ms())
+}
 
 /// Passages retrieved per prompt, and their total size.
 const PASSAGES: usize = 3;
