@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fresh_store, ksmith_env, text};
+use common::{fresh_store, ksmith_env, root, small_task, text};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
@@ -83,9 +83,19 @@ fn a_gemini_run_retries_rate_limits_counts_tokens_and_cost_and_names_a_bad_key()
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
     let (base, seen) = serve();
+    // Small workloads: the test is about the provider's path, not about timing large arrays
+    // (the starter task's took five minutes of this test on a loaded machine).
+    let task = small_task(
+        "vector_add",
+        dir.path(),
+        "[[workloads]]\naxes = { N = 65537 }\n[workloads.inputs]\na = { dist = \"normal\", mean = 0.0, std = 1.0 }\nb = { dist = \"normal\", mean = 0.0, std = 1.0 }\n",
+    );
+    let naive = root().join("tasks/starter/vector_add/solutions/naive");
     let args = [
         "optimize",
-        "tasks/starter/vector_add",
+        task.to_str().unwrap(),
+        "--from",
+        naive.to_str().unwrap(),
         "--model",
         "gemini:gemini-3.1-pro",
         "--iterations",
