@@ -382,13 +382,14 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         // What a node may judge, reserved from an evaluation budget so it is never overrun:
         // its candidate and each fix (build and test stages apart), the tuner's
         // configurations with their confirmation and the tuned kernel, and the timings
-        // against its parent (up to two more with more rounds). Counted per inner round, so
+        // against its parent (two candidates, once and again for each more-rounds step). Counted per inner round, so
         // more rounds per node only reserve more.
         let tuning = match args.agent.tune_budget {
             0 => 0,
             n => n as u32 + 5,
         };
-        settings.evals_per_round = 1 + 2 * args.agent.fix_attempts + tuning + 6;
+        let versus_parent = 2 * (1 + ksmith_judge::decide::MORE_ROUNDS);
+        settings.evals_per_round = 1 + 2 * args.agent.fix_attempts + tuning + versus_parent;
         // Directions that apply to this kernel's operator class only.
         settings.hints = Some(ksmith_search::Hint::for_op_class(task.op_class));
     }

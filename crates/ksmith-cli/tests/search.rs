@@ -548,3 +548,35 @@ fn a_finished_search_resumes_only_with_a_raised_limit() {
     assert_eq!(calls, 16);
     assert_eq!(run_row(store.path(), &run).1, "finished");
 }
+
+/// A simulated search has no agents a person could review: `--interactive` is refused, with
+/// nothing stored.
+#[test]
+fn an_interactive_simulated_search_is_refused() {
+    let store = tempfile::tempdir().expect("tempdir");
+    let model = format!("sim:{}", pool().display());
+    let t = task();
+    let o = ksmith(
+        store.path(),
+        &[
+            "optimize",
+            t.to_str().expect("path"),
+            "--strategy",
+            "loop",
+            "--model",
+            &model,
+            "--interactive",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("--interactive") && err.contains("simulated"),
+        "{err}"
+    );
+    let db = store.path().join("ksmith.db");
+    let runs: i64 = rusqlite::Connection::open(&db)
+        .and_then(|c| c.query_row("SELECT count(*) FROM runs", [], |r| r.get(0)))
+        .unwrap_or(0);
+    assert_eq!(runs, 0, "no run stored");
+}

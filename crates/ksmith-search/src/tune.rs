@@ -121,9 +121,7 @@ pub struct TuneOutcome {
 }
 
 /// Geometric mean of the per-workload median latencies of a passed evaluation.
-pub fn latency_ms(r: &EvalResult) -> Option<f64> {
-    passed_perf(r).map(|p| p.candidate_ms())
-}
+pub use ksmith_session::context::latency_ms;
 
 /// The tuner's figure of merit (lower is better): time relative to the XLA baseline measured in
 /// the same alternating windows (1 / speedup), so machine drift between evaluations cancels.

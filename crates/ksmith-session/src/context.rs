@@ -10,8 +10,9 @@ use ksmith_task::{OpClass, Task};
 use serde::Serialize;
 use serde_json::Value;
 
-/// Geometric mean of the per-workload median latencies of a passed evaluation.
-fn latency_ms(r: &EvalResult) -> Option<f64> {
+/// Geometric mean of the per-workload median latencies of a passed evaluation (the one
+/// definition; `ksmith_search::tune::latency_ms` is this).
+pub fn latency_ms(r: &EvalResult) -> Option<f64> {
     r.performance
         .as_ref()
         .filter(|_| r.status == Status::Passed)
