@@ -15,6 +15,7 @@ mod cache;
 mod cluster;
 mod deploy;
 mod extract;
+mod interrupt;
 mod mcp;
 mod memory;
 mod optimize;
@@ -842,18 +843,6 @@ pub(crate) fn eval_err(e: ksmith_search::EvaluatorError) -> Exit {
         ksmith_search::EvaluatorError::Judge(e) => judge_err(e),
         e => env_err(e),
     }
-}
-
-/// The stored plain evaluation of `solution`, or a new one judged and recorded.
-pub(crate) fn evaluate_recorded(
-    judge: &mut Judge,
-    store: &mut Store,
-    task: &Task,
-    solution: &Solution,
-) -> Result<ksmith_search::Evaluated, Exit> {
-    ksmith_search::Evaluator::new(judge, store)
-        .evaluate(task, solution, &ksmith_search::Purpose::Plain)
-        .map_err(eval_err)
 }
 
 /// Loads a task, reporting every problem as `file: field: message`.

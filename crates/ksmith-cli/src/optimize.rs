@@ -28,41 +28,6 @@ fn start_solution(task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> 
         })
 }
 
-/// An agent run starts from `--from`, else the seed, else the naive solution, else the fast one,
-/// else from nothing: a skeleton with the task's C ABI and no body, which the agents replace
-/// with a first kernel written from the task and its reference.
-fn agent_start(ctx: &Ctx, task: &Task, from: Option<&PathBuf>) -> Result<PathBuf, Exit> {
-    if let Some(p) = from {
-        return Ok(p.clone());
-    }
-    if let Some(p) = ["seed", "naive", "fast"]
-        .iter()
-        .find_map(|n| Solution::find(&task.dir, n))
-    {
-        return Ok(p);
-    }
-    let source = skeleton(task);
-    let dir = ctx.store_dir.join("skeletons").join(format!(
-        "{}-{}",
-        task.name,
-        &ksmith_task::content_hash(source.as_bytes())[..12]
-    ));
-    std::fs::create_dir_all(&dir).map_err(env_err)?;
-    let path = dir.join("kernel.c");
-    std::fs::write(&path, source).map_err(env_err)?;
-    note!(
-        "ksmith: {} has no solution to start from (solutions/seed, naive or fast); the agents write the first kernel, starting from a skeleton with its C signature ({})",
-        task.dir.display(),
-        path.display()
-    );
-    Ok(path)
-}
-
-/// A C kernel with the task's signature and an empty body (the engine's, shared with the search).
-pub(crate) fn skeleton(task: &Task) -> String {
-    ksmith_search::agent::skeleton(task)
-}
-
 struct Line {
     what: String,
     status: String,
@@ -117,23 +82,10 @@ pub(crate) fn run(ctx: &Ctx, args: &OptimizeArgs) -> Result<u8, Exit> {
     if let Some(kind) = crate::search::requested(args)? {
         return crate::search::start(ctx, args, kind);
     }
-    if args.agent.model.is_some() || args.agent.interactive {
-        if !args.task.join(ksmith_task::TASK_FILE_NAME).exists() {
-            return Err(input(anyhow!(
-                "{}: an agent run optimizes one task directory (with task.toml), not a suite",
-                args.task.display()
-            )));
-        }
-        let task = load_task(&args.task)?;
-        let from = agent_start(ctx, &task, args.from.as_ref())?;
-        return crate::agent::start(
-            ctx,
-            &args.task,
-            from,
-            args.out.clone(),
-            &args.agent,
-            &args.opts,
-        );
+    if args.agent.interactive || args.agent.review.is_some() {
+        return Err(input(anyhow!(
+            "--interactive needs --model PROVIDER:MODEL (an agent run)"
+        )));
     }
     let dirs = crate::suite_tasks(&args.task)?;
     // The tuner's strategy is checked before anything is judged.
@@ -382,11 +334,22 @@ fn report_markdown(task: &str, lines: &[Line], xla: Option<f64>) -> String {
     s
 }
 
-/// `ksmith resume RUN`: a graph search through the search engine, a serial agent run through
-/// the agent loop.
+/// `ksmith resume RUN`: every agent run is a graph search (`optimize --model` without
+/// `--strategy` is the `loop` strategy); a run stored by the serial loop of an earlier version
+/// can be shown and reported, not resumed.
 pub(crate) fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<u8, Exit> {
     if crate::search::is_search_run(ctx, &args.run)? {
         return crate::search::resume(ctx, &args.run, &args.budget, None, args.review);
     }
-    crate::agent::resume(ctx, args)
+    let known = ctx.store_read()?.run(&args.run).map_err(env_err)?.is_some();
+    Err(input(if known {
+        anyhow!(
+            "run {} was made by the serial agent loop of an earlier ksmith, which agent runs no longer use; `ksmith show {}` and `ksmith report {}` still read it, and `ksmith optimize TASK --model ... --from DIR` starts again from its written kernel",
+            args.run,
+            args.run,
+            args.run
+        )
+    } else {
+        anyhow!("no run `{}` in {}", args.run, ctx.store_dir.display())
+    }))
 }

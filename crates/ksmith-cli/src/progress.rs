@@ -53,17 +53,6 @@ impl Progress {
         Progress::with_mode(what, total, mode)
     }
 
-    /// Plain lines even on a terminal: for jobs that print their own lines around it and may
-    /// read the terminal (the agent loop, whose interactive review a redrawn bar would garble).
-    pub(crate) fn plain(what: &str) -> Progress {
-        let mode = if QUIET.load(Ordering::Relaxed) {
-            Mode::Off
-        } else {
-            Mode::Lines
-        };
-        Progress::with_mode(what, 0, mode)
-    }
-
     fn with_mode(what: &str, total: u64, mode: Mode) -> Progress {
         let bar = (mode == Mode::Bar).then(|| {
             let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());

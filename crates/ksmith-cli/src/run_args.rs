@@ -5,7 +5,6 @@
 use crate::tune::SearchArgs;
 use crate::{input, Exit, JudgeOpts};
 use anyhow::anyhow;
-use ksmith_agents::Budget;
 use ksmith_search::agent::state::FrozenJudge;
 use std::path::PathBuf;
 
@@ -136,27 +135,6 @@ pub(crate) struct BudgetArgs {
     /// Most wall seconds of running.
     #[arg(long, value_parser = positive)]
     pub max_wall: Option<f64>,
-}
-
-impl BudgetArgs {
-    /// Applies the given flags over `b`.
-    pub(crate) fn apply(&self, b: &mut Budget) {
-        if let Some(n) = self.iterations {
-            b.iterations = Some(n);
-        }
-        if let Some(n) = self.max_calls {
-            b.llm_calls = Some(n);
-        }
-        if let Some(n) = self.max_tokens {
-            b.tokens = Some(n);
-        }
-        if let Some(c) = self.max_cost {
-            b.cost = Some(c);
-        }
-        if let Some(w) = self.max_wall {
-            b.wall_s = Some(w);
-        }
-    }
 }
 
 /// Arguments of `ksmith resume`.

@@ -62,22 +62,18 @@ fn default_fix_attempts() -> u32 {
 }
 
 /// The search strategy an `optimize` asks for, if it asks for a search: a search strategy
-/// name, or a `sim:` model (whose default is the loop).
+/// name, or a model (every agent run is a search; without `--strategy`, the loop).
 pub(crate) fn requested(args: &OptimizeArgs) -> Result<Option<StrategyKind>, Exit> {
     if let Some(k) = StrategyKind::from_name(&args.search.strategy) {
         return Ok(Some(k));
     }
-    if args
-        .agent
-        .model
-        .as_deref()
-        .is_some_and(|m| m.starts_with("sim:"))
-    {
+    if args.agent.model.is_some() {
+        // `hillclimb` is the shared flag's default: no strategy was asked for.
         if args.search.strategy == "hillclimb" {
             return Ok(Some(StrategyKind::Loop));
         }
         return Err(input(anyhow!(
-            "--strategy {}: a sim: model runs a graph search; expected one of {}",
+            "--strategy {}: an agent run is a graph search; expected one of {} (the autotuner inside it climbs hills)",
             args.search.strategy,
             names()
         )));
@@ -296,20 +292,40 @@ fn expand_err(e: ExpandError) -> Exit {
     }
 }
 
-/// Budget from the flags; a search without any limit gets 20 nodes.
-fn budget(b: &BudgetArgs, f: &SearchFlags) -> Result<Budget, Exit> {
-    if b.iterations.is_some() {
-        return Err(input(anyhow!(
-            "--iterations counts agent-loop iterations; a search takes --max-nodes, --max-calls, --max-evals, --max-tokens, --max-cost or --max-wall"
-        )));
-    }
+/// Iterations of an agent run without `--strategy` when none are asked for.
+const DEFAULT_ITERATIONS: u32 = 3;
+
+/// Budget from the flags. In a loop, `--iterations N` is N nodes after the start (N + 1 in
+/// all); an agent run without `--strategy` gets 3 iterations unless a node limit is given, and
+/// any other search without a limit 20 nodes.
+fn budget(
+    b: &BudgetArgs,
+    f: &SearchFlags,
+    kind: StrategyKind,
+    implicit: bool,
+) -> Result<Budget, Exit> {
+    let iterations = match (b.iterations, kind, f.max_nodes) {
+        (Some(_), StrategyKind::Loop, Some(_)) => {
+            return Err(input(anyhow!(
+                "--iterations and --max-nodes both limit the loop's nodes (iterations + 1 with the start); give one"
+            )))
+        }
+        (Some(n), StrategyKind::Loop, None) => Some(n),
+        (Some(_), k, _) => {
+            return Err(input(anyhow!(
+                "--iterations counts the loop's nodes after the start; --strategy {k} takes --max-nodes, --max-calls, --max-evals, --max-tokens, --max-cost or --max-wall"
+            )))
+        }
+        (None, _, None) if implicit => Some(DEFAULT_ITERATIONS),
+        (None, _, _) => None,
+    };
     let mut out = Budget {
         calls: b.max_calls,
         tokens: b.max_tokens,
         cost: b.max_cost,
         evaluations: f.max_evals,
         wall_s: b.max_wall,
-        nodes: f.max_nodes,
+        nodes: iterations.map(|n| u64::from(n) + 1).or(f.max_nodes),
         target_speedup: f.target_speedup,
         target_roofline: f.target_roofline,
     };
@@ -350,6 +366,8 @@ fn new_run_id() -> String {
 pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Result<u8, Exit> {
     let flags = &args.search_flags;
     let strategy = strategy_settings(kind, flags)?;
+    // `optimize --model` without `--strategy`: the loop with every stage on.
+    let implicit = StrategyKind::from_name(&args.search.strategy).is_none();
     let model = args.agent.model.clone().ok_or_else(|| {
         input(anyhow!(
             "--strategy {kind}: a graph search needs --model (sim:POOL.json today)"
@@ -363,7 +381,7 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
     }
     let task = crate::load_task(&args.task)?;
     let mut settings = SearchSettings::new(strategy);
-    settings.budget = budget(&args.agent.budget, flags)?;
+    settings.budget = budget(&args.agent.budget, flags, kind, implicit)?;
     settings.jobs = flags.jobs.unwrap_or(1);
     settings.inner = flags.inner.unwrap_or(1);
     settings.seed = args.search.seed;
@@ -395,9 +413,18 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
     }
     let start_from = match (&args.from, agent_search) {
         (Some(p), _) => Some(std::path::absolute(p).unwrap_or_else(|_| p.clone())),
-        (None, true) => ["seed", "naive", "fast"]
-            .iter()
-            .find_map(|n| ksmith_task::Solution::find(&task.dir, n)),
+        (None, true) => {
+            let found = ["seed", "naive", "fast"]
+                .iter()
+                .find_map(|n| ksmith_task::Solution::find(&task.dir, n));
+            if found.is_none() {
+                note!(
+                    "ksmith: {} has no solution to start from (solutions/seed, naive or fast); the agents write the first kernel, starting from a skeleton with its C signature",
+                    task.dir.display()
+                );
+            }
+            found
+        }
         (None, false) => None,
     };
     let options = SearchRunOptions {
@@ -511,13 +538,18 @@ pub(crate) fn resume(
         || b.max_tokens.is_some()
         || b.max_cost.is_some()
         || b.max_wall.is_some()
+        || b.iterations.is_some()
         || extra.is_some_and(|f| f.max_evals.is_some() || f.max_nodes.is_some());
     if given {
         let mut nb = search.state.settings.budget.clone();
-        if b.iterations.is_some() {
-            return Err(input(anyhow!(
-                "--iterations does not apply to a search run; use --max-nodes or --max-calls"
-            )));
+        if let Some(n) = b.iterations {
+            if search.state.settings.strategy.kind() != StrategyKind::Loop {
+                return Err(input(anyhow!(
+                    "--iterations counts a loop's nodes after the start; search {id} is not a loop: use --max-nodes or --max-calls"
+                )));
+            }
+            // In all, counting the start.
+            nb.nodes = Some(u64::from(n) + 1);
         }
         nb.calls = b.max_calls.or(nb.calls);
         nb.tokens = b.max_tokens.or(nb.tokens);
@@ -549,6 +581,13 @@ pub(crate) fn resume(
     run.stop_reason = None;
     store.update_run(&run).map_err(env_err)?;
     drive(ctx, &mut store, &mut run, search, &chosen)
+}
+
+/// Saves the run's row, never over a signal's `interrupted` mark.
+fn save_run(store: &Store, run: &RunRow) -> Result<(), Exit> {
+    crate::interrupt::saving(run.status, || store.update_run(run))
+        .unwrap_or(Ok(()))
+        .map_err(env_err)
 }
 
 /// Prints the engine's events.
@@ -600,6 +639,9 @@ fn drive(
     let (expander, finalizer) = (&*chosen.expander, &*chosen.finalizer);
     let id = run.id.clone();
     let started = std::time::Instant::now();
+    // SIGTERM, SIGINT or SIGHUP from now on marks the run interrupted (resumable) and ends
+    // the process, whatever a node is doing.
+    crate::interrupt::watch(ctx.store_dir.clone(), &id, run.active_s, started);
     let result = {
         let mut persist = StorePersist {
             store: &mut *store,
@@ -614,7 +656,7 @@ fn drive(
         Err(e) => {
             run.status = RunStatus::Failed;
             run.stop_reason = Some(e.to_string());
-            let _ = store.update_run(run);
+            let _ = save_run(store, run);
             return Err(match e {
                 ksmith_search::SearchError::Input(_) | ksmith_search::SearchError::Settings(_) => {
                     input(e)
@@ -651,7 +693,7 @@ fn drive(
     if let StopReason::Paused { by } = &r.stop {
         run.status = RunStatus::Paused;
         run.stop_reason = Some(format!("paused: {by}"));
-        store.update_run(run).map_err(env_err)?;
+        save_run(store, run)?;
         say!("search {id} paused ({by}); continue with `ksmith resume {id}`");
         return Ok(0);
     }
@@ -661,7 +703,7 @@ fn drive(
         RunStatus::Failed
     };
     run.stop_reason = Some(r.stop.to_string());
-    store.update_run(run).map_err(env_err)?;
+    save_run(store, run)?;
     say!("stopped: {}", r.stop);
     let t = &r.totals;
     say!(
@@ -694,8 +736,15 @@ fn drive(
     if let Some(w) = winner {
         say!("winner (re-checked on fresh seeds and held-out shapes, re-timed among the finalists): {w}");
         if let Some(agent) = &chosen.agent {
-            write_winner(ctx, store, run, agent, &r.nodes, w)?;
+            let out = write_winner(ctx, store, run, agent, &r.nodes, w)?;
+            let report = written_report(store, run, agent, &r.nodes, &record, &r.stop)?;
+            std::fs::write(out.join("report.md"), report).map_err(|e| {
+                env_err(anyhow!("writing {}: {e}", out.join("report.md").display()))
+            })?;
+            say!("wrote {} (the winner) and its report.md", out.display());
         }
+    } else if chosen.agent.is_some() {
+        say!("no finalist held up on fresh seeds and the held-out shapes; nothing written");
     }
     if chosen.agent.is_some() {
         match ksmith_search::memory::harvest_on_finish(store, &id) {
@@ -705,8 +754,47 @@ fn drive(
     }
     Ok(match r.stop {
         StopReason::ExpanderFailed { .. } => crate::EXIT_FAILED,
+        // An agent run that wrote no kernel did not do its job.
+        _ if chosen.agent.is_some() && winner.is_none() => crate::EXIT_FAILED,
         _ => 0,
     })
+}
+
+/// The run's `report.md`, from what was stored: the nodes, the final judgement and the calls.
+fn written_report(
+    store: &Store,
+    run: &RunRow,
+    agent: &AgentExpander,
+    nodes: &[Node],
+    record: &ksmith_search::finalize::FinalRecord,
+    stop: &StopReason,
+) -> Result<String, Exit> {
+    let opts: SearchRunOptions = serde_json::from_str(&run.options).map_err(env_err)?;
+    let winner_eval = record
+        .finalists
+        .iter()
+        .find(|f| Some(f.node) == record.node)
+        .and_then(|f| f.eval_id);
+    let winner = match winner_eval {
+        Some(id) => store.get(id).map_err(env_err)?.map(|e| e.result),
+        None => None,
+    };
+    let calls = store.calls(&run.id).map_err(env_err)?;
+    let (tin, tout, cost) = calls.iter().fold((0, 0, 0.0), |a, c| {
+        (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost)
+    });
+    Ok(ksmith_search::written::RunReport {
+        run: &run.id,
+        task: agent.task(),
+        model: &run.model,
+        strategy: opts.settings.strategy.kind().as_str(),
+        stop: &stop.to_string(),
+        nodes,
+        record,
+        winner: winner.as_ref(),
+        calls: (calls.len(), tin, tout, cost),
+    }
+    .markdown())
 }
 
 /// Writes the winning node as a solution directory (solution.toml + source).
@@ -717,9 +805,9 @@ fn write_winner(
     agent: &AgentExpander,
     nodes: &[Node],
     w: ksmith_search::NodeId,
-) -> Result<(), Exit> {
+) -> Result<PathBuf, Exit> {
     let Some(hash) = nodes.get(w.0 as usize).and_then(|n| n.code_hash.clone()) else {
-        return Ok(());
+        return Err(env_err(anyhow!("node {w}: the winner has no stored code")));
     };
     let opts: SearchRunOptions = serde_json::from_str(&run.options).map_err(env_err)?;
     let source = String::from_utf8(store.artifact(&hash).map_err(env_err)?)
@@ -727,13 +815,29 @@ fn write_winner(
     let out = opts
         .out
         .unwrap_or_else(|| ctx.store_dir.join("optimized").join(&run.task));
-    let sol = agent.candidate(w, source);
+    let mut sol = agent.candidate(w, source);
+    // The start's tunables stay declared where the winner still has their `#define`s, so the
+    // written solution can be tuned again.
+    if let Some(start) = opts
+        .start
+        .as_ref()
+        .and_then(|p| ksmith_task::Solution::load(p, agent.task()).ok())
+    {
+        let defines: Vec<String> = ksmith_tune::source_defines(&sol.sources[0].1)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        sol.tunables = start
+            .tunables
+            .into_iter()
+            .filter(|t| defines.contains(&t.name))
+            .collect();
+    }
     crate::tune::write_solution(&sol, &out, "", "")
         .map_err(|e| env_err(anyhow!("writing {}: {e}", out.display())))?;
     run.out_dir = Some(out.display().to_string());
-    store.update_run(run).map_err(env_err)?;
-    say!("wrote {}", out.display());
-    Ok(())
+    save_run(store, run)?;
+    Ok(out)
 }
 
 /// Arguments of `ksmith simulate`.

@@ -878,11 +878,19 @@ impl Search {
         if let Some(sp) = speedup {
             let cell = s.graph.entries[idx].features.unwrap_or_default();
             s.archive.offer(cell, id, sp);
-            // A new best only when decided better than the best so far: the two figures come
-            // from separate windows, so their intervals are combined (`decide::Evidence::
-            // separate`); an undecided node leaves the best in place (finalists are re-timed
-            // side by side at the end anyway).
+            // A new best only when decided better than the best so far: by the same-rounds
+            // timing against its parent when the best is its parent, else from the two
+            // separate windows, their intervals combined (`decide::Evidence::separate`); an
+            // undecided node leaves the best in place (finalists are re-timed side by side at
+            // the end anyway).
             let beats = |b: NodeId| {
+                // Timed in the same rounds as the best (its parent): that decision.
+                let node = &s.graph.get(id).map(|e| &e.node);
+                if let Some(n) =
+                    node.filter(|n| n.parent == Some(b) && n.outcome.vs_parent.is_some())
+                {
+                    return n.outcome.faster_than_parent();
+                }
                 let figures = |n: NodeId| {
                     let o = &s.graph.get(n)?.node.outcome;
                     Some((o.speedup?, o.interval.unwrap_or((0.0, 0.0))))

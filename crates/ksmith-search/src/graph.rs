@@ -175,6 +175,21 @@ impl Graph {
         self.speedup(id).is_some() && !self.beaten(id, self.surest())
     }
 
+    /// The best correct node by the keep rules ([`rank`]): among those no node is decided
+    /// faster than (paired evidence first), the highest figure. What a loop grows from: a
+    /// child decided faster than its parent in the same rounds replaces it even when their
+    /// separate windows say otherwise, and one decided slower never does.
+    pub fn best_ranked(&self) -> Option<NodeId> {
+        let mut ids: Vec<NodeId> = self
+            .entries
+            .iter()
+            .map(|e| e.node.id)
+            .filter(|&id| self.speedup(id).is_some())
+            .collect();
+        rank(self, &mut ids);
+        ids.first().copied()
+    }
+
     /// Children of a node (in flight included).
     pub fn children(&self, id: NodeId) -> usize {
         self.entries

@@ -1,8 +1,7 @@
-//! Human-in-the-loop review: after each agent step an interactive run shows the artifact and
-//! waits for approve / edit / guidance / rerun / quit. Decisions are journaled, so a resumed run
-//! replays them instead of asking again.
+//! Human-in-the-loop review at the terminal: after each agent step of an interactive run the
+//! artifact is shown and the person answers approve / edit / guidance / rerun / quit (the
+//! search journals the answers per node, so a resumed run replays them).
 
-use super::session::{Halt, Session};
 use anyhow::anyhow;
 use std::io::{BufRead, Write};
 
@@ -20,54 +19,19 @@ impl Reviewer for TerminalReviewer {
         shown: &str,
         editable: &str,
     ) -> anyhow::Result<Verdict> {
-        ask_user(step, what, shown, editable).map_err(|h| match h {
-            Halt::Failed(e) | Halt::Input(e) => e,
-            other => anyhow!("{other:?}"),
-        })
+        ask_user(step, what, shown, editable)
     }
 }
 
-/// Shows an artifact and gets a verdict (always `Approve` in autonomous runs).
-pub(crate) fn review(
-    s: &mut Session,
-    step: &str,
-    what: &str,
-    shown: &str,
-    editable: &str,
-) -> Result<Verdict, Halt> {
-    if !s.interactive {
-        return Ok(Verdict::Approve);
-    }
-    if let Some(v) = s.replay("review")? {
-        return Ok(v);
-    }
-    let v = match s.review_via {
-        crate::run_args::ReviewVia::Terminal => {
-            TerminalReviewer.review(step, what, shown, editable)
-        }
-        crate::run_args::ReviewVia::Web => crate::serve::review::WebReviewer {
-            store: s.store_dir.clone(),
-            run: s.run.id.clone(),
-        }
-        .review(step, what, shown, editable),
-    }
-    .map_err(Halt::Failed)?;
-    // A quit is not journaled: the resumed run asks again at the same step.
-    if v != Verdict::Quit {
-        s.record("review", &v)?;
-    }
-    Ok(v)
-}
-
-fn read_line(stdin: &mut impl BufRead) -> Result<Option<String>, Halt> {
+fn read_line(stdin: &mut impl BufRead) -> anyhow::Result<Option<String>> {
     let mut line = String::new();
     let n = stdin
         .read_line(&mut line)
-        .map_err(|e| Halt::Failed(anyhow!("reading the terminal: {e}")))?;
+        .map_err(|e| anyhow!("reading the terminal: {e}"))?;
     Ok((n > 0).then(|| line.trim().to_string()))
 }
 
-fn ask_user(step: &str, what: &str, shown: &str, editable: &str) -> Result<Verdict, Halt> {
+fn ask_user(step: &str, what: &str, shown: &str, editable: &str) -> anyhow::Result<Verdict> {
     let mut out = std::io::stdout();
     let stdin = std::io::stdin();
     let mut stdin = stdin.lock();

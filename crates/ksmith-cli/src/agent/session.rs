@@ -1,28 +1,23 @@
-//! One run's session: the store rows, the provider, the journal replay and the budget.
+//! The session of a `ksmith task new` run: its store row and lock, the journaled provider and
+//! the budget.
 
-use super::{BudgetArgs, RunOptions};
+use super::RunOptions;
 use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use ksmith_agents::{Limit, Prompts, Rendered, Role, Usage};
-use ksmith_knowledge::Knowledge;
 use ksmith_llm::ModelSpec;
 use ksmith_search::agent::journal::{CallCost, JournaledProvider};
 use ksmith_search::agent::state::RunMode;
-use ksmith_store::{CallRow, RunLock, RunRow, RunStatus, Store, StoreError};
-use serde::{de::DeserializeOwned, Serialize};
+use ksmith_store::{RunLock, RunRow, RunStatus, Store, StoreError};
 use std::time::Instant;
 
-/// Why the loop stopped before its natural end.
+/// Why a session stopped before its natural end.
 #[derive(Debug)]
 pub(crate) enum Halt {
     /// A budget limit was reached.
     Budget(Limit, String),
-    /// The user quit an interactive run.
-    Quit,
-    /// A provider or environment failure; the run can be resumed.
+    /// A provider or environment failure.
     Failed(anyhow::Error),
-    /// The run cannot go on as given (a bad or untimeable starting solution); resuming won't help.
-    Input(anyhow::Error),
 }
 
 impl From<Exit> for Halt {
@@ -35,25 +30,13 @@ impl From<Exit> for Halt {
 pub(crate) struct Session {
     pub run: RunRow,
     pub opts: RunOptions,
-    pub interactive: bool,
-    /// Where its reviews are answered (an interactive run only).
-    pub review_via: crate::run_args::ReviewVia,
-    /// The store directory (a web review's files live under it).
-    pub store_dir: std::path::PathBuf,
     pub store: Store,
     pub prompts: Prompts,
-    pub knowledge: Knowledge,
     pub usage: Usage,
     /// The model, opened on the first call that is not replayed.
     provider: JournaledProvider,
-    calls: Vec<CallRow>,
     next_call: u64,
-    events: Vec<(u64, String, String)>,
-    next_event: u64,
     started: Instant,
-    prior_active: f64,
-    /// Replayed calls and events so far (for the resume message).
-    pub replayed: (u64, u64),
     /// This process's lock on the run (released when the process ends, however it ends).
     lock: Option<RunLock>,
 }
@@ -101,44 +84,21 @@ fn new_run_id() -> String {
 }
 
 impl Session {
-    fn open(
-        run: RunRow,
-        opts: RunOptions,
-        store: Store,
-        store_dir: std::path::PathBuf,
-    ) -> Result<Session, Exit> {
-        // Flags first (a typo in the model, the prompts or the knowledge directories), then
-        // the provider's setup.
+    fn open(run: RunRow, opts: RunOptions, store: Store) -> Result<Session, Exit> {
+        // Flags first (a typo in the model or the prompts), then the provider's setup.
         ModelSpec::parse(&run.model).map_err(|e| input(anyhow!("--model: {e}")))?;
         let prompts = Prompts::load(opts.prompts.as_deref()).map_err(input)?;
-        let knowledge = Knowledge::open(&opts.knowledge).map_err(input)?;
         let (spec, config) = preflight(&run.model, &opts.budget)?;
-        let calls: Vec<CallRow> = store
-            .calls(&run.id)
-            .map_err(env_err)?
-            .into_iter()
-            .filter(|c| c.error.is_none())
-            .collect();
-        let events = store.events(&run.id).map_err(env_err)?;
         let run_model = run.model.clone();
         Ok(Session {
-            interactive: RunMode::from_name(&run.mode) == Some(RunMode::Interactive),
-            review_via: crate::run_args::ReviewVia::Terminal,
-            store_dir,
-            prior_active: run.active_s,
             run,
             opts,
             store,
             prompts,
-            knowledge,
             usage: Usage::default(),
             provider: JournaledProvider::new(spec, config, run_model),
-            calls,
             next_call: 0,
-            events,
-            next_event: 0,
             started: Instant::now(),
-            replayed: (0, 0),
             lock: None,
         })
     }
@@ -172,64 +132,17 @@ impl Session {
             active_s: 0.0,
             out_dir: None,
         };
-        let mut session = Session::open(run.clone(), opts, store, ctx.store_dir.clone())?;
+        let mut session = Session::open(run.clone(), opts, store)?;
         session.lock = Some(session.store.lock_run(&run.id).map_err(lock_error)?);
         session.store.create_run(&run).map_err(env_err)?;
-        super::interrupt::watch(ctx.store_dir.clone(), &run.id, 0.0, session.started);
+        crate::interrupt::watch(ctx.store_dir.clone(), &run.id, 0.0, session.started);
         note!("ksmith: run {} ({} on {})", run.id, run.model, run.task);
-        Ok(session)
-    }
-
-    /// Reopens a stored run for `resume`, with budget overrides.
-    pub fn reopen(ctx: &Ctx, id: &str, budget: &BudgetArgs) -> Result<Session, Exit> {
-        let store = ctx.store()?;
-        let mut run = store.run(id).map_err(env_err)?.ok_or_else(|| {
-            input(anyhow!(
-                "no run `{id}` in {} (see `ksmith runs`)",
-                ctx.store_dir.display()
-            ))
-        })?;
-        let mut opts: RunOptions = serde_json::from_str(&run.options)
-            .map_err(|e| env_err(anyhow!("run {id}: stored options unreadable: {e}")))?;
-        budget.apply(&mut opts.budget);
-        run.options = serde_json::to_string(&opts).map_err(env_err)?;
-        if run.status == RunStatus::Finished {
-            return Err(input(anyhow!(
-                "run {id} already finished ({}); start a new run to optimize further",
-                run.stop_reason.as_deref().unwrap_or("done")
-            )));
-        }
-        // Before anything else: a second driver of the same run would judge the same
-        // candidates and wait for the same paid calls.
-        let lock = store.lock_run(id).map_err(lock_error)?;
-        let was = run.status;
-        run.status = RunStatus::Running;
-        run.stop_reason = None;
-        let mut session = Session::open(run, opts, store, ctx.store_dir.clone())?;
-        session.lock = Some(lock);
-        session.store.update_run(&session.run).map_err(env_err)?;
-        super::interrupt::watch(
-            ctx.store_dir.clone(),
-            id,
-            session.prior_active,
-            session.started,
-        );
-        let how = if was == RunStatus::Running {
-            " (its process is gone)"
-        } else {
-            ""
-        };
-        note!(
-            "ksmith: resuming run {id}{how} ({} on {})",
-            session.run.model,
-            session.run.task
-        );
         Ok(session)
     }
 
     /// Wall seconds of this run over all its sessions.
     pub fn active_s(&self) -> f64 {
-        self.prior_active + self.started.elapsed().as_secs_f64()
+        self.started.elapsed().as_secs_f64()
     }
 
     /// Stops with the first exhausted limit other than iterations.
@@ -247,32 +160,14 @@ impl Session {
     pub fn save(&mut self) -> Result<(), Exit> {
         self.run.active_s = self.active_s();
         // Never over a signal's `interrupted` mark (the process is ending then anyway).
-        super::interrupt::saving(self.run.status, || self.store.update_run(&self.run))
+        crate::interrupt::saving(self.run.status, || self.store.update_run(&self.run))
             .unwrap_or(Ok(()))
             .map_err(env_err)
     }
 
-    /// One LLM call: replayed from the journal when this run already made it, else asked of
-    /// the provider and stored (failures too, with their error).
+    /// One LLM call, asked of the provider and stored (failures too, with their error).
     pub fn call(&mut self, role: Role, step: &str, prompt: &Rendered) -> Result<String, Halt> {
         let seq = self.next_call;
-        if let Some(c) = self.calls.iter().find(|c| c.seq == seq) {
-            if c.role != role.name() {
-                return Err(Halt::Failed(anyhow!(
-                    "run {}: journal diverged at call {seq} (stored {}, now {}); it cannot be resumed safely",
-                    self.run.id,
-                    c.role,
-                    role.name()
-                )));
-            }
-            let reply = c.reply.clone();
-            self.usage.llm_calls += 1;
-            self.usage.tokens += c.tokens_in + c.tokens_out;
-            self.usage.cost += c.cost;
-            self.next_call += 1;
-            self.replayed.0 += 1;
-            return Ok(reply);
-        }
         self.check_budget()?;
         // A model can take minutes: say who is being asked, and for what.
         note!(
@@ -307,60 +202,5 @@ impl Session {
                 role.name()
             ))),
         }
-    }
-
-    /// A journaled decision: replayed when the run already took it, else computed and stored.
-    pub fn event<T: Serialize + DeserializeOwned>(
-        &mut self,
-        kind: &str,
-        compute: impl FnOnce(&mut Session) -> Result<T, Halt>,
-    ) -> Result<T, Halt> {
-        if let Some(v) = self.replay(kind)? {
-            return Ok(v);
-        }
-        let v = compute(self)?;
-        self.record(kind, &v)?;
-        Ok(v)
-    }
-
-    /// The next journaled event, when this run already recorded it (it must be of `kind`).
-    pub fn replay<T: DeserializeOwned>(&mut self, kind: &str) -> Result<Option<T>, Halt> {
-        let seq = self.next_event;
-        let Some((_, k, payload)) = self.events.iter().find(|(s, _, _)| *s == seq) else {
-            return Ok(None);
-        };
-        if k != kind {
-            return Err(Halt::Failed(anyhow!(
-                "run {}: journal diverged at event {seq} (stored {k}, now {kind}); it cannot be resumed safely",
-                self.run.id
-            )));
-        }
-        let v = serde_json::from_str(payload).map_err(|e| {
-            Halt::Failed(anyhow!("run {}: event {seq} unreadable: {e}", self.run.id))
-        })?;
-        self.next_event += 1;
-        self.replayed.1 += 1;
-        Ok(Some(v))
-    }
-
-    /// Appends an event to the journal.
-    pub fn record<T: Serialize>(&mut self, kind: &str, v: &T) -> Result<(), Halt> {
-        let payload = serde_json::to_string(v).map_err(|e| Halt::Failed(e.into()))?;
-        self.store
-            .record_event(&self.run.id, self.next_event, kind, &payload)
-            .map_err(|e| Halt::Failed(e.into()))?;
-        self.next_event += 1;
-        Ok(())
-    }
-
-    /// Knowledge passages for a query, as template values: only those for the candidate's
-    /// language and the task's operator class.
-    pub fn knowledge_for(
-        &self,
-        query: &str,
-        language: &str,
-        op_class: ksmith_task::OpClass,
-    ) -> Vec<ksmith_search::agent::context::Passage> {
-        ksmith_search::agent::context::passages(&self.knowledge, query, language, op_class)
     }
 }

@@ -130,9 +130,7 @@ pub(crate) fn cmd_task_new(ctx: &Ctx, args: &TaskNewArgs) -> Result<u8, Exit> {
 fn halt(h: Halt) -> Exit {
     match h {
         Halt::Failed(e) => env_err(e),
-        Halt::Input(e) => crate::input(e),
         Halt::Budget(l, m) => env_err(anyhow!("budget reached: {l} ({m})")),
-        Halt::Quit => env_err(anyhow!("quit")),
     }
 }
 

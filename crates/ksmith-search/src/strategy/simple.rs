@@ -6,8 +6,10 @@ use crate::node::NodeId;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-/// `loop`: one chain. After the root, each node's parent is the best correct node so far (the
-/// latest node while none is correct, so a failing start gets fixed); one node at a time.
+/// `loop`: one chain. After the root, each node's parent is the best correct node so far by
+/// the keep rules (`Graph::best_ranked`: a node decided slower than its parent is rolled back
+/// from), or the latest node while none is correct, so a failing start gets fixed; one node at
+/// a time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Loop {
     /// The root.
@@ -26,7 +28,7 @@ impl Strategy for Loop {
         if self.busy {
             return Next::Wait;
         }
-        Next::Expand(Proposal::child(g.best_correct().or(self.last)))
+        Next::Expand(Proposal::child(g.best_ranked().or(self.last)))
     }
     fn launched(&mut self, id: NodeId, _p: &Proposal) {
         self.root.launched(id);
