@@ -484,12 +484,11 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
     store.create_run(&run).map_err(env_err)?;
     let _lock = store.lock_run(&run.id).map_err(run_error)?;
     say!(
-        "search {}: {} on {} with {} (resume with `ksmith resume {}`)",
+        "search {}: {} on {} with {}",
         run.id,
         kind,
         task.name,
-        run.model,
-        run.id
+        run.model
     );
     drive(ctx, &mut store, &mut run, search, &chosen)
 }
@@ -565,6 +564,17 @@ pub(crate) fn resume(
             "run {id} already finished ({}); raise a limit (--max-calls, ...) to search further",
             run.stop_reason.as_deref().unwrap_or("done")
         )));
+    }
+    // A run's tests are frozen at its start: changed since, its verdicts no longer hold.
+    if !opts.model.starts_with("sim:") {
+        let task = crate::load_task(Path::new(&run.task_dir))?;
+        if task.content_hash != run.tests_hash {
+            return Err(input(anyhow!(
+                "the tests of task {} changed during run {id} ({}); a run's tests are frozen at its start: restore them, or start a new run",
+                task.name,
+                run.task_dir
+            )));
+        }
     }
     let chosen = expander_for(ctx, &opts, id, Path::new(&run.task_dir))?;
     let in_flight = search

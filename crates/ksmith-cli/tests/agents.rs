@@ -1,12 +1,13 @@
-//! End-to-end agent runs with the scripted provider on starter tasks: the real binary, the real
-//! compiler and judge, real SQLite. Each scripted reply names the role it answers and text the
+//! Agent runs, `ksmith optimize TASK --model P:M` without `--strategy`: a `loop` search with
+//! every stage, driven by the scripted provider on small copies of starter tasks with the real
+//! binary, compiler, judge and SQLite. Each scripted reply names the role it answers and text the
 //! prompt must contain, so a prompt missing its feedback (diagnostics, mismatch, refusal) fails.
 
 mod common;
 
-use common::{fresh_store, kill_9_when, ksmith, root, small_task, text};
+use common::{fresh_store, ksmith, root, small_task, text};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// One scripted reply (TOML literal string: the text must not contain `'''`).
@@ -33,16 +34,29 @@ fn write_scenario(dir: &Path, replies: &[String]) -> String {
     format!("scripted:{}", p.display())
 }
 
+/// The run id from `search run-...: loop on TASK ...`.
 fn run_id(o: &Output) -> String {
     let t = text(o);
-    let at = t.find("ksmith: run run-").expect("run id printed") + "ksmith: run ".len();
-    t[at..].split_whitespace().next().unwrap().to_string()
+    let at = t.find("search run-").expect("run id printed") + "search ".len();
+    t[at..]
+        .split(|c: char| c == ':' || c.is_whitespace())
+        .next()
+        .unwrap()
+        .to_string()
 }
 
 fn show(store: &Path, id: &str) -> Value {
     let o = ksmith(store, &["show", id, "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A node's status as `show --json` lists it.
+fn node_status(v: &Value, node: usize) -> String {
+    v["nodes"][node]["status"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
 }
 
 fn db(store: &Path) -> rusqlite::Connection {
@@ -72,14 +86,56 @@ fn prompt_of(store: &Path, id: &str, seq: i64) -> String {
 
 const FAST_ARGS: [&str; 2] = ["--min-time-ms", "20"];
 
+/// `optimize TASK --model MODEL` with short timing; no tuning or profile unless asked for.
 fn optimize(store: &Path, task: &str, model: &str, extra: &[&str]) -> Output {
     let mut args = vec!["optimize", task, "--model", model];
     args.extend(FAST_ARGS);
     if !extra.contains(&"--tune-budget") {
         args.extend(["--tune-budget", "0"]);
     }
-    args.extend(extra);
+    if !extra.contains(&"--profile") {
+        args.push("--no-profile");
+    }
+    args.extend(extra.iter().filter(|a| **a != "--profile"));
     ksmith(store, &args)
+}
+
+/// A starter task at small sizes with its naive solution (the start): these tests are about
+/// what the agents are told and what the run decides, not about long timings.
+fn small_with_naive(name: &str, dir: &Path, workloads: &str) -> PathBuf {
+    let task = small_task(name, dir, workloads);
+    let from = root()
+        .join("tasks/starter")
+        .join(name)
+        .join("solutions/naive");
+    let to = task.join("solutions/naive");
+    std::fs::create_dir_all(&to).unwrap();
+    for f in std::fs::read_dir(&from).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), to.join(f.file_name())).unwrap();
+    }
+    task
+}
+
+/// Softmax on two small workloads, one with magnitudes that overflow `exp` without the max.
+fn small_softmax(dir: &Path) -> PathBuf {
+    small_with_naive(
+        "softmax",
+        dir,
+        "[[workloads]]\naxes = { M = 512, N = 600 }\n[workloads.inputs]\nx = { dist = \"normal\", mean = 0.0, std = 1.0 }\n\n[[workloads]]\naxes = { M = 128, N = 2000 }\n[workloads.inputs]\nx = { dist = \"uniform\", low = -1000.0, high = 1000.0 }\n",
+    )
+}
+
+fn small_vector_add(dir: &Path) -> PathBuf {
+    small_with_naive(
+        "vector_add",
+        dir,
+        "[[workloads]]\naxes = { N = 300000 }\n[workloads.inputs]\na = { dist = \"normal\", mean = 0.0, std = 1.0 }\nb = { dist = \"normal\", mean = 0.0, std = 1.0 }\n",
+    )
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
 }
 
 const VECTOR_ADD_OMP: &str = "#include <stdint.h>\n\nvoid vector_add(const float* a, const float* b, float* c, int64_t N) {\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n        c[i] = a[i] + b[i];\n}\n";
@@ -106,10 +162,22 @@ void softmax(const float* x, float* y, int64_t M, int64_t N) {
 }
 "#;
 
+/// The rows of a report.md section's table (header and rule left out).
+fn table_rows<'a>(report: &'a str, section: &str) -> Vec<&'a str> {
+    report
+        .lines()
+        .skip_while(|l| !l.starts_with(section))
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| node") && !l.starts_with("| ---"))
+        .collect()
+}
+
 #[test]
 fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
+    let task = small_softmax(dir.path());
     let fast =
         std::fs::read_to_string(root().join("tasks/starter/softmax/solutions/fast/kernel.c"))
             .unwrap();
@@ -120,8 +188,9 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
                 "planner",
                 &[
                     "Task `softmax`",
-                    "Plan the first optimized version",
-                    "iteration 0 (starting solution): passed",
+                    "The parent node, which this node revises (node n0",
+                    "node n0 [first_kernel] the starting solution -> PASSED",
+                    "Timing per workload of the current best",
                 ],
                 // A one-line title, which the history then uses instead of the strategy.
                 &format!(
@@ -155,11 +224,10 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
             reply(
                 "planner",
                 &[
-                    "Plan a revision",
-                    "Last iteration (1): passed",
                     "Scalar expf dominates",
-                    "iteration 1: Rows across the cores -> passed",
-                    "expected 1.80x against iteration 0, measured",
+                    "Rows across the cores",
+                    "against its parent",
+                    "in the same rounds",
                     "Timing per workload of the current best",
                 ],
                 &plan(
@@ -174,93 +242,86 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
             ),
             reply(
                 "autotune",
-                &["CHUNK=8"],
+                &["CHUNK=8", "at most 2 configurations"],
                 "```toml\n[[tunables]]\nname = \"CHUNK\"\nvalues = [8, 16]\n```\n",
             ),
-            // No profile in the last iteration: no plan would read it.
+            reply("profile", &["## Profile"], "The exp is vectorized now.\n"),
         ],
     );
     let out_dir = dir.path().join("out");
     let o = optimize(
         &store,
-        "tasks/starter/softmax",
+        path(&task),
         &model,
         &[
             "--iterations",
             "2",
             "--tune-budget",
             "2",
+            "--profile",
             "--out",
-            out_dir.to_str().unwrap(),
+            path(&out_dir),
         ],
     );
     assert!(o.status.success(), "{}", text(&o));
     let id = run_id(&o);
+    assert!(text(&o).contains(": loop on softmax"), "{}", text(&o));
     let v = show(&store, &id);
     assert_eq!(v["status"], "finished", "{v}");
-    assert_eq!(v["llm"]["calls"], 6);
-    let snaps = v["snapshots"].as_array().unwrap();
-    assert_eq!(snaps.len(), 3);
-    let sp: Vec<f64> = snaps
-        .iter()
-        .map(|s| s["speedup"].as_f64().unwrap())
-        .collect();
-    // Snapshots are timed minutes apart, so their figures only say each was timed; which is
-    // faster is decided by the finalists' side-by-side re-timing below (on a loaded machine
-    // the vectorized kernel's snapshot once read only 1.8x the naive one's).
-    assert!(sp.iter().all(|&x| x > 0.0), "{sp:?}");
-    // The written kernel is the fastest finalist's, re-checked on fresh seeds and re-timed
-    // together with the others: the vectorized one (iteration 2, asserted below).
+    assert_eq!(v["kind"], "search", "{v}");
+    assert_eq!(v["llm"]["calls"], 7);
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "the start and two iterations: {v}");
+    assert!((0..3).all(|i| node_status(&v, i) == "PASSED"), "{v}");
+    // Node 2 grows from node 1 only if node 1 is the best by the keep rules; on a loaded
+    // machine the two may be undecided and node 2 grows from the start: both are the loop.
+    assert!(nodes[2]["parent"] == 1 || nodes[2]["parent"] == 0, "{v}");
+    // The written kernel is the winner of the finalists' side-by-side re-timing, the start
+    // unless a finalist was decided faster; the report names the same one.
     let written = std::fs::read_to_string(out_dir.join("kernel.c")).unwrap();
-    let best: &str = &fast;
-    // (with the tuner's CHUNK written in when it won)
-    let tuned = best.replace("#define CHUNK 8", "#define CHUNK 16");
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
-    // The vectorized kernel is 4-10x the naive one; on a machine loaded by the suite's other
-    // tests its side-by-side interval against the start once read 4.27x (1.04-9.69) on
-    // disturbed rounds, where only a 2x difference decides (docs/judge.md): then the start stays
-    // and the report says so. Either way the report names the kernel that was written.
-    let undecided = report.contains("Winner: iteration 0")
-        && report.contains("the start stays: no finalist was decided faster");
+    let winner = v["final"]["node"].as_u64().expect("a winner") as usize;
     assert!(
-        written == best || written == tuned || undecided,
-        "{written}\n{report}\n{}",
-        text(&o)
-    );
-    assert!(
-        report.contains("## Finalists, re-checked on fresh seeds and re-timed together"),
+        report.contains(&format!("Winner: node {winner} ")),
         "{report}"
     );
-    // Three finalists (the start and both iterations), the winner against the start.
-    let rows: Vec<&str> = report
-        .lines()
-        .skip_while(|l| !l.starts_with("## Finalists"))
-        .take_while(|l| !l.starts_with("## The winner per workload"))
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| iteration") && !l.starts_with("| ---"))
-        .collect();
+    let winner_row = table_rows(&report, "## Finalists")
+        .into_iter()
+        .find(|r| r.starts_with(&format!("| {winner} (winner)")));
+    assert!(winner_row.is_some(), "{report}");
+    let start = std::fs::read_to_string(task.join("solutions/naive/kernel.c")).unwrap();
+    let tuned = fast.replace("#define CHUNK 8", "#define CHUNK 16");
+    match winner {
+        0 => assert_eq!(written, start),
+        1 => assert_eq!(written, SOFTMAX_OMP),
+        _ => assert!(written == fast || written == tuned, "{written}"),
+    }
+    // The finalists (the start and both iterations) all passed again on fresh seeds.
+    let rows = table_rows(&report, "## Finalists");
     assert_eq!(rows.len(), 3, "{report}");
-    assert!(rows.iter().all(|r| r.contains("PASSED")), "{report}");
-    assert!(
-        report.contains("Winner: iteration 2") || undecided,
+    assert!(rows.iter().all(|r| r.contains("| PASSED |")), "{report}");
+    assert_eq!(
+        table_rows(&report, "## Nodes, each judged alone").len(),
+        3,
         "{report}"
     );
-    // Per workload, with the roofline: one row per CPU workload of the task.
+    // Per workload, with the roofline: one row per workload of the task.
     let per_workload = report
         .lines()
         .skip_while(|l| !l.starts_with("## The winner per workload"))
         .filter(|l| l.starts_with("| M="))
         .count();
-    assert_eq!(per_workload, 4, "{report}");
-    assert!(report.contains("LLM calls: 6"), "{report}");
+    assert_eq!(per_workload, 2, "{report}");
+    assert!(report.contains("LLM calls: 7"), "{report}");
     // The tuner really ran on the declared tunable (evaluations with -DCHUNK=16).
-    let tuned: i64 = db(&store)
+    let tuned_evals: i64 = db(&store)
         .query_row(
             "SELECT count(*) FROM evaluations WHERE solution_json LIKE '%DCHUNK=16%'",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert!(tuned >= 1, "no tuned evaluation");
+    assert!(tuned_evals >= 1, "no tuned evaluation");
     assert_eq!(
         roles(&store, &id),
         [
@@ -269,7 +330,8 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
             "profile",
             "planner",
             "implementer",
-            "autotune"
+            "autotune",
+            "profile"
         ]
     );
     // The planner sees the roofline and knowledge passages; the implementer sees the plan.
@@ -279,17 +341,6 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
         "{first}"
     );
     assert!(prompt_of(&store, &id, 1).contains("## Plan to implement"));
-    // The revision's planner hears how iteration 1 did against the start in the same rounds,
-    // and what the rule decided. Rows across 2 cores are at most 2x the naive kernel: on a
-    // machine loaded by the suite's other tests that is undecided (only a 2x difference decides
-    // on disturbed rounds), on a quiet one a new best; both are right.
-    let revision = prompt_of(&store, &id, 3);
-    assert!(
-        revision.contains("against iteration 0, measured")
-            && revision.contains("in the same rounds")
-            && (revision.contains(", new best") || revision.contains("undecided")),
-        "{revision}"
-    );
     let calls = ksmith(&store, &["calls", &id]);
     assert!(text(&calls).contains("autotune"), "{}", text(&calls));
     let runs = ksmith(&store, &["runs"]);
@@ -297,8 +348,8 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
 }
 
 /// A task with no solution at all (as `ksmith task new` writes one): the run starts from a
-/// skeleton with the task's C signature, the planner is asked for a first correct kernel, and
-/// the agents' kernel is the winner.
+/// skeleton with the task's C signature, the first node's planner is asked for a first correct
+/// kernel, and the agents' kernel is the one written.
 #[test]
 fn a_task_with_no_solution_is_started_from_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -324,17 +375,12 @@ fn a_task_with_no_solution_is_started_from_nothing() {
         ],
     );
     let out_dir = dir.path().join("out");
+    // No iteration after the start: the start is the agents' first kernel.
     let o = optimize(
         &store,
-        task.to_str().unwrap(),
+        path(&task),
         &model,
-        &[
-            "--iterations",
-            "1",
-            "--no-profile",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
+        &["--iterations", "0", "--out", path(&out_dir)],
     );
     assert!(o.status.success(), "{}", text(&o));
     assert!(
@@ -342,42 +388,32 @@ fn a_task_with_no_solution_is_started_from_nothing() {
         "{}",
         text(&o)
     );
-    let v = show(&store, &run_id(&o));
-    let snaps = v["snapshots"].as_array().unwrap();
-    assert_ne!(
-        snaps[0]["status"], "PASSED",
-        "the skeleton writes nothing: {v}"
-    );
-    assert_eq!(snaps[1]["status"], "PASSED", "{v}");
+    let id = run_id(&o);
+    let v = show(&store, &id);
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(node_status(&v, 0), "PASSED", "{v}");
     let written = std::fs::read_to_string(out_dir.join("kernel.c")).unwrap();
     assert_eq!(written, VECTOR_ADD_OMP);
-    // Every snapshot can be written out as a solution and judged again.
-    let snaps_dir = dir.path().join("snaps");
-    let w = ksmith(
-        &store,
-        &["show", &run_id(&o), "--write", snaps_dir.to_str().unwrap()],
-    );
+    // Every node can be written out as a solution and judged again.
+    let nodes_dir = dir.path().join("nodes");
+    let w = ksmith(&store, &["show", &id, "--write", path(&nodes_dir)]);
     assert!(w.status.success(), "{}", text(&w));
     assert_eq!(
-        std::fs::read_to_string(snaps_dir.join("iter1/kernel.c")).unwrap(),
+        std::fs::read_to_string(nodes_dir.join("node0/kernel.c")).unwrap(),
         VECTOR_ADD_OMP
     );
-    assert!(snaps_dir.join("iter0/solution.toml").exists());
     let e = ksmith(
         &store,
         &[
             "eval",
             "--no-timing",
-            task.to_str().unwrap(),
-            snaps_dir.join("iter1").to_str().unwrap(),
+            path(&task),
+            path(&nodes_dir.join("node0")),
         ],
     );
     assert!(e.status.success(), "{}", text(&e));
     // Nothing is overwritten.
-    let again = ksmith(
-        &store,
-        &["show", &run_id(&o), "--write", snaps_dir.to_str().unwrap()],
-    );
+    let again = ksmith(&store, &["show", &id, "--write", path(&nodes_dir)]);
     assert_eq!(again.status.code(), Some(2), "{}", text(&again));
     assert!(text(&again).contains("already exists"), "{}", text(&again));
 }
@@ -389,9 +425,10 @@ fn a_task_with_no_solution_is_started_from_nothing() {
 fn a_kernel_specialized_to_the_shown_shapes_fails_the_held_out_ones_and_cannot_win() {
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
+    let task = small_softmax(dir.path());
     let specialized = SOFTMAX_OMP.replace(
         "void softmax(const float* x, float* y, int64_t M, int64_t N) {\n",
-        "void softmax(const float* x, float* y, int64_t M, int64_t N) {\n    int shown = (M == 2000 && N == 600) || (M == 64 && N == 32000) || (M == 1536 && N == 2000) || (M == 4096 && N == 777);\n    if (!shown) { for (int64_t i = 0; i < M * N; i++) y[i] = 0.0f; return; }\n",
+        "void softmax(const float* x, float* y, int64_t M, int64_t N) {\n    int shown = (M == 512 && N == 600) || (M == 128 && N == 2000);\n    if (!shown) { for (int64_t i = 0; i < M * N; i++) y[i] = 0.0f; return; }\n",
     );
     assert_ne!(specialized, SOFTMAX_OMP);
     let model = write_scenario(
@@ -404,34 +441,26 @@ fn a_kernel_specialized_to_the_shown_shapes_fails_the_held_out_ones_and_cannot_w
     let out_dir = dir.path().join("out");
     let o = optimize(
         &store,
-        "tasks/starter/softmax",
+        path(&task),
         &model,
-        &[
-            "--iterations",
-            "1",
-            "--no-profile",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
+        &["--iterations", "1", "--out", path(&out_dir)],
     );
     assert!(o.status.success(), "{}", text(&o));
     let v = show(&store, &run_id(&o));
-    assert_eq!(v["snapshots"][1]["status"], "PASSED", "{v}");
+    assert_eq!(node_status(&v, 1), "PASSED", "{v}");
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
-    let row = |it: &str| {
-        report
-            .lines()
-            .skip_while(|l| !l.starts_with("## Finalists"))
-            .find(|l| l.starts_with(&format!("| {it}")))
-            .unwrap_or_else(|| panic!("no finalist row {it}: {report}"))
+    let rows = table_rows(&report, "## Finalists");
+    let row = |n: &str| {
+        rows.iter()
+            .find(|l| l.starts_with(&format!("| {n} ")))
+            .unwrap_or_else(|| panic!("no finalist row {n}: {report}"))
             .to_string()
     };
     assert!(row("1").contains("INCORRECT_NUMERICAL"), "{report}");
+    assert!(row("1").contains("not eligible"), "{report}");
     assert!(row("0 (winner)").contains("| PASSED | PASSED"), "{report}");
     let written = std::fs::read_to_string(out_dir.join("kernel.c")).unwrap();
-    let start =
-        std::fs::read_to_string(root().join("tasks/starter/softmax/solutions/naive/kernel.c"))
-            .unwrap();
+    let start = std::fs::read_to_string(task.join("solutions/naive/kernel.c")).unwrap();
     assert_eq!(written, start);
 }
 
@@ -439,6 +468,7 @@ fn a_kernel_specialized_to_the_shown_shapes_fails_the_held_out_ones_and_cannot_w
 fn a_compile_error_goes_to_the_fixer_with_the_real_compiler_diagnostics() {
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
+    let task = small_vector_add(dir.path());
     let broken = "#include <stdint.h>\n\nvoid vector_add(const float* a, const float* b, float* c, int64_t N) {\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n        c[i] = a[i] + b[i]\n}\n";
     let model = write_scenario(
         dir.path(),
@@ -448,26 +478,13 @@ fn a_compile_error_goes_to_the_fixer_with_the_real_compiler_diagnostics() {
             // gcc's own words and the line of the missing semicolon must reach the fixer.
             reply("fixer", &["compile error", "kernel.c:6", "expected ';'"],
                 "kernel.c\n<<<<<<< SEARCH\n        c[i] = a[i] + b[i]\n=======\n        c[i] = a[i] + b[i];\n>>>>>>> REPLACE\n"),
-            // The next plan hears that the iteration needed a fix, and which.
-            reply(
-                "planner",
-                &["after 1 fix attempt(s): compile error", "This is iteration 2 of 2."],
-                &plan("Keep the loop.", "1x"),
-            ),
-            reply("implementer", &[], &full_file(&broken.replace("b[i]\n}", "b[i];\n}"))),
         ],
     );
-    let o = optimize(
-        &store,
-        "tasks/starter/vector_add",
-        &model,
-        &["--iterations", "2", "--no-profile"],
-    );
+    let o = optimize(&store, path(&task), &model, &["--iterations", "1"]);
     assert!(o.status.success(), "{}", text(&o));
     let id = run_id(&o);
     let v = show(&store, &id);
-    let snaps = v["snapshots"].as_array().unwrap();
-    assert_eq!(snaps[1]["status"], "PASSED", "{v}");
+    assert_eq!(node_status(&v, 1), "PASSED", "{v}");
     // Each diagnostic once (the detail is the first diagnostic: not repeated above the list).
     let fixer = prompt_of(&store, &id, 2);
     assert_eq!(fixer.matches("expected ';'").count(), 1, "{fixer}");
@@ -488,6 +505,7 @@ fn a_compile_error_goes_to_the_fixer_with_the_real_compiler_diagnostics() {
 fn wrong_results_go_to_the_fixer_with_the_worst_element_and_error_size() {
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
+    let task = small_softmax(dir.path());
     // No max subtraction: exp overflows on the task's large-magnitude workload.
     let unstable = SOFTMAX_OMP
         .replace("float m = xr[0];", "float m = 0.0f;")
@@ -516,21 +534,17 @@ fn wrong_results_go_to_the_fixer_with_the_worst_element_and_error_size() {
             ),
         ],
     );
-    let o = optimize(
-        &store,
-        "tasks/starter/softmax",
-        &model,
-        &["--iterations", "1", "--no-profile"],
-    );
+    let o = optimize(&store, path(&task), &model, &["--iterations", "1"]);
     assert!(o.status.success(), "{}", text(&o));
     let v = show(&store, &run_id(&o));
-    assert_eq!(v["snapshots"][1]["status"], "PASSED", "{v}");
+    assert_eq!(node_status(&v, 1), "PASSED", "{v}");
 }
 
 #[test]
 fn garbage_empty_and_unappliable_replies_go_back_to_the_model_until_usable() {
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
+    let task = small_vector_add(dir.path());
     let model = write_scenario(
         dir.path(),
         &[
@@ -542,30 +556,18 @@ fn garbage_empty_and_unappliable_replies_go_back_to_the_model_until_usable() {
             // The nearest text and its line number come back with the failure.
             reply("implementer", &["did not apply", "lines 4-5", "for (int64_t i = 0; i < N; i++)"],
                 "kernel.c\n<<<<<<< SEARCH\n    for (int64_t i = 0; i < N; i++)\n=======\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n>>>>>>> REPLACE\n"),
-            // Iteration 2: a planner that never answers in the format gives no candidate.
-            reply("planner", &["Plan a revision"], "Just make it faster.\n"),
+            // Node 2: a planner that never answers in the format gives no candidate.
+            reply("planner", &[], "Just make it faster.\n"),
             reply("planner", &["could not be used"], "Still no sections.\n"),
             reply("planner", &["could not be used"], "## Strategy\nunroll\n"),
         ],
     );
-    let o = optimize(
-        &store,
-        "tasks/starter/vector_add",
-        &model,
-        &["--iterations", "2", "--no-profile"],
-    );
+    let o = optimize(&store, path(&task), &model, &["--iterations", "2"]);
     assert!(o.status.success(), "{}", text(&o));
     let id = run_id(&o);
     let v = show(&store, &id);
-    assert_eq!(v["snapshots"][1]["status"], "PASSED");
-    assert_eq!(v["snapshots"][2]["status"], "NO_CANDIDATE", "{v}");
-    assert!(
-        v["snapshots"][2]["summary"]
-            .as_str()
-            .unwrap()
-            .contains("no usable plan"),
-        "{v}"
-    );
+    assert_eq!(node_status(&v, 1), "PASSED", "{v}");
+    assert_ne!(node_status(&v, 2), "PASSED", "{v}");
     assert_eq!(
         roles(&store, &id),
         [
@@ -585,16 +587,7 @@ fn garbage_empty_and_unappliable_replies_go_back_to_the_model_until_usable() {
 fn agents_cannot_change_the_tests_and_a_budget_stop_is_clean_and_resumable() {
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
-    let task = dir.path().join("vector_add");
-    let copy = std::process::Command::new("cp")
-        .args([
-            "-r",
-            root().join("tasks/starter/vector_add").to_str().unwrap(),
-            task.to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(copy.success());
+    let task = small_vector_add(dir.path());
     let toml_before = std::fs::read_to_string(task.join("task.toml")).unwrap();
     let model = write_scenario(
         dir.path(),
@@ -603,37 +596,35 @@ fn agents_cannot_change_the_tests_and_a_budget_stop_is_clean_and_resumable() {
             reply("implementer", &[], "task.toml\n<<<<<<< SEARCH\natol = 1e-6\n=======\natol = 1.0\n>>>>>>> REPLACE\n"),
             reply("implementer", &["REFUSED: `task.toml` is frozen"],
                 "kernel.c\n<<<<<<< SEARCH\n    for (int64_t i = 0; i < N; i++)\n=======\n    #pragma omp parallel for\n    for (int64_t i = 0; i < N; i++)\n>>>>>>> REPLACE\n"),
-            reply("planner", &["Plan a revision"], &plan("Nothing more.", "1x")),
+            reply("planner", &[], &plan("Nothing more.", "1x")),
+            reply("implementer", &[], &full_file(VECTOR_ADD_OMP)),
         ],
     );
     let o = optimize(
         &store,
-        task.to_str().unwrap(),
+        path(&task),
         &model,
         &[
             "--iterations",
             "5",
             "--max-calls",
             "3",
-            "--no-profile",
             "--out",
-            dir.path().join("out").to_str().unwrap(),
+            path(&dir.path().join("out")),
         ],
     );
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("refused"), "{}", text(&o));
     assert_eq!(
         std::fs::read_to_string(task.join("task.toml")).unwrap(),
         toml_before
     );
     let id = run_id(&o);
     let v = show(&store, &id);
-    assert_eq!(v["status"], "stopped", "{v}");
     assert!(
         v["stop_reason"]
             .as_str()
             .unwrap()
-            .contains("budget reached: llm calls"),
+            .contains("LLM call budget"),
         "{v}"
     );
     assert_eq!(v["llm"]["calls"], 3);
@@ -649,80 +640,13 @@ fn agents_cannot_change_the_tests_and_a_budget_stop_is_clean_and_resumable() {
     assert!(!r.status.success());
     assert!(text(&r).contains("changed during run"), "{}", text(&r));
     std::fs::write(task.join("task.toml"), &toml_before).unwrap();
-    let r = ksmith(
-        &store,
-        &["resume", &id, "--max-calls", "4", "--iterations", "2"],
-    );
-    assert!(text(&r).contains("replayed 3 LLM calls"), "{}", text(&r));
-    assert_eq!(show(&store, &id)["llm"]["calls"], 4);
-}
-
-#[test]
-fn a_run_killed_mid_evaluation_resumes_without_repeating_calls_or_evaluations() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = fresh_store(dir.path());
-    let model = write_scenario(
-        dir.path(),
-        &[
-            reply(
-                "planner",
-                &[],
-                &plan("Parallelize the rows with OpenMP.", "1.8x"),
-            ),
-            reply("implementer", &[], &full_file(SOFTMAX_OMP)),
-            reply(
-                "planner",
-                &["Last iteration (1)"],
-                &plan("Keep it.", "1.0x"),
-            ),
-            reply(
-                "implementer",
-                &[],
-                &full_file(&SOFTMAX_OMP.replace(
-                    "#pragma omp parallel for",
-                    "#pragma omp parallel for schedule(static)",
-                )),
-            ),
-        ],
-    );
-    let calls = || -> i64 {
-        rusqlite::Connection::open(store.join("ksmith.db"))
-            .and_then(|c| c.query_row("SELECT count(*) FROM llm_calls", [], |r| r.get(0)))
-            .unwrap_or(0)
-    };
-    let mut args = vec![
-        "optimize",
-        "tasks/starter/softmax",
-        "--model",
-        &model,
-        "--iterations",
-        "2",
-        "--no-profile",
-    ];
-    args.extend(FAST_ARGS);
-    // Killed while the first candidate is being judged (its two calls are stored).
-    kill_9_when(
-        &store,
-        &args,
-        || calls() >= 2,
-        std::time::Duration::from_millis(300),
-    );
-    let id: String = db(&store)
-        .query_row("SELECT id FROM runs", [], |r| r.get(0))
-        .unwrap();
-    let r = ksmith(&store, &["resume", &id]);
+    let r = ksmith(&store, &["resume", &id, "--max-calls", "5"]);
     assert!(r.status.success(), "{}", text(&r));
-    assert!(text(&r).contains("replayed 2 LLM calls"), "{}", text(&r));
-    assert_eq!(calls(), 4, "each call made once");
-    let dup: i64 = db(&store)
-        .query_row(
-            "SELECT count(*) - count(DISTINCT eval_key) FROM evaluations",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(dup, 0, "no evaluation repeated");
-    assert_eq!(show(&store, &id)["status"], "finished");
+    let v = show(&store, &id);
+    assert_eq!(v["llm"]["calls"], 5, "no call made twice: {v}");
+    // Node 2's kernel is node 1's, byte for byte: a duplicate, not judged again.
+    assert_eq!(node_status(&v, 2), "duplicate", "{v}");
+    assert_eq!(v["status"], "finished", "{v}");
 }
 
 /// A child on a pseudo-terminal: its output is collected, answers are typed into it.
@@ -809,6 +733,7 @@ impl Pty {
 fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
+    let task = small_vector_add(dir.path());
     let editor = dir.path().join("editor.sh");
     std::fs::write(
         &editor,
@@ -830,19 +755,15 @@ fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_term
                 &["## Guidance from the user", "use a static schedule"],
                 edit,
             ),
-            reply(
-                "planner",
-                &["Plan a revision"],
-                &plan("Unroll by 4.", "1.1x"),
-            ),
-            // A whole file: it applies whichever snapshot (0 or 1) timing noise made the best.
+            reply("planner", &[], &plan("Unroll by 4.", "1.1x")),
+            // A whole file: it applies whichever node (0 or 1) timing noise made the best.
             reply("implementer", &[], &full_file(VECTOR_ADD_OMP)),
         ],
     );
     let out = dir.path().join("out");
     let args = [
         "optimize",
-        "tasks/starter/vector_add",
+        path(&task),
         "--model",
         &model,
         "--interactive",
@@ -854,15 +775,13 @@ fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_term
         "--min-time-ms",
         "20",
         "--out",
-        out.to_str().unwrap(),
+        path(&out),
     ];
     let env = [("EDITOR", editor.to_str().unwrap())];
+    // Node 1: guidance on its plan, an edit of its change; node 2: a quit at its plan.
     let mut t = Pty::spawn(&store, &args, &env);
     t.wait_for("[a]pprove", 1);
-    assert!(
-        t.seen.lock().unwrap().contains("## Strategy\nParallelize.")
-            || t.seen.lock().unwrap().contains("Parallelize.")
-    );
+    assert!(t.seen.lock().unwrap().contains("Parallelize."));
     t.type_line("g");
     t.wait_for("guidance (one line): ", 1);
     t.type_line("use a static schedule");
@@ -876,18 +795,17 @@ fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_term
     );
     t.type_line("e");
     t.wait_for("[a]pprove", 3);
+    assert!(t.seen.lock().unwrap().contains("Unroll by 4."));
     t.type_line("q");
     let (status, seen) = t.finish();
     assert!(status.success(), "{seen}");
-    assert!(
-        seen.contains("paused; continue with `ksmith resume"),
-        "{seen}"
-    );
+    assert!(seen.contains("continue with `ksmith resume"), "{seen}");
     let id: String = db(&store)
         .query_row("SELECT id FROM runs", [], |r| r.get(0))
         .unwrap();
     assert_eq!(show(&store, &id)["status"], "paused");
-    // The quit is not journaled: the resumed run asks again at the same step.
+    // The quit is not journaled: the resumed run asks again at the same step, and node 2's
+    // planner call is replayed from its journal, not made again.
     let mut t = Pty::spawn(&store, &["resume", &id], &env);
     t.wait_for("[a]pprove", 1);
     t.type_line("a");
@@ -897,8 +815,8 @@ fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_term
     assert!(status.success(), "{seen}");
     let v = show(&store, &id);
     assert_eq!(v["status"], "finished", "{v}");
-    assert_eq!(v["llm"]["calls"], 4, "no call repeated");
-    let kernels: Vec<String> = db(&store)
+    assert_eq!(v["llm"]["calls"], 4, "no call repeated: {v}");
+    let answers: Vec<String> = db(&store)
         .prepare("SELECT payload FROM run_events WHERE run = ?1 AND kind = 'review' ORDER BY seq")
         .unwrap()
         .query_map([&id], |r| r.get(0))
@@ -906,26 +824,24 @@ fn an_interactive_run_takes_guidance_edits_and_quits_then_resumes_through_a_term
         .map(|r| r.unwrap())
         .collect();
     assert_eq!(
-        kernels.len(),
+        answers.len(),
         4,
-        "guidance, edit, approve, approve: {kernels:?}"
+        "guidance, edit, approve, approve: {answers:?}"
     );
     assert!(
-        kernels[0].contains("use a static schedule") && kernels[1].contains("edited by the user"),
-        "{kernels:?}"
+        answers[0].contains("use a static schedule") && answers[1].contains("edited by the user"),
+        "{answers:?}"
     );
-    // The user's edit is in the snapshot of iteration 1.
-    let snap: String = db(&store)
+    // The user's edit is node 1's code.
+    let payload: String = db(&store)
         .query_row(
-            "SELECT sources FROM snapshots WHERE run = ?1 AND iteration = 1",
+            "SELECT payload FROM search_nodes WHERE run = ?1 AND id = 1",
             [&id],
             |r| r.get(0),
         )
         .unwrap();
-    let hash = serde_json::from_str::<Value>(&snap).unwrap()["files"]["kernel.c"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let node: Value = serde_json::from_str(&payload).unwrap();
+    let hash = node["code_hash"].as_str().unwrap().to_string();
     let src =
         std::fs::read_to_string(store.join("artifacts").join(&hash[..2]).join(&hash[2..])).unwrap();
     assert!(src.contains("/* edited by the user */"), "{src}");
@@ -1055,7 +971,8 @@ fn a_manual_run_is_answered_by_whoever_writes_the_reply_files() {
     let store = fresh_store(dir.path());
     let inbox = dir.path().join("inbox");
     std::fs::create_dir_all(&inbox).unwrap();
-    let mut args = vec!["optimize", "tasks/starter/vector_add"];
+    let task = small_vector_add(dir.path());
+    let mut args = vec!["optimize", path(&task)];
     let model = format!("manual:{}", inbox.display());
     args.extend([
         "--model",
@@ -1104,7 +1021,7 @@ fn a_manual_run_is_answered_by_whoever_writes_the_reply_files() {
     assert!(out.status.success(), "{}", text(&out));
     let id = run_id(&out);
     let v = show(&store, &id);
-    assert_eq!(v["snapshots"][1]["status"], "PASSED", "{v}");
+    assert_eq!(node_status(&v, 1), "PASSED", "{v}");
     assert_eq!(roles(&store, &id), ["planner", "implementer"]);
 }
 

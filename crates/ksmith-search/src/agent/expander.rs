@@ -240,13 +240,15 @@ impl AgentExpander {
                 settings.task_dir.display()
             ))
         })?;
+        // The flags first (a typo in the model, the prompts or the knowledge directories),
+        // then the provider's own setup (its key, file or program).
         let spec = ModelSpec::parse(&settings.model).map_err(|e| input(anyhow!("--model: {e}")))?;
-        let config = ksmith_llm::Config::discover().map_err(|e| input(e.into()))?;
-        ksmith_llm::preflight(&spec, &config)
-            .map_err(|e| input(anyhow!("model {}: {e}", settings.model)))?;
         let prompts = Prompts::load(settings.prompts.as_deref()).map_err(|e| input(e.into()))?;
         let knowledge =
             ksmith_knowledge::Knowledge::open(&settings.knowledge).map_err(|e| input(e.into()))?;
+        let config = ksmith_llm::Config::discover().map_err(|e| input(e.into()))?;
+        ksmith_llm::preflight(&spec, &config)
+            .map_err(|e| input(anyhow!("model {}: {e}", settings.model)))?;
         let base = match &settings.start {
             Some(path) => {
                 let sol = Solution::load(path, &task).map_err(|e| {
@@ -685,6 +687,14 @@ impl AgentExpander {
                 risks: String::new(),
             };
             let cand = self.judge_candidate(cx, &plan, self.base.source.clone())?;
+            // A search decides by timing: a start this machine cannot time (a GPU kernel
+            // checked in an interpreter) gives it nothing to decide on, and resuming won't help.
+            if let Some(why) = &cand.result.timing_unavailable {
+                return Err(ExpandError::Input(anyhow!(
+                    "{} candidates cannot be timed on this machine ({why}); an agent run needs timing",
+                    self.base.language.name()
+                )));
+            }
             let code_hash = cx
                 .store
                 .put_artifact(cand.source.as_bytes())
