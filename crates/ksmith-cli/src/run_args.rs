@@ -1,6 +1,6 @@
 //! The flags of `ksmith optimize` and `ksmith resume` (agent, budget and search flags) and the
-//! judge settings a run freezes: below the modules that run them (the serial loop in `agent`,
-//! graph searches in `search`), so neither imports the other or `optimize`.
+//! judge settings a run freezes: below the modules that run them (every agent run is a graph
+//! search, `search`), so none imports `optimize`.
 
 use crate::tune::SearchArgs;
 use crate::{input, Exit, JudgeOpts};
@@ -120,7 +120,8 @@ pub(crate) enum ReviewVia {
 #[derive(clap::Args, Clone, Debug, Default)]
 #[command(next_help_heading = "Agent budget")]
 pub(crate) struct BudgetArgs {
-    /// Optimization iterations (default 3 for a new run; 0 judges the starting solution only).
+    /// Loop iterations: nodes after the start (an agent run without --strategy: default 3; 0
+    /// judges the start only). On resume, the new total.
     #[arg(long, value_parser = crate::whole::<u32>(0..=1000))]
     pub iterations: Option<u32>,
     /// Most LLM calls (at least 1).

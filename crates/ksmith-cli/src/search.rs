@@ -441,7 +441,7 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         }),
         out: args.out.clone(),
         knowledge: args.agent.knowledge.clone(),
-        // Every node's kept candidate is tuned and profiled as the serial loop's are, unless
+        // Every node's kept candidate is tuned and profiled, unless
         // the flags turn the stages off.
         stages: StageSettings {
             tune_budget: if agent_search {
@@ -458,6 +458,17 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         return Err(input(anyhow!(
             "--interactive: a simulated search has no agents to review"
         )));
+    }
+    if let (Some(cost), true) = (settings.budget.cost, agent_search) {
+        // Spending can only be held to a limit when it can be counted.
+        let spec =
+            ksmith_llm::ModelSpec::parse(&model).map_err(|e| input(anyhow!("--model: {e}")))?;
+        let config = ksmith_llm::Config::discover().map_err(input)?;
+        if config.price(&spec).is_none() {
+            return Err(input(anyhow!(
+                "--max-cost {cost}: no price is known for {spec}, so spending cannot be counted; add [prices.\"{spec}\"] with input_per_mtok and output_per_mtok to the config file, or drop --max-cost"
+            )));
+        }
     }
     let run_id = new_run_id();
     let chosen = expander_for(ctx, &options, &run_id, &task.dir)?;
@@ -583,6 +594,10 @@ pub(crate) fn resume(
         .iter()
         .filter(|n| search.state.graph.get(**n).is_some_and(|e| !e.finished))
         .count();
+    if run.status == RunStatus::Running {
+        // Stored as running, yet its lock was free: the process that drove it is gone.
+        note!("ksmith: resuming run {id} (its process is gone)");
+    }
     say!(
         "resuming search {id}: {} nodes finished, {in_flight} in flight (expanded again)",
         search.state.totals.nodes

@@ -124,7 +124,7 @@ pub(crate) fn search_observed(
 }
 
 /// Runs a tuner search `f` with a judge and store made from the flags, its events shown as
-/// progress (`ksmith tune`, and the serial agent loop's autotune stage).
+/// progress (`ksmith tune`).
 pub(crate) fn with_view<T>(
     ctx: &Ctx,
     solution: &Solution,

@@ -1,7 +1,6 @@
-//! What each role is told, as typed structs rendered into its template: the serial loop and
-//! every search node fill the same ones with the same builders, so a section one mode shows
-//! cannot be missing from the other, and a template variable has one spelling. Also the few
-//! rules both modes share about the session itself: how fix attempts are counted, how a
+//! What each role is told, as typed structs rendered into its template: every search node (in
+//! every strategy) fills the same ones with the same builders, so a template variable has one
+//! spelling. Also the few rules of the session itself: how fix attempts are counted, how a
 //! failure is summarized for the next fix, what knowledge is searched for.
 
 use crate::brief::timing_text;
@@ -75,10 +74,10 @@ pub fn implement_query(task: &Task, strategy: &str) -> String {
 /// The kernel a plan revises.
 #[derive(Debug, Clone, Serialize)]
 pub struct BestView {
-    /// What it is to the planner: `Current best` (the serial loop's), `The parent node, which
-    /// this node revises` (a search node's).
+    /// What it is to the planner: `The parent node, which this node revises`, `This node's best
+    /// so far` (set by [`BestView::called`]; `Current best` until then).
     pub what: String,
-    /// Where it came from (`iteration 2`, `node n3`).
+    /// Where it came from (`node n3`).
     pub iteration: String,
     /// Its file.
     pub file: String,

@@ -1,8 +1,7 @@
 //! The one journaled provider of an agent session: the model opened on first use (a session
 //! that replays everything from its journal never opens it), every call turned into the row
 //! the journal stores, failures included with their error, so a retry after a crash takes the
-//! same place. Where the row goes (the run's journal of a serial run, a node's journal in a
-//! search) and what a replay may skip is the caller's; what was asked, answered, spent and
+//! same place. Where the row goes (a node's journal in a search, a `task new` run's journal) and what a replay may skip is the caller's; what was asked, answered, spent and
 //! charged is decided here once.
 
 use ksmith_agents::{Rendered, Role};
@@ -126,7 +125,7 @@ impl JournaledProvider {
     }
 }
 
-/// Where an agent call of a session goes: the serial loop's run journal, or a search node's.
+/// Where an agent call of a session goes: a search node's journal.
 pub trait Asker {
     /// What stops the session (a provider failure, a budget).
     type Error;

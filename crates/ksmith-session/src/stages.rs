@@ -1,8 +1,8 @@
 //! The optional stages of an agent session, injected as small traits: autotuning (the autotune
 //! planner declares tunables over the kernel's `#define` constants, a [`Tuner`] searches them)
 //! and profiling (a [`Profiler`] samples the kernel, the profile analyst summarizes it for the
-//! next plan), and review (a person approving, editing or guiding each artifact). The serial loop
-//! and every search node run the same stages with the same prompts and the same adoption rule; a
+//! next plan), and review (a person approving, editing or guiding each artifact). Every search node
+//! runs the same stages with the same prompts and the same adoption rule; a
 //! session without them (a search with the stages off) skips them.
 
 use crate::brief::status_text;
@@ -260,7 +260,7 @@ pub fn with_tunables(task: &Task, sol: &Solution, tunables: &str) -> Result<Solu
     Solution::load(dir.path(), task).map_err(|e| e.to_string())
 }
 
-/// What a tuner run found, as both loops record it (a serial run journals it).
+/// What a tuner run found, as a node records it and tells its children.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TuneReport {
     /// The configuration to write into the kernel (None: the current values stay).
