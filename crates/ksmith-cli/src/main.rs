@@ -961,29 +961,24 @@ fn cmd_eval_together(
     })
 }
 
-/// [`compare_recorded`], timed again with more rounds while undecided (a wide interval across
-/// 1.00), at most `MORE_ROUNDS` times; the last comparison stands.
+/// Solutions timed side by side and recorded, timed again with more rounds while undecided (a
+/// wide interval across 1.00; `Evaluator::compare_decided`, the rule a search node's timing
+/// against its parent uses too); the last comparison stands.
 pub(crate) fn compare_decided(
     judge: &mut Judge,
     store: &mut Store,
     task: &Task,
     solutions: &[Solution],
 ) -> Result<(Vec<i64>, ksmith_judge::Comparison), Exit> {
-    let mut compared = compare_recorded(judge, store, task, solutions);
-    for k in 1..=ksmith_judge::decide::MORE_ROUNDS {
-        let Ok((_, cmp)) = &compared else { break };
-        let (_, decided) =
-            ksmith_judge::decide::choose_against(0, 0..cmp.results.len(), &cmp.versus);
-        if !decided.iter().any(|(_, d)| d.wants_more_rounds()) {
-            break;
-        }
-        note!(
-            "ksmith: undecided (a wide interval across 1.00): timing again with {}x the rounds",
-            1 << k
-        );
-        compared = judge.with_more_rounds(1 << k, |j| compare_recorded(j, store, task, solutions));
-    }
-    compared
+    let d = ksmith_search::Evaluator::new(judge, store)
+        .compare_decided(task, solutions, 0, |k| {
+            note!(
+                "ksmith: undecided (a wide interval across 1.00): timing again with {}x the rounds",
+                1 << k
+            )
+        })
+        .map_err(eval_err)?;
+    Ok((d.ids, d.comparison))
 }
 
 /// A side-by-side comparison as `ksmith eval TASK A B --json` prints it: every result with its
@@ -1007,19 +1002,6 @@ pub(crate) fn comparison_json(ids: &[i64], cmp: &ksmith_judge::Comparison) -> se
         .collect();
     serde_json::json!({"results": results, "versus": cmp.versus,
         "decisions": decisions, "winner": winner})
-}
-
-/// Evaluates `solutions` side by side ([`Judge::compare`]) and records every result; the keys
-/// say they were timed together, so a later lookup of one alone does not reuse them.
-pub(crate) fn compare_recorded(
-    judge: &mut Judge,
-    store: &mut Store,
-    task: &Task,
-    solutions: &[Solution],
-) -> Result<(Vec<i64>, ksmith_judge::Comparison), Exit> {
-    ksmith_search::Evaluator::new(judge, store)
-        .compare(task, solutions)
-        .map_err(eval_err)
 }
 
 pub(crate) fn task_dirs(path: &Path) -> Result<Vec<PathBuf>, Exit> {

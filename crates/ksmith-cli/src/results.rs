@@ -617,35 +617,75 @@ fn load_side(store: &Store, id: &str) -> Result<Side, Exit> {
             one(id)
         ))
     })?;
-    // An agent run's result is its fastest passing snapshot (else its last evaluated one).
-    let snaps = store.snapshots(id).map_err(env_err)?;
-    let mut best: Option<(u32, StoredEval)> = None;
-    for s in snaps.iter() {
-        let Some(eid) = s.eval_id else { continue };
-        let Some(ev) = store.get(eid).map_err(env_err)? else {
-            continue;
+    // An agent run's result is the kernel it wrote: the winner of its final judgement, as
+    // re-checked and timed together with the other finalists. A run without one (stopped
+    // before it, or stored before final judgements were kept) stands by its fastest passing
+    // step (else its last evaluated one).
+    let search = run.mode == "search";
+    let step = |n: u64| {
+        if search {
+            format!("node {n}")
+        } else {
+            format!("iteration {n}")
+        }
+    };
+    let written = ksmith_search::finalize::recorded_final(store, id).and_then(|rec| {
+        let w = rec.node?;
+        let eval = rec.finalists.iter().find(|f| f.node == w)?.eval_id?;
+        Some((w, eval))
+    });
+    let mut best: Option<(String, StoredEval)> = None;
+    if let Some((w, eid)) = written {
+        if let Some(ev) = store.get(eid).map_err(env_err)? {
+            best = Some((format!("{} (written)", step(w)), ev));
+        }
+    }
+    if best.is_none() {
+        // (step, evaluation id) of every evaluated step.
+        let steps: Vec<(u64, i64)> = if search {
+            store
+                .search_nodes(id)
+                .map_err(env_err)?
+                .iter()
+                .filter_map(|r| {
+                    let n: ksmith_search::Node = serde_json::from_str(&r.payload).ok()?;
+                    Some((n.id.0, n.outcome.eval_id?))
+                })
+                .collect()
+        } else {
+            store
+                .snapshots(id)
+                .map_err(env_err)?
+                .iter()
+                .filter_map(|s| Some((u64::from(s.iteration), s.eval_id?)))
+                .collect()
         };
         let speed = |e: &StoredEval| {
             (e.result.status == Status::Passed)
                 .then(|| e.result.performance.as_ref().map(|p| p.speedup))
         };
-        let better = match &best {
-            None => true,
-            Some((_, b)) => match (speed(&ev), speed(b)) {
-                (Some(x), Some(y)) => x.unwrap_or(0.0) > y.unwrap_or(0.0),
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => true,
-            },
-        };
-        if better {
-            best = Some((s.iteration, ev));
+        for (n, eid) in steps {
+            let Some(ev) = store.get(eid).map_err(env_err)? else {
+                continue;
+            };
+            let better = match &best {
+                None => true,
+                Some((_, b)) => match (speed(&ev), speed(b)) {
+                    (Some(x), Some(y)) => x.unwrap_or(0.0) > y.unwrap_or(0.0),
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                    (None, None) => true,
+                },
+            };
+            if better {
+                best = Some((step(n), ev));
+            }
         }
     }
     let entry = match best {
-        Some((iter, ev)) => Entry {
+        Some((solution, ev)) => Entry {
             task: run.task.clone(),
-            solution: format!("iteration {iter}"),
+            solution,
             eval: Some(ev),
             error: None,
         },
@@ -653,7 +693,7 @@ fn load_side(store: &Store, id: &str) -> Result<Side, Exit> {
             task: run.task.clone(),
             solution: "-".into(),
             eval: None,
-            error: Some("no evaluated snapshot".into()),
+            error: Some("no evaluated step".into()),
         },
     };
     Ok(Side {

@@ -730,6 +730,9 @@ fn drive(
     run.stop_reason = Some(r.stop.to_string());
     save_run(store, run)?;
     say!("stopped: {}", r.stop);
+    if let StopReason::ExpanderFailed { .. } = &r.stop {
+        say!("fix what stopped it, then continue with `ksmith resume {id}`");
+    }
     let t = &r.totals;
     say!(
         "{} nodes, {} LLM calls, {} tokens, ${:.4}, {} evaluations; engine overhead {:.1} µs per node (+ {:.1} µs persisting)",

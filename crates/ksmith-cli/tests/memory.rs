@@ -14,9 +14,14 @@ fn reply(role: &str, text: &str) -> String {
     format!("[[reply]]\nrole = \"{role}\"\ntext = '''\n{text}'''\n\n")
 }
 
+/// The run id from `search run-...: loop on TASK ...`.
 fn run_id(t: &str) -> String {
-    let at = t.find("ksmith: run run-").expect("run id printed") + "ksmith: run ".len();
-    t[at..].split_whitespace().next().unwrap().to_string()
+    let at = t.find("search run-").expect("run id printed") + "search ".len();
+    t[at..]
+        .split(|c: char| c == ':' || c.is_whitespace())
+        .next()
+        .unwrap()
+        .to_string()
 }
 
 fn ok_json(store: &Path, args: &[&str]) -> Value {
@@ -98,7 +103,7 @@ fn an_improving_run_becomes_one_entry_listed_shown_and_pruned() {
     assert_eq!(e["op_class"], "normalization", "{e}");
     assert_eq!(e["task"], "softmax");
     assert_eq!(e["run"], run.as_str());
-    assert_eq!(e["step"], serde_json::json!({"kind": "iteration", "n": 1}));
+    assert_eq!(e["step"], serde_json::json!({"kind": "node", "n": 1}));
     assert_eq!(e["headline"], "Vectorized exp with row blocking");
     let gain = e["gain"]["ratio"].as_f64().unwrap();
     assert!(gain > 1.0, "{e}");
@@ -156,7 +161,7 @@ fn an_improving_run_becomes_one_entry_listed_shown_and_pruned() {
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
     assert!(t.contains(&format!("memory entry {id}")), "{t}");
-    assert!(t.contains(&format!("run {run}, iteration 1")), "{t}");
+    assert!(t.contains(&format!("run {run}, node 1")), "{t}");
     assert!(t.contains("timed together"), "{t}");
     assert!(t.contains(excerpt.lines().next().unwrap()), "{t}");
     let shown = ok_json(&store, &["memory", "show", &id.to_string(), "--json"]);

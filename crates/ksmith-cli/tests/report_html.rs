@@ -27,10 +27,15 @@ fn reply(role: &str, text: &str) -> String {
     format!("[[reply]]\nrole = \"{role}\"\nexpect = []\ntext = '''\n{text}'''\n\n")
 }
 
+/// The run id from `search run-...: loop on TASK ...`.
 fn run_id(o: &Output) -> String {
     let t = text(o);
-    let at = t.find("ksmith: run run-").expect("run id printed") + "ksmith: run ".len();
-    t[at..].split_whitespace().next().unwrap().to_string()
+    let at = t.find("search run-").expect("run id printed") + "search ".len();
+    t[at..]
+        .split(|c: char| c == ':' || c.is_whitespace())
+        .next()
+        .unwrap()
+        .to_string()
 }
 
 /// The page's checks that need no browser: self-contained, candidate text inert.
@@ -176,7 +181,7 @@ fn assert_rendered(shot: &(u32, u32, Vec<u8>), tree_rows: u32) {
 }
 
 #[test]
-fn a_serial_run_report_is_self_contained_and_renders_its_charts_and_chain() {
+fn an_agent_run_report_is_self_contained_and_renders_its_charts_and_chain() {
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
     let scenario = dir.path().join("scenario.toml");
@@ -238,15 +243,15 @@ fn a_serial_run_report_is_self_contained_and_renders_its_charts_and_chain() {
         out.contains(&format!("report: {}", file.display())),
         "{out}"
     );
-    assert!(out.contains("serial agent run"), "{out}");
+    assert!(out.contains("graph search"), "{out}");
     assert!(
-        out.contains("winner (written) ") && out.contains("x at iteration"),
+        out.contains("winner (written) ") && out.contains("x at n"),
         "{out}"
     );
     assert!(out.contains("2 calls"), "{out}");
     let page = std::fs::read_to_string(&file).unwrap();
     assert_self_contained(&page);
-    // Both iterations in the chain, one edge between them.
+    // The start and node 1 in the chain, one edge between them.
     let tree = &page[page.find("id=\"tree-svg\"").unwrap()..];
     let tree = &tree[..tree.find("</svg>").unwrap()];
     assert_eq!(tree.matches("<rect").count(), 2, "{tree}");
@@ -258,11 +263,11 @@ fn a_serial_run_report_is_self_contained_and_renders_its_charts_and_chain() {
             >= 2,
         "the hostile summary is not shown as text"
     );
-    // Which iteration wins depends on this machine's load; the page shows that one's source,
+    // Which node wins depends on this machine's load; the page shows that one's source,
     // and the OpenMP kernel's (with its hostile comment) in the diff when it won.
     let winner = &page[page.find("id=\"winner\"").unwrap()..];
     assert!(winner.contains("<pre class=\"source\">"), "{winner}");
-    if winner.contains("iteration 1 ·") {
+    if winner.contains("n1 ·") {
         assert!(
             winner.contains("class=\"add\""),
             "the diff has no added line"

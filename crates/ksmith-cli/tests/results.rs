@@ -245,8 +245,8 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
     ));
     assert!(old["evals"].as_array().unwrap().is_empty());
 
-    // An agent run is a side too: its fastest passing snapshot (here the slow kernel as the
-    // starting solution, no iterations; a model that is never called).
+    // An agent run is a side too: the kernel it wrote, as re-timed in its final judgement
+    // (here the slow kernel as the starting solution, no iterations; a model never called).
     let model = tmp.path().join("no-replies.toml");
     std::fs::write(&model, "").unwrap();
     let model = format!("scripted:{}", model.display());
@@ -273,8 +273,12 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
     );
     assert_eq!(opt.status.code(), Some(0), "{}", text(&opt));
     let t = text(&opt);
-    let at = t.find("ksmith: run run-").expect("run id printed") + "ksmith: run ".len();
-    let run = t[at..].split_whitespace().next().unwrap().to_string();
+    let at = t.find("search run-").expect("run id printed") + "search ".len();
+    let run = t[at..]
+        .split(|c: char| c == ':' || c.is_whitespace())
+        .next()
+        .unwrap()
+        .to_string();
     let cmp = ksmith(&store, &["compare", &run_a.to_string(), &run, "--json"]);
     assert_eq!(cmp.status.code(), Some(0), "{}", text(&cmp));
     let c = json(&cmp);
@@ -290,7 +294,7 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
         (&t["task"], &t["b"]["solution"], &t["b"]["status"]),
         (
             &"vector_add".into(),
-            &"iteration 0".into(),
+            &"node 0 (written)".into(),
             &"PASSED".into()
         ),
         "{c}"

@@ -434,7 +434,8 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
     drop(s);
 
     // A search takes --review too (every node's stages are reviewed); this one stops at its
-    // model, which does not exist. An autonomous run has no review points to answer.
+    // model, which does not exist. A run of the serial loop of earlier versions (this one,
+    // stored by hand) is shown, never resumed.
     let o = ksmith(
         &store,
         &[
@@ -452,7 +453,11 @@ fn pages_escape_hostile_text_under_a_strict_csp_and_refuse_strangers() {
     assert!(stderr(&o).contains("/x"), "{}", text(&o));
     let o = ksmith(&store, &["resume", run, "--review", "web"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(stderr(&o).contains("no review points"), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("serial agent loop of an earlier ksmith"),
+        "{}",
+        text(&o)
+    );
 
     // Beyond loopback only with a token; with one, every request needs it.
     let o = ksmith(&store, &["serve", "--addr", "0.0.0.0:0"]);
@@ -881,8 +886,9 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
     let v = wait_state(&s, &run, Duration::from_secs(300), |v| {
         v["review"].is_object()
     });
-    assert_eq!(v["mode"], "interactive", "{v}");
+    assert_eq!(v["kind"], "search", "{v}");
     assert_eq!(v["review"]["what"], "plan", "{v}");
+    assert_eq!(v["review"]["step"], "node n1 round 1 plan", "{v}");
     assert!(v["review"]["shown"].as_str().unwrap().contains(EVIL), "{v}");
     let plan_id = v["review"]["id"].as_str().unwrap().to_string();
     let (_, csp, page) = get(&format!("{}/runs/{run}", s.url));

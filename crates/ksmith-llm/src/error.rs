@@ -138,6 +138,19 @@ fn entry_suffix(index: Option<usize>) -> String {
 }
 
 impl LlmError {
+    /// True when the provider cannot serve this run as configured (an invalid spec or config, a
+    /// missing or rejected key, an unknown model): no retry or other call will succeed until the
+    /// user fixes it.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            LlmError::Config { .. }
+                | LlmError::MissingKey { .. }
+                | LlmError::BadKey { .. }
+                | LlmError::UnknownModel { .. }
+        )
+    }
+
     /// True for transient failures (rate limits, server errors, timeouts,
     /// connection problems) that may succeed if the whole call is tried again later.
     pub fn is_retryable(&self) -> bool {

@@ -396,6 +396,8 @@ impl Search {
             let mut outside: Vec<(NodeId, String)> = Vec::new();
             // A reviewer's quit: the node stays unfinished (grown again on resume).
             let mut paused: Option<String> = None;
+            // The provider refused the run (a rejected key, an unknown model).
+            let mut refused: Option<String> = None;
             let mut handle = |this: &mut Search,
                               id: NodeId,
                               r: Result<Expanded, ExpandError>,
@@ -430,6 +432,11 @@ impl Search {
                     Err(ExpandError::Input(e)) => return Err(SearchError::Input(e)),
                     Err(ExpandError::Paused(by)) => {
                         paused.get_or_insert(by);
+                        None
+                    }
+                    // Left unfinished like a pause: grown again on resume, after the fix.
+                    Err(ExpandError::Refused(e)) => {
+                        refused.get_or_insert(format!("{id}: {e:#}"));
                         None
                     }
                 };
@@ -540,6 +547,9 @@ impl Search {
             *persisting += t.elapsed();
             if let Some(f) = failure {
                 return Ok(f);
+            }
+            if let Some(message) = refused {
+                return Ok(StopReason::ExpanderFailed { message });
             }
             if let Some(by) = paused {
                 return Ok(StopReason::Paused { by });

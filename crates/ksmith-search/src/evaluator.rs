@@ -1,5 +1,5 @@
 //! Find a stored evaluation by key, or evaluate (raced or not) and record it: the one place that
-//! does it for `eval`, `bench`, the tuner and the agent loop.
+//! does it for `eval`, `bench`, the tuner and the search's agents.
 //!
 //! An evaluation is keyed by what it is for ([`Purpose`]) on top of the judge's own key (task,
 //! code, environment, judge settings). A plain evaluation keeps the judge's key unchanged, so
@@ -10,6 +10,31 @@
 use ksmith_judge::{Comparison, EvalResult, Judge, JudgeError, Race};
 use ksmith_store::{Store, StoreError};
 use ksmith_task::{FieldHasher, Solution, Task};
+
+/// A side-by-side comparison with its decisions ([`Evaluator::compare_decided`]).
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The recorded evaluations of the last timing, in the solutions' order.
+    pub ids: Vec<i64>,
+    /// The last timing.
+    pub comparison: Comparison,
+    /// The incumbent, unless a solution was decided better than it.
+    pub winner: usize,
+    /// Every other solution's decision against the incumbent: (index, decision).
+    pub decisions: Vec<(usize, ksmith_judge::decide::Decision)>,
+    /// Timings run (1 + the re-timings with more rounds).
+    pub timings: u32,
+}
+
+impl Decided {
+    /// Solution `i`'s decision against the incumbent.
+    pub fn decision(&self, i: usize) -> Option<ksmith_judge::decide::Decision> {
+        self.decisions
+            .iter()
+            .find(|(j, _)| *j == i)
+            .map(|(_, d)| *d)
+    }
+}
 
 /// What an evaluation is for; part of its key.
 #[derive(Debug, Clone)]
@@ -134,6 +159,43 @@ impl<'a> Evaluator<'a> {
     pub fn with_reuse(mut self, reuse: Reuse) -> Evaluator<'a> {
         self.reuse = reuse;
         self
+    }
+
+    /// Solutions timed side by side and each decided against `incumbent` by the decision rule
+    /// ([`ksmith_judge::decide::choose_against`]): while a decision wants more rounds (a wide
+    /// interval across 1.00), all are timed together again with 2x, 4x, ... the rounds (at most
+    /// [`ksmith_judge::decide::MORE_ROUNDS`] times), the last timing standing. `on_retime(k)` is
+    /// told before the `k`-th re-timing. What `eval A B`, the MCP `compare` tool and a search
+    /// node's timing against its parent decide with.
+    pub fn compare_decided(
+        &mut self,
+        task: &Task,
+        solutions: &[Solution],
+        incumbent: usize,
+        mut on_retime: impl FnMut(u32),
+    ) -> Result<Decided, EvaluatorError> {
+        let decide = |cmp: &Comparison| {
+            ksmith_judge::decide::choose_against(incumbent, 0..cmp.results.len(), &cmp.versus)
+        };
+        let (mut ids, mut comparison) = self.compare(task, solutions)?;
+        let (mut winner, mut decisions) = decide(&comparison);
+        let mut timings = 1;
+        for k in 1..=ksmith_judge::decide::MORE_ROUNDS {
+            if !decisions.iter().any(|(_, d)| d.wants_more_rounds()) {
+                break;
+            }
+            on_retime(k);
+            (ids, comparison) = self.compare_with_more_rounds(task, solutions, 1 << k)?;
+            (winner, decisions) = decide(&comparison);
+            timings += 1;
+        }
+        Ok(Decided {
+            ids,
+            comparison,
+            winner,
+            decisions,
+            timings,
+        })
     }
 
     /// [`compare`](Self::compare) with `factor` times the rounds and timed time (an undecided

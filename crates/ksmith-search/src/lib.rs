@@ -26,7 +26,7 @@ pub mod written;
 
 pub use budget::{Budget, StopReason};
 pub use engine::{Finalizer, Search, SearchError, SearchResult, SearchSettings, SearchState};
-pub use evaluator::{Evaluated, Evaluator, EvaluatorError, Purpose, Reuse};
+pub use evaluator::{Decided, Evaluated, Evaluator, EvaluatorError, Purpose, Reuse};
 pub use events::{Event, EventSink, NullSink, TrialOutcome};
 pub use hint::Hint;
 pub use node::{

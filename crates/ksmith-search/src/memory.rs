@@ -533,17 +533,23 @@ fn search_improvements(
             child.outcome.speedup.unwrap_or(0.0),
             parent.outcome.speedup.unwrap_or(0.0),
         );
-        if px <= 0.0 || x <= px {
-            continue;
-        }
-        // Remembered only when decided faster than its parent (the decision rule on the two
-        // intervals): a gain inside the noise taught later planners nothing.
-        let figures = |n: &Node, s: f64| (s, n.outcome.interval.unwrap_or((s, s)));
-        let decided = ksmith_judge::decide::decide(ksmith_judge::decide::Evidence::separate(
-            figures(child, x),
-            figures(parent, px),
-            false,
-        ));
+        // Remembered only when decided faster than its parent: by their timing side by side
+        // in the same rounds when the node has one, else by the decision rule on the two
+        // separate intervals. A gain inside the noise taught later planners nothing.
+        let decided = match child.outcome.vs_parent {
+            Some(paired) => paired,
+            None => {
+                if px <= 0.0 || x <= px {
+                    continue;
+                }
+                let figures = |n: &Node, s: f64| (s, n.outcome.interval.unwrap_or((s, s)));
+                ksmith_judge::decide::decide(ksmith_judge::decide::Evidence::separate(
+                    figures(child, x),
+                    figures(parent, px),
+                    false,
+                ))
+            }
+        };
         if !decided.adopt() {
             continue;
         }
@@ -556,8 +562,13 @@ fn search_improvements(
             hint: Some(child.hint),
             headline: cut(&crate::node::plan_title(&child.plan), 120),
             gain: Gain {
-                ratio: x / px,
-                interval: decided.evidence().map(|e| (e.low, e.high)),
+                ratio: decided.evidence().map_or(x / px, |e| e.speedup),
+                // An interval only for a ratio timed together ("timed together" is shown).
+                interval: child
+                    .outcome
+                    .vs_parent
+                    .and_then(|d| d.evidence())
+                    .map(|e| (e.low, e.high)),
             },
             before: BTreeMap::from([("kernel".to_string(), before)]),
             after: BTreeMap::from([("kernel".to_string(), after)]),

@@ -251,6 +251,11 @@ pub enum ExpandError {
     /// The run cannot go on as given.
     #[error("{0}")]
     Input(#[source] anyhow::Error),
+    /// The provider refused the run as configured (a rejected key, an unknown model): no
+    /// retry or other node can succeed, so the search stops at once, this node left to be
+    /// grown again when the run is resumed after the fix.
+    #[error("{0}")]
+    Refused(#[source] anyhow::Error),
     /// A person reviewing the session stopped the run there: the node is grown again, its
     /// paid calls and answered reviews replayed, when the run is resumed.
     #[error("paused: {0}")]

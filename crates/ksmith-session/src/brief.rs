@@ -80,7 +80,7 @@ fn kib(bytes: u64) -> String {
 fn busy_note(load: Option<f64>, cores: usize) -> String {
     match load {
         Some(l) if l > cores as f64 => format!(
-            " The machine is busy now (load average {l:.1} on {cores} cores: other work shares it), so timings are noisy; trust only differences whose interval excludes 1.00."
+            " The machine is busy now (load average {l:.1} on {cores} cores: other work shares it), so timings are noisy: only clear differences are decided (comparisons say \"undecided\" otherwise), and a difference whose interval includes 1.00 is no difference."
         ),
         _ => String::new(),
     }

@@ -60,7 +60,7 @@ impl JournaledProvider {
         step: &str,
         seq: u64,
         prompt: &Rendered,
-    ) -> (CallRow, Result<String, String>) {
+    ) -> (CallRow, Result<String, CallError>) {
         let req = Request {
             role: role.name().to_string(),
             seq,
@@ -91,14 +91,18 @@ impl JournaledProvider {
             match ksmith_llm::open(&self.spec, &self.config) {
                 Ok(p) => self.provider = Some(p),
                 Err(e) => {
-                    let e = e.to_string();
-                    row.error = Some(e.clone());
+                    let e = CallError::of(&e);
+                    row.error = Some(e.message.clone());
                     return (row, Err(e));
                 }
             }
         }
         let Some(provider) = self.provider.as_mut() else {
-            return (row, Err("no provider".into()));
+            let e = CallError {
+                message: "no provider".into(),
+                refusal: true,
+            };
+            return (row, Err(e));
         };
         let result = provider.complete(&req);
         row.latency_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -117,11 +121,36 @@ impl JournaledProvider {
                 (row, Ok(r.text))
             }
             Err(e) => {
-                let e = e.to_string();
-                row.error = Some(e.clone());
+                let e = CallError::of(&e);
+                row.error = Some(e.message.clone());
                 (row, Err(e))
             }
         }
+    }
+}
+
+/// A failed call: its message, and whether the provider refused the run as configured (a
+/// rejected key, an unknown model: [`ksmith_llm::LlmError::is_refusal`]), which no retry fixes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallError {
+    /// The provider's error, as stored with the call.
+    pub message: String,
+    /// Retrying cannot help until the user changes something.
+    pub refusal: bool,
+}
+
+impl CallError {
+    fn of(e: &ksmith_llm::LlmError) -> CallError {
+        CallError {
+            message: e.to_string(),
+            refusal: e.is_refusal(),
+        }
+    }
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
 

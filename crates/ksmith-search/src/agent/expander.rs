@@ -31,7 +31,7 @@ use crate::node::{
 use anyhow::anyhow;
 use ksmith_agents::edit::{self, Change};
 use ksmith_agents::{parse_plan, Plan, Prompts, Rendered, Role, TuneDecision};
-use ksmith_judge::decide::{decide_paired, settle, Decision};
+use ksmith_judge::decide::Decision;
 use ksmith_judge::{EvalResult, Judge, Status};
 use ksmith_llm::ModelSpec;
 use ksmith_store::{CallRow, DedupHit, Store};
@@ -414,6 +414,10 @@ impl AgentExpander {
                 cx.spend.cost += c.cost;
                 Ok(text)
             }
+            Err(e) if e.refusal => Err(ExpandError::Refused(anyhow!(
+                "{step}: {} call failed: {e}",
+                role.name()
+            ))),
             Err(e) => Err(failed(anyhow!("{step}: {} call failed: {e}", role.name()))),
         }
     }
@@ -457,13 +461,9 @@ impl AgentExpander {
             None => {
                 // One person answers: parallel nodes take turns.
                 let _turn = self.review_turn.lock().unwrap_or_else(|p| p.into_inner());
+                // `step` names the node already (`node n1 round 1 plan`).
                 let v = reviewer
-                    .review(
-                        &format!("node {} {step}", cx.req.node),
-                        what,
-                        shown,
-                        editable,
-                    )
+                    .review(step, what, shown, editable)
                     .map_err(failed)?;
                 if v != Verdict::Quit {
                     let payload = serde_json::to_string(&v).map_err(failed)?;
@@ -717,17 +717,8 @@ impl AgentExpander {
         let parent_passed = req.parent.as_ref().is_some_and(|p| p.outcome.passed());
         let brief = task_brief(&self.task, &self.base.entry, self.base.language);
         let reference = std::fs::read_to_string(self.task.reference_path()).unwrap_or_default();
-        let mut machine = roofline_text(cx.judge.hardware());
-        // Told when the machine is busier than its cores: timings are noisier then, and only
-        // clear differences decide.
-        if let Some(load) = super::brief::load_average() {
-            let cores = cx.judge.hardware().cores;
-            if load > cores as f64 {
-                machine.push_str(&format!(
-                    "\nThe machine is busy: load average {load:.1} on {cores} cores when this node started; timings are noisy, and only clear differences are decided (comparisons say \"undecided\" otherwise)."
-                ));
-            }
-        }
+        // (It says when the machine is busier than its cores: timings are noisier then.)
+        let machine = roofline_text(cx.judge.hardware());
         let inspirations: Vec<Inspiration> = req
             .inspirations
             .iter()
@@ -1043,24 +1034,22 @@ impl AgentExpander {
         cx.say(format!(
             "timing it against its parent {parent}, side by side"
         ));
-        let mut timed = 0u64;
-        let decided = {
-            let mut ev = crate::Evaluator::new(&mut cx.judge, &mut cx.store);
-            ev.compare(&self.task, &pair).and_then(|(_, cmp)| {
-                timed += 2;
-                settle(decide_paired(cmp.versus[1][0].as_ref()), |k| {
-                    let (_, again) = ev.compare_with_more_rounds(&self.task, &pair, 1 << k)?;
-                    timed += 2;
-                    Ok(Some(decide_paired(again.versus[1][0].as_ref())))
-                })
-            })
-        };
-        cx.spend.evaluations += timed;
-        match decided {
-            Ok(d) => {
+        let decided = crate::Evaluator::new(&mut cx.judge, &mut cx.store).compare_decided(
+            &self.task,
+            &pair,
+            0,
+            |_| {},
+        );
+        match decided.map(|d| {
+            // Two evaluations per timing, paid for whatever was decided.
+            cx.spend.evaluations += 2 * u64::from(d.timings);
+            d.decision(1)
+        }) {
+            Ok(Some(d)) => {
                 cx.say(format!("against its parent: {}", d.text()));
                 Some(d)
             }
+            Ok(None) => None,
             Err(e) => {
                 cx.say(format!(
                     "the side-by-side timing against its parent failed: {e}"
