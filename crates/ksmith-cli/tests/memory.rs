@@ -161,7 +161,7 @@ fn an_improving_run_becomes_one_entry_listed_shown_and_pruned() {
     assert!(o.status.success(), "{}", text(&o));
     let t = text(&o);
     assert!(t.contains(&format!("memory entry {id}")), "{t}");
-    assert!(t.contains(&format!("run {run}, node 1")), "{t}");
+    assert!(t.contains(&format!("run {run}, node n1")), "{t}");
     assert!(t.contains("timed together"), "{t}");
     assert!(t.contains(excerpt.lines().next().unwrap()), "{t}");
     let shown = ok_json(&store, &["memory", "show", &id.to_string(), "--json"]);

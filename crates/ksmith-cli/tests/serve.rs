@@ -973,7 +973,7 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
     );
     let winner = browser.eval("document.getElementById('winner').textContent");
     assert!(
-        winner.as_str().unwrap().contains("winner: iteration"),
+        winner.as_str().unwrap().contains("winner: n"),
         "{winner}"
     );
     assert_eq!(
@@ -982,7 +982,7 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
         "{v}\n{}",
         std::fs::read_to_string(store.join("serve").join(&run).join("log.txt")).unwrap_or_default()
     );
-    // The page's answers went through the loop's journal as the terminal's verdicts do.
+    // The page's answers went through the run's journal as the terminal's verdicts do.
     let db = rusqlite::Connection::open(store.join("ksmith.db")).unwrap();
     let reviews: Vec<String> = db
         .prepare("SELECT payload FROM run_events WHERE run = ?1 AND kind = 'review' ORDER BY seq")

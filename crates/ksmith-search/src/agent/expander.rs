@@ -518,7 +518,7 @@ impl AgentExpander {
                     &format!("b/{}", self.base.file),
                 )
                 .to_string();
-            match self.review(cx, step, "change", &diff, &source)? {
+            match self.review(cx, step, "code change", &diff, &source)? {
                 Verdict::Rerun => continue,
                 Verdict::Edited(text) => return Ok(Ok(text)),
                 _ => return Ok(Ok(source)),
