@@ -753,7 +753,7 @@ fn a_reviewed_node_takes_guidance_and_edits_pauses_on_quit_and_replays_its_answe
         .collect();
     assert_eq!(shown.len(), 2, "{shown:?}");
     assert!(
-        shown[0].ends_with("/ plan") && shown[1].ends_with("/ change"),
+        shown[0].ends_with("/ plan") && shown[1].ends_with("/ code change"),
         "{shown:?}"
     );
     // Grown again (as after a kill): the answers are replayed, the reviewer is not asked.
