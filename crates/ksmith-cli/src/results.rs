@@ -8,6 +8,7 @@ use crate::{env_err, input, Ctx, Exit};
 use anyhow::anyhow;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use ksmith_judge::{EvalResult, Status};
+use ksmith_results::compare::{self, decide_pair, interval, Pair};
 use ksmith_store::{EvalFilter, Owner, Store, StoredEval};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -262,15 +263,6 @@ fn speed_text(r: &EvalResult) -> String {
             crate::report::speedup_cell(p.speedup, interval(p.speedup, p.speedup_interval), p.noisy)
         }
         None => "-".into(),
-    }
-}
-
-/// An interval, or the point itself where none was stored (results older than intervals).
-fn interval(x: f64, (lo, hi): (f64, f64)) -> (f64, f64) {
-    if lo > 0.0 && hi > 0.0 {
-        (lo, hi)
-    } else {
-        (x, x)
     }
 }
 
@@ -707,63 +699,13 @@ fn load_side(store: &Store, id: &str) -> Result<Side, Exit> {
     })
 }
 
-/// What a task's pair of results says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    Faster,
-    Slower,
-    WithinNoise,
-    /// Passed in A, not in B.
-    Broke,
-    /// Not passed in A, passed in B.
-    Fixed,
-    BothFailed,
-    /// Passed on both sides, not timed on one of them.
-    Untimed,
-    OnlyInA,
-    OnlyInB,
-    /// Timed on both sides, on different machines or settings.
-    NotComparable,
-    /// Timed on both sides, on different versions of the task (workloads, reference).
-    TaskChanged,
-}
-
-impl Verdict {
-    fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Faster => "faster",
-            Verdict::Slower => "slower",
-            Verdict::WithinNoise => "within noise",
-            Verdict::Broke => "broke (passed in A)",
-            Verdict::Fixed => "fixed (failed in A)",
-            Verdict::BothFailed => "failed in both",
-            Verdict::Untimed => "untimed",
-            Verdict::OnlyInA => "only in A",
-            Verdict::OnlyInB => "only in B",
-            Verdict::NotComparable => "not compared (machines differ)",
-            Verdict::TaskChanged => "not compared (task changed)",
-        }
-    }
-}
-
-/// B/A of two speedups with the 95% intervals combined in log space (independent errors add
-/// in quadrature): (ratio, (lo, hi)).
-fn combine(a: (f64, (f64, f64)), b: (f64, (f64, f64))) -> (f64, (f64, f64)) {
-    let (sa, (alo, ahi)) = (a.0, interval(a.0, a.1));
-    let (sb, (blo, bhi)) = (b.0, interval(b.0, b.1));
-    let r = (sb / sa).ln();
-    let down = ((sb / blo).ln().powi(2) + (ahi / sa).ln().powi(2)).sqrt();
-    let up = ((bhi / sb).ln().powi(2) + (sa / alo).ln().powi(2)).sqrt();
-    (r.exp(), ((r - down).exp(), (r + up).exp()))
-}
-
 /// One task compared.
 struct Line<'a> {
     task: String,
     a: Option<&'a Entry>,
     b: Option<&'a Entry>,
-    ratio: Option<(f64, (f64, f64))>,
-    verdict: Verdict,
+    ratio: Option<compare::Figure>,
+    verdict: compare::Verdict,
     regression: bool,
 }
 
@@ -772,6 +714,21 @@ fn passed(e: Option<&Entry>) -> Option<&EvalResult> {
         .as_ref()
         .map(|v| &v.result)
         .filter(|r| r.status == Status::Passed)
+}
+
+/// A side's result for the compare rule.
+fn result_side(e: Option<&Entry>) -> compare::Side<'_> {
+    match (e, passed(e)) {
+        (None, _) => compare::Side::Missing,
+        (Some(_), None) => compare::Side::Failed,
+        (Some(_), Some(r)) => compare::Side::Passed {
+            timing: r
+                .performance
+                .as_ref()
+                .map(|p| (p.speedup, p.speedup_interval)),
+            task_hash: &r.task_hash,
+        },
+    }
 }
 
 fn cell(e: Option<&Entry>) -> String {
@@ -821,44 +778,16 @@ pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
             keys.push(key(e));
         }
     }
-    let threshold = args.fail_if_slower.unwrap_or(0.0);
     let lines: Vec<Line> = keys
         .into_iter()
         .map(|k| {
             let ea = a.entries.iter().find(|e| key(e) == k);
             let eb = b.entries.iter().find(|e| key(e) == k);
-            let (pa, pb) = (passed(ea), passed(eb));
-            let perf = |r: Option<&EvalResult>| {
-                r.and_then(|r| r.performance.as_ref())
-                    .map(|p| (p.speedup, p.speedup_interval))
-            };
-            let ratio = match (perf(pa), perf(pb)) {
-                (Some(x), Some(y)) => Some(combine(x, y)),
-                _ => None,
-            };
-            let verdict = match (ea, eb, pa.is_some(), pb.is_some(), ratio) {
-                (None, _, _, _, _) => Verdict::OnlyInB,
-                (_, None, _, _, _) => Verdict::OnlyInA,
-                (_, _, true, false, _) => Verdict::Broke,
-                (_, _, false, true, _) => Verdict::Fixed,
-                (_, _, false, false, _) => Verdict::BothFailed,
-                (_, _, _, _, None) => Verdict::Untimed,
-                (_, _, _, _, Some(_)) if !call => Verdict::NotComparable,
-                (_, _, _, _, Some(_)) if pa.map(|r| &r.task_hash) != pb.map(|r| &r.task_hash) => {
-                    Verdict::TaskChanged
-                }
-                (_, _, _, _, Some((_, (lo, _)))) if lo > 1.0 => Verdict::Faster,
-                (_, _, _, _, Some((_, (_, hi)))) if hi < 1.0 => Verdict::Slower,
-                _ => Verdict::WithinNoise,
-            };
-            let regression = args.fail_if_slower.is_some()
-                && match verdict {
-                    Verdict::Broke => true,
-                    Verdict::Slower => {
-                        ratio.is_some_and(|(_, (_, hi))| hi < 1.0 / (1.0 + threshold / 100.0))
-                    }
-                    _ => false,
-                };
+            let Pair {
+                ratio,
+                verdict,
+                regression,
+            } = decide_pair(result_side(ea), result_side(eb), call, args.fail_if_slower);
             Line {
                 task: k,
                 a: ea,
@@ -871,7 +800,7 @@ pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
         .collect();
     let timed: Vec<f64> = lines
         .iter()
-        .filter(|l| !matches!(l.verdict, Verdict::NotComparable | Verdict::TaskChanged))
+        .filter(|l| l.verdict.compared())
         .filter_map(|l| l.ratio.map(|r| r.0))
         .collect();
     let geomean = (!timed.is_empty()).then(|| ksmith_judge::geomean(timed.iter().copied()));
@@ -1003,22 +932,6 @@ pub(crate) fn cmd_compare(ctx: &Ctx, args: &CompareArgs) -> Result<u8, Exit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ratio_intervals_combine_both_sides() {
-        // Same figure, ±10% each: within noise, an interval wider than either.
-        let (r, (lo, hi)) = combine((2.0, (1.8, 2.2)), (2.0, (1.8, 2.2)));
-        assert!((r - 1.0).abs() < 1e-12);
-        assert!(lo < 0.9 && hi > 1.1 && lo > 0.8 && hi < 1.2, "{lo} {hi}");
-        // Five times slower with tight intervals: far below 1.
-        let (r, (_, hi)) = combine((2.0, (1.9, 2.1)), (0.4, (0.38, 0.42)));
-        assert!((r - 0.2).abs() < 1e-12 && hi < 0.25);
-        // No stored interval: a point.
-        assert_eq!(
-            combine((1.0, (0.0, 0.0)), (2.0, (0.0, 0.0))),
-            (2.0, (2.0, 2.0))
-        );
-    }
 
     #[test]
     fn long_cells_are_cut_to_the_width() {

@@ -1,8 +1,9 @@
-//! Graph search from the command line: `ksmith optimize TASK --strategy loop|best-of-n|
-//! parallel|beam|greedy|evolve --model sim:POOL.json` (a search run), `ksmith resume RUN` of a
-//! search run, and `ksmith simulate` (strategies compared on a pool; `simulate pool` makes a
-//! pool from a store). The engine is `ksmith_search`; this module parses, prints and picks
-//! the expander.
+//! Every agent run from the command line: `ksmith optimize TASK --model P:M [--strategy loop|
+//! best-of-n|parallel|beam|greedy|evolve]` (without `--strategy`, the loop with every stage;
+//! `--model sim:POOL.json` simulates), `ksmith resume RUN`, and `ksmith simulate` (strategies
+//! compared on a pool; `simulate pool` makes a pool from a store). The engine is
+//! `ksmith_search`; this module turns flags into settings, picks the expander and finalizer,
+//! prints the engine's events and writes the winner with its report.
 
 use crate::run_args::{judge_opts, BudgetArgs, OptimizeArgs, ReviewVia, SearchFlags};
 use crate::{env_err, input, Ctx, Exit};
@@ -370,7 +371,7 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
     let implicit = StrategyKind::from_name(&args.search.strategy).is_none();
     let model = args.agent.model.clone().ok_or_else(|| {
         input(anyhow!(
-            "--strategy {kind}: a graph search needs --model (sim:POOL.json today)"
+            "--strategy {kind}: a graph search needs --model PROVIDER:MODEL (or sim:POOL.json to simulate one)"
         ))
     })?;
     if !args.task.join(ksmith_task::TASK_FILE_NAME).exists() {
@@ -441,8 +442,7 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
         }),
         out: args.out.clone(),
         knowledge: args.agent.knowledge.clone(),
-        // Every node's kept candidate is tuned and profiled, unless
-        // the flags turn the stages off.
+        // Every node's kept candidate is tuned and profiled unless the flags turn them off.
         stages: StageSettings {
             tune_budget: if agent_search {
                 args.agent.tune_budget
@@ -811,7 +811,7 @@ fn written_report(
     let (tin, tout, cost) = calls.iter().fold((0, 0, 0.0), |a, c| {
         (a.0 + c.tokens_in, a.1 + c.tokens_out, a.2 + c.cost)
     });
-    Ok(ksmith_search::written::RunReport {
+    Ok(ksmith_results::written::RunReport {
         run: &run.id,
         task: agent.task(),
         model: &run.model,

@@ -158,6 +158,7 @@ fn request(node: u64, parent: Option<(Node, String)>, hint: Hint) -> Expansion {
         seed: 7,
         model: None,
         max_calls: None,
+        last: false,
     }
 }
 

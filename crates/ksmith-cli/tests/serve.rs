@@ -972,10 +972,7 @@ fn an_interactive_run_started_from_the_page_waits_for_its_plan_to_be_approved_ov
         Duration::from_secs(60),
     );
     let winner = browser.eval("document.getElementById('winner').textContent");
-    assert!(
-        winner.as_str().unwrap().contains("winner: n"),
-        "{winner}"
-    );
+    assert!(winner.as_str().unwrap().contains("winner: n"), "{winner}");
     assert_eq!(
         v["status"],
         "finished",

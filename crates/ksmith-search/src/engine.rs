@@ -796,6 +796,8 @@ impl Search {
             seed: e.request.seed,
             model: e.request.model.clone(),
             max_calls: e.request.max_calls,
+            // Ids are handed out in order, so under a node budget of N, node N-1 is the last.
+            last: s.settings.budget.nodes.is_some_and(|n| id.0 + 1 >= n),
         }
     }
 

@@ -119,6 +119,9 @@ impl Graph {
     fn surest(&self) -> Option<(f64, (f64, f64))> {
         self.entries
             .iter()
+            // A node timed slower than its parent in the same rounds cannot beat anything on
+            // its separate window: that window is what the paired timing contradicted.
+            .filter(|e| !self.slower_than_correct_parent(e.node.id))
             .filter_map(|e| self.figures(e.node.id))
             .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
     }
@@ -130,11 +133,8 @@ impl Graph {
         // Paired evidence first: timed in the same rounds, a node decided slower than its
         // correct parent is beaten by it, and a parent a child was decided faster than is
         // beaten by that child, whatever their separate windows said.
-        if let Some(e) = self.get(id) {
-            let parent_correct = e.node.parent.is_some_and(|p| self.speedup(p).is_some());
-            if parent_correct && e.node.outcome.slower_than_parent() {
-                return true;
-            }
+        if self.slower_than_correct_parent(id) {
+            return true;
         }
         if self.entries.iter().any(|c| {
             c.node.parent == Some(id)
@@ -150,6 +150,14 @@ impl Graph {
             }
             _ => false,
         }
+    }
+
+    /// Whether `id` was timed slower than its correct parent in the same rounds.
+    fn slower_than_correct_parent(&self, id: NodeId) -> bool {
+        self.get(id).is_some_and(|e| {
+            e.node.parent.is_some_and(|p| self.speedup(p).is_some())
+                && e.node.outcome.slower_than_parent()
+        })
     }
 
     /// Sort key for keep rules: correct first, then those no node is decided faster than, then

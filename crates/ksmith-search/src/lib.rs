@@ -22,7 +22,6 @@ pub mod persist;
 pub mod sim;
 pub mod strategy;
 pub mod tune;
-pub mod written;
 
 pub use budget::{Budget, StopReason};
 pub use engine::{Finalizer, Search, SearchError, SearchResult, SearchSettings, SearchState};

@@ -211,6 +211,10 @@ pub struct Expansion {
     /// budget, so a search stops at its call budget exactly.
     #[serde(default)]
     pub max_calls: Option<u64>,
+    /// No node will be grown after this one (the node budget's last): what only a child would
+    /// read (the profile) is not worth its call.
+    #[serde(default)]
+    pub last: bool,
 }
 
 /// A grown node, as the expander reports it (the engine assigns state and bookkeeping).

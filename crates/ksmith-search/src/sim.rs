@@ -847,6 +847,7 @@ mod tests {
             seed,
             model: None,
             max_calls: None,
+            last: false,
         }
     }
 

@@ -29,6 +29,8 @@ struct Fake {
     requests: Mutex<Vec<Expansion>>,
     /// Nodes whose reviewer quits (`ExpandError::Paused`).
     pauses: Vec<u64>,
+    /// Nodes whose provider refuses the run (`ExpandError::Refused`: a rejected key).
+    refusals: Vec<u64>,
 }
 
 impl Fake {
@@ -42,6 +44,7 @@ impl Fake {
             expand_fails: Mutex::new(std::collections::HashMap::new()),
             requests: Mutex::new(Vec::new()),
             pauses: Vec::new(),
+            refusals: Vec::new(),
         }
     }
 }
@@ -70,6 +73,11 @@ impl Expander for Fake {
             return Err(ExpandError::Paused(format!(
                 "the reviewer quit at {}",
                 req.node
+            )));
+        }
+        if self.refusals.contains(&req.node.0) {
+            return Err(ExpandError::Refused(anyhow::anyhow!(
+                "planner call failed: gemini: API key rejected (401)"
             )));
         }
         if self.judge_fails.contains(&req.node.0) {
@@ -594,6 +602,110 @@ fn a_reviewers_quit_pauses_the_search_and_a_resume_grows_that_node_and_ends_as_i
     assert_eq!(r2.stop, StopReason::Nodes);
     assert_eq!(f2.expanded.lock().unwrap().first(), Some(&NodeId(3)));
     assert_eq!(resumed.state.graph, whole.state.graph);
+}
+
+#[test]
+fn a_provider_refusal_stops_the_search_at_once_and_a_resume_grows_that_node() {
+    let st = settings(StrategySettings::Loop, 6, 1);
+    let (whole, _) = run(st.clone(), &Fake::new(Hint::Tile));
+    let refused = Fake {
+        refusals: vec![2],
+        ..Fake::new(Hint::Tile)
+    };
+    let mut mem = MemoryPersist::default();
+    let mut s = Search::new(st).unwrap();
+    let r = s.run(&refused, &NullSink, &mut mem).unwrap();
+    assert!(
+        matches!(&r.stop, StopReason::ExpanderFailed { message } if message.contains("n2") && message.contains("rejected")),
+        "{:?}",
+        r.stop
+    );
+    // Not retried, no node after it: a rejected key does not fix itself.
+    assert_eq!(
+        refused.expanded.lock().unwrap().as_slice(),
+        &[NodeId(0), NodeId(1), NodeId(2)]
+    );
+    let saved = parse_state(mem.states.last().expect("a save")).expect("parses");
+    assert!(saved.graph.get(NodeId(2)).is_some_and(|e| !e.finished));
+    let f2 = Fake::new(Hint::Tile);
+    let mut resumed = Search::resume(saved).expect("resumes");
+    let r2 = resumed
+        .run(&f2, &NullSink, &mut MemoryPersist::default())
+        .expect("resumed run");
+    assert_eq!(r2.stop, StopReason::Nodes);
+    assert_eq!(f2.expanded.lock().unwrap().first(), Some(&NodeId(2)));
+    assert_eq!(resumed.state.graph, whole.state.graph);
+}
+
+/// Node 1 reads slower than the start alone but was decided faster in the same rounds; node
+/// 2 reads fastest alone but was decided slower than node 1 in the same rounds.
+struct Paired;
+
+impl Expander for Paired {
+    fn expand(&self, req: &Expansion, _e: &dyn EventSink) -> Result<Expanded, ExpandError> {
+        use ksmith_judge::decide::{Decision, Evidence, NotBetterWhy};
+        let evidence = |speedup: f64| Evidence {
+            speedup,
+            low: speedup * 0.9,
+            high: speedup * 1.1,
+            paired: true,
+            disturbed: false,
+        };
+        let (alone, vs_parent) = match req.node.0 {
+            0 => (1.2, None),
+            1 => (
+                1.0,
+                Some(Decision::Better {
+                    evidence: evidence(1.5),
+                }),
+            ),
+            2 => (
+                2.0,
+                Some(Decision::NotBetter {
+                    evidence: evidence(0.6),
+                    why: NotBetterWhy::Slower,
+                }),
+            ),
+            _ => (1.1, None),
+        };
+        let src = format!("// node {}\n", req.node.0);
+        let h = ksmith_task::content_hash(src.as_bytes());
+        Ok(Expanded {
+            plan: format!("## Title\nnode {}", req.node.0),
+            source: Some(src),
+            code_hash: Some(h.clone()),
+            norm_hash: Some(h),
+            duplicate_of: None,
+            outcome: NodeOutcome {
+                status: Some(Status::Passed),
+                speedup: Some(alone),
+                interval: Some((alone * 0.9, alone * 1.1)),
+                roofline_fraction: None,
+                eval_id: None,
+                vs_parent,
+            },
+            spend: Spend {
+                calls: 1,
+                evaluations: 1,
+                ..Spend::default()
+            },
+            feedback: Default::default(),
+        })
+    }
+}
+
+#[test]
+fn a_loop_grows_from_what_the_same_rounds_decided_not_from_separate_figures() {
+    let mut s = Search::new(settings(StrategySettings::Loop, 4, 1)).unwrap();
+    let r = s.run(&Paired, &NullSink, &mut NoPersist).unwrap();
+    let parents: Vec<Option<NodeId>> = r.nodes.iter().map(|n| n.parent).collect();
+    // Node 2 grows from node 1 (decided faster than the start), node 3 from node 1 again
+    // (node 2 was decided slower than it, whatever its 2.0x alone).
+    assert_eq!(
+        parents,
+        [None, Some(NodeId(0)), Some(NodeId(1)), Some(NodeId(1))]
+    );
+    assert_eq!(r.best, Some(NodeId(1)));
 }
 
 #[test]

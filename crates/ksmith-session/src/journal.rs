@@ -231,7 +231,10 @@ mod tests {
         // The script has no second reply: the failure is a row with its error.
         let (row, got) = p.complete(Role::Implementer, "iteration 1 implement", 1, &prompt);
         assert!(got.is_err());
-        assert_eq!(row.error.as_deref(), got.as_ref().err().map(String::as_str));
+        let err = got.as_ref().expect_err("failed");
+        assert_eq!(row.error.as_deref(), Some(err.message.as_str()));
+        // Running out of script is not the provider refusing the run: retrying may help.
+        assert!(!err.refusal);
         assert_eq!(row.reply, "");
     }
 }

@@ -449,6 +449,28 @@ mod tests {
     }
 
     #[test]
+    fn an_or_of_equalities_excludes_what_neither_side_allows() {
+        // The shape a model wrote: "use prefetch, or the only distance that works without it".
+        let s = space(&["BM == 128 || BN == 32"]);
+        let bad: Config = [("BM".to_string(), 16), ("BN".to_string(), 8)].into();
+        assert!(!s.is_valid(&bad));
+        let all = s.enumerate();
+        assert!(!all.is_empty());
+        assert!(
+            all.iter().all(|c| c["BM"] == 128 || c["BN"] == 32),
+            "{all:?}"
+        );
+        for name in STRATEGIES {
+            let mut st = strategy(name, 3).unwrap();
+            let mut history = Vec::new();
+            while let Some(c) = st.propose(&s, &history) {
+                assert!(c["BM"] == 128 || c["BN"] == 32, "{name}: proposed {c:?}");
+                history.push(Trial::measured(c, Some(1.0)));
+            }
+        }
+    }
+
+    #[test]
     fn every_strategy_proposes_only_new_valid_configs_until_the_space_is_exhausted() {
         let s = space(&["BM * BN <= 2048"]);
         let total = s.enumerate().len();

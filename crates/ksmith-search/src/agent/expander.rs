@@ -1093,7 +1093,10 @@ impl AgentExpander {
             .profiler
             .clone()
             .filter(|p| self.stages.settings.profile && p.supports(self.base.language));
-        if let Some(profiler) = profiler {
+        if profiler.is_some() && cx.req.last {
+            cx.say("profile: skipped, no node is grown after this one to read it".into());
+        }
+        if let Some(profiler) = profiler.filter(|_| !cx.req.last) {
             let dir = self.settings.store_dir.join("cache").join("profile");
             let sol = self.candidate(cx.req.node, kept.source.clone());
             cx.say("profile: sampling the kept candidate".into());

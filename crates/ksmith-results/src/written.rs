@@ -2,9 +2,9 @@
 //! finalists as they were re-checked and re-timed together, the winner written (the one the
 //! final judgement chose, never another) with its figures per workload, and what the run spent.
 
-use crate::finalize::FinalRecord;
-use crate::node::{plan_title, Node, NodeState};
 use ksmith_judge::EvalResult;
+use ksmith_search::finalize::FinalRecord;
+use ksmith_search::node::{plan_title, Node, NodeId, NodeState};
 use ksmith_task::escape::{markdown_cell, markdown_code};
 use ksmith_task::Task;
 
@@ -86,9 +86,9 @@ impl RunReport<'_> {
                 markdown_cell(&plan_title(&n.plan)),
             ));
         }
-        let incumbent = r
-            .incumbent
-            .map_or("the incumbent".to_string(), |i| format!("node {i}"));
+        let incumbent = r.incumbent.map_or("the incumbent".to_string(), |i| {
+            format!("node {}", NodeId(i))
+        });
         md.push_str(&format!(
             "\n## Finalists, re-checked on fresh seeds and re-timed together\n\nEvery finalist's rounds share the same windows and the same XLA baseline calls, so they are compared with each other directly. Held-out shapes (never shown to the agents nor timed; a finalist failing them cannot win): {}.\n\n| node | evaluation | status | held-out | together: vs XLA (95%) | together: vs {incumbent} (95%) | decision |\n| --- | --- | --- | --- | --- | --- | --- |\n",
             markdown_cell(if r.held_out.is_empty() { "none" } else { &r.held_out })
@@ -96,7 +96,7 @@ impl RunReport<'_> {
         for f in &r.finalists {
             md.push_str(&format!(
                 "| {}{} | {} | {} | {} | {} | {} | {} |\n",
-                f.node,
+                NodeId(f.node),
                 if r.node == Some(f.node) {
                     " (winner)"
                 } else {
@@ -132,7 +132,8 @@ impl RunReport<'_> {
             .and_then(|f| f.eval_id)
             .map_or(String::new(), |e| format!(" (evaluation {e})"));
         md.push_str(&format!(
-            "Winner: node {w}{eval}. {}.\n",
+            "Winner: node {}{eval}. {}.\n",
+            NodeId(w),
             markdown_cell(&r.summary)
         ));
         if let Some(p) = self.winner.and_then(|e| e.performance.as_ref()) {
@@ -161,5 +162,144 @@ impl RunReport<'_> {
             }
         }
         md
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksmith_judge::decide::{Decision, Evidence};
+    use ksmith_judge::Status;
+    use ksmith_search::finalize::{Figure, FinalistRow};
+    use ksmith_search::node::NodeOutcome;
+    use ksmith_search::Hint;
+
+    fn node(id: u64, parent: Option<u64>, plan: &str, speedup: f64) -> Node {
+        Node {
+            id: NodeId(id),
+            parent: parent.map(NodeId),
+            depth: u32::from(parent.is_some()),
+            hint: Hint::Own,
+            state: NodeState::Done,
+            plan: plan.into(),
+            code_hash: None,
+            norm_hash: None,
+            duplicate_of: None,
+            outcome: NodeOutcome {
+                status: Some(Status::Passed),
+                speedup: Some(speedup),
+                interval: Some((speedup * 0.9, speedup * 1.1)),
+                ..NodeOutcome::default()
+            },
+            spend: Default::default(),
+            feedback: Default::default(),
+        }
+    }
+
+    fn row(node: u64, decision: &str, vs: Option<f64>) -> FinalistRow {
+        FinalistRow {
+            node,
+            eval_id: Some(10 + node as i64),
+            status: "PASSED".into(),
+            held_out: Some("PASSED".into()),
+            together: Some(Figure {
+                speedup: 1.0,
+                low: 0.9,
+                high: 1.1,
+            }),
+            vs_incumbent: vs.map(|v| Figure {
+                speedup: v,
+                low: v * 0.9,
+                high: v * 1.1,
+            }),
+            decision: decision.into(),
+        }
+    }
+
+    #[test]
+    fn the_report_names_the_winner_written_and_escapes_the_model_s_text() {
+        let task = Task::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tasks/starter/vector_add"),
+        )
+        .unwrap();
+        let mut child = node(
+            1,
+            Some(0),
+            "## Title\nSplit | the loop\n## Strategy\nx",
+            2.0,
+        );
+        child.outcome.vs_parent = Some(Decision::Better {
+            evidence: Evidence {
+                speedup: 1.8,
+                low: 1.5,
+                high: 2.1,
+                paired: true,
+                disturbed: false,
+            },
+        });
+        // Node 2 reads fastest alone, yet the final judgement chose node 1: the report says 1.
+        let nodes = [
+            node(0, None, "the starting solution", 1.0),
+            child,
+            node(2, Some(1), "## Title\nUnroll", 2.5),
+        ];
+        let record = FinalRecord {
+            node: Some(1),
+            incumbent: Some(0),
+            summary: "node n1: better".into(),
+            held_out: "N=1001".into(),
+            retimed: 0,
+            finalists: vec![
+                row(0, "incumbent", None),
+                row(1, "better", Some(1.8)),
+                row(2, "undecided", Some(1.9)),
+            ],
+        };
+        let md = RunReport {
+            run: "run-1",
+            task: &task,
+            model: "scripted:x",
+            strategy: "loop",
+            stop: "node budget spent",
+            nodes: &nodes,
+            record: &record,
+            winner: None,
+            calls: (4, 1000, 200, 0.0),
+        }
+        .markdown();
+        assert!(
+            md.contains("Winner: node n1 (evaluation 11). node n1: better."),
+            "{md}"
+        );
+        assert!(md.contains("| n1 (winner) | n0 | PASSED |"), "{md}");
+        assert!(!md.contains("| n2 (winner)"), "{md}");
+        assert!(
+            md.contains("| n1 (winner) | 11 | PASSED | PASSED |"),
+            "{md}"
+        );
+        // The plan title's pipe cannot break the table.
+        assert!(md.contains("Split \\| the loop"), "{md}");
+        assert!(md.contains("better: 1.80x (1.50-2.10)"), "{md}");
+        assert!(md.contains("LLM calls: 4 (1000 tokens in, 200 out"), "{md}");
+        // No winner: said, nothing claimed.
+        let none = FinalRecord {
+            node: None,
+            ..record.clone()
+        };
+        let md = RunReport {
+            record: &none,
+            run: "run-1",
+            task: &task,
+            model: "m",
+            strategy: "loop",
+            stop: "s",
+            nodes: &nodes,
+            winner: None,
+            calls: (0, 0, 0, 0.0),
+        }
+        .markdown();
+        assert!(md.contains("No winner"), "{md}");
+        assert!(!md.contains("(winner)"), "{md}");
     }
 }
