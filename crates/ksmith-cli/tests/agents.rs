@@ -269,7 +269,7 @@ fn a_multi_iteration_run_ends_with_a_faster_correct_kernel_tuned_profiled_and_re
     let v = show(&store, &id);
     assert_eq!(v["status"], "finished", "{v}");
     assert_eq!(v["kind"], "search", "{v}");
-    assert_eq!(v["llm"]["calls"], 6);
+    assert_eq!(v["llm"]["calls"], 6, "{v}\n{}", text(&o));
     let nodes = v["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 3, "the start and two iterations: {v}");
     assert!((0..3).all(|i| node_status(&v, i) == "PASSED"), "{v}");

@@ -715,7 +715,7 @@ impl Search {
             // What its autotune stage found, so a later plan does not tune the same values
             // again (cut: the full note goes to the node's own children).
             let tuning = n.feedback.tuning.as_deref().map_or(String::new(), |t| {
-                format!("; autotune: {}", crate::agent::context::clip(t, 240))
+                format!("; autotune: {}", crate::agent::context::clip(t, 400))
             });
             format!(
                 "node {} [{}] {} -> {outcome}{paired}{tuning}",
@@ -723,6 +723,19 @@ impl Search {
                 n.hint,
                 crate::node::plan_title(&n.plan)
             )
+        };
+        // A relative's line also says what its profile found: the lesson of a tried idea (why
+        // it was no faster, where it lost) is there, not in its figure.
+        let kin_line = |n: &Node| match n.feedback.profile.as_deref() {
+            Some(p) => format!(
+                "{}; its profile: {}",
+                line(n),
+                crate::agent::context::clip(
+                    &p.split_whitespace().collect::<Vec<_>>().join(" "),
+                    300
+                )
+            ),
+            None => line(n),
         };
         let mut lineage = Vec::new();
         let mut ancestors = Vec::new();
@@ -764,7 +777,11 @@ impl Search {
             .take(TRIED_SHOWN)
             .map(|n| {
                 let rel = ["sibling", "cousin", "elsewhere"][kin(n)];
-                format!("{rel}: {}", line(n))
+                if kin(n) < 2 {
+                    format!("{rel}: {}", kin_line(n))
+                } else {
+                    format!("{rel}: {}", line(n))
+                }
             })
             .collect();
         let search_best = s

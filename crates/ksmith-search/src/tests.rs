@@ -138,7 +138,11 @@ impl Expander for Fake {
                 }
             },
             spend,
-            feedback: Default::default(),
+            feedback: crate::node::Feedback {
+                tuning: None,
+                profile: (!fails)
+                    .then(|| format!("profile of {}:\n  the   exp\n dominates", req.node)),
+            },
         })
     }
 }
@@ -533,6 +537,14 @@ fn a_node_is_told_its_lineage_by_plan_title_what_siblings_tried_and_the_search_b
     );
     assert!(
         with_sibling.tried.iter().any(|l| l.contains("vs XLA")),
+        "{:?}",
+        with_sibling.tried
+    );
+    // ... and what its profile found, on one line: why a tried idea lost.
+    assert!(
+        with_sibling.tried.iter().any(|l| l.starts_with("sibling: ")
+            && l.contains("; its profile: profile of n")
+            && l.contains("the exp dominates")),
         "{:?}",
         with_sibling.tried
     );

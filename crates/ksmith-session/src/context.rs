@@ -347,16 +347,17 @@ impl FixBudget {
     }
 }
 
-/// `text` cut to about `max` characters at a word boundary, with `…` when cut (never in the
-/// middle of a word or a figure).
+/// `text` cut to about `max` characters, with `…` when cut: after its last whole clause (`; `)
+/// in the second half, else at a word boundary (never in the middle of a word or a figure).
 pub fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
     let head: String = text.chars().take(max).collect();
     let cut = head
-        .rfind(' ')
+        .rfind("; ")
         .filter(|&i| i > max / 2)
+        .or_else(|| head.rfind(' ').filter(|&i| i > max / 2))
         .unwrap_or(head.len());
     format!("{}…", head[..cut].trim_end())
 }
@@ -406,6 +407,14 @@ mod tests {
         assert_eq!(
             clip("tuned A=1: 0.85x (8.10x/1.64x/0.05x); B=2: 0.9x", 24),
             "tuned A=1: 0.85x…"
+        );
+        // A whole clause when one ends in the second half.
+        assert_eq!(
+            clip(
+                "tuned A=1: 0.85x (8.10x/1.64x); B=2: 0.9x (1.1x/0.8x); C=3",
+                50
+            ),
+            "tuned A=1: 0.85x (8.10x/1.64x)…"
         );
     }
 
