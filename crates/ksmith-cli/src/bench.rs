@@ -1,9 +1,9 @@
 //! `ksmith bench`: every task of a suite, resumable, with the summary table and suite metrics.
 
-use crate::bench_rows::Row;
 use crate::{env_err, input, load_task, report, suite_tasks, Ctx, Exit, JudgeOpts};
 use anyhow::anyhow;
 use ksmith_judge::{JudgeError, Status};
+use ksmith_results::suite::Row;
 use ksmith_search::{Evaluator, EvaluatorError, Purpose, Reuse};
 use ksmith_store::BenchItem;
 use ksmith_task::{Solution, Task};

@@ -10,7 +10,6 @@
 mod term;
 mod agent;
 mod bench;
-mod bench_rows;
 mod cache;
 mod cluster;
 mod deploy;

@@ -5,11 +5,11 @@
 //! printed through `say!` (escaped), one-line fields through [`one`], multi-line ones through
 //! [`continued`].
 
-use crate::bench_rows::{group, Row};
 use crate::term::{continued, one};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use ksmith_backend::hw::{DeviceLock, FloorTerm, Hardware, Stores};
 use ksmith_judge::{EvalResult, HarnessSplit, Status};
+use ksmith_results::suite::{self, Metrics, Row};
 use ksmith_task::Task;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -554,78 +554,18 @@ fn total_ms(p: &ksmith_judge::Performance, baseline: bool) -> f64 {
         .sum()
 }
 
-/// What one bench row says about its solution on this machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RowState {
-    /// Could not run here (no GPU, no nvcc): says nothing about the solution.
-    Unavailable,
-    /// The trusted side failed on the task (reference error): counted as not correct.
-    TaskError,
-    /// Evaluated and not PASSED.
-    Failed,
-    /// PASSED, but without a kernel time (an interpreter on a CPU, or `--no-timing`).
-    Untimed,
-    /// PASSED and timed against the baseline.
-    Timed,
-}
-
-impl RowState {
-    /// The lower-case name used in json and csv.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            RowState::Unavailable => "unavailable",
-            RowState::TaskError => "task_error",
-            RowState::Failed => "failed",
-            RowState::Untimed => "untimed",
-            RowState::Timed => "timed",
-        }
+/// The full status text: `STATUS (reason)`, `UNAVAILABLE: why` or `ERROR: message`.
+pub(crate) fn status_full(row: &Row) -> String {
+    match (&row.unavailable, &row.result) {
+        (Some(why), _) => format!("UNAVAILABLE ({})", one(why)),
+        (None, Some(r)) => match (r.performance.is_none(), &r.timing_unavailable) {
+            (true, Some(_)) if r.status == Status::Passed => {
+                format!("{} (untimed: interpreter)", status_text(r))
+            }
+            _ => status_text(r),
+        },
+        (None, None) => format!("ERROR: {}", one(row.error.as_deref().unwrap_or("?"))),
     }
-}
-
-impl Row {
-    /// What this row says (see [`RowState`]).
-    pub(crate) fn state(&self) -> RowState {
-        match &self.result {
-            _ if self.unavailable.is_some() => RowState::Unavailable,
-            None => RowState::TaskError,
-            Some(r) if r.status != Status::Passed => RowState::Failed,
-            Some(r) if r.performance.is_some() => RowState::Timed,
-            Some(_) => RowState::Untimed,
-        }
-    }
-
-    /// The full status text: `STATUS (reason)`, `UNAVAILABLE: why` or `ERROR: message`.
-    pub(crate) fn status_full(&self) -> String {
-        match (&self.unavailable, &self.result) {
-            (Some(why), _) => format!("UNAVAILABLE ({})", one(why)),
-            (None, Some(r)) => match (r.performance.is_none(), &r.timing_unavailable) {
-                (true, Some(_)) if r.status == Status::Passed => {
-                    format!("{} (untimed: interpreter)", status_text(r))
-                }
-                _ => status_text(r),
-            },
-            (None, None) => format!("ERROR: {}", one(self.error.as_deref().unwrap_or("?"))),
-        }
-    }
-}
-
-/// Suite metrics for one solution name (KernelBench's definitions; see [`BenchSummary::new`]).
-pub(crate) struct Metrics {
-    pub solution: String,
-    /// Tasks in the suite.
-    pub total: usize,
-    /// Tasks whose solution could not run here, with the distinct reasons.
-    pub unavailable: usize,
-    pub unavailable_why: Vec<String>,
-    /// Tasks evaluated here (total - unavailable): the denominator of `correct` and fast_0.
-    pub evaluated: usize,
-    pub correct: usize,
-    /// Correct tasks with no kernel time (their speed is unknown).
-    pub untimed: usize,
-    /// Geometric mean speedup over the correct, timed tasks.
-    pub geomean: Option<f64>,
-    /// (p, fraction, denominator); the fraction is `None` when nothing was timed.
-    pub fast: Vec<(f64, Option<f64>, usize)>,
 }
 
 /// Everything `bench` reports.
@@ -636,8 +576,6 @@ pub(crate) struct BenchSummary<'a> {
     pub wall_s: f64,
     pub run_id: i64,
 }
-
-const FAST_P: [f64; 4] = [0.0, 1.0, 1.5, 2.0];
 
 impl<'a> BenchSummary<'a> {
     /// Per solution name, over the suite's tasks (first repeat): a task whose solution could
@@ -652,70 +590,11 @@ impl<'a> BenchSummary<'a> {
         wall_s: f64,
         run_id: i64,
     ) -> BenchSummary<'a> {
-        let mut names: Vec<String> = rows.iter().map(|r| r.solution.clone()).collect();
-        names.sort();
-        names.dedup();
-        let metrics = names
-            .into_iter()
-            .map(|name| {
-                let firsts: Vec<Option<&Row>> = tasks
-                    .iter()
-                    .map(|t| {
-                        rows.iter()
-                            .find(|r| r.task == t.name && r.solution == name && r.repeat == 0)
-                    })
-                    .collect();
-                let state = |r: &Option<&Row>| r.map(|r| r.state());
-                let count = |s: RowState| firsts.iter().filter(|r| state(r) == Some(s)).count();
-                let unavailable = count(RowState::Unavailable);
-                let untimed = count(RowState::Untimed);
-                let mut unavailable_why: Vec<String> = firsts
-                    .iter()
-                    .flatten()
-                    .filter_map(|r| r.unavailable.clone())
-                    .collect();
-                unavailable_why.sort();
-                unavailable_why.dedup();
-                let ok: Vec<f64> = firsts
-                    .iter()
-                    .flatten()
-                    .filter(|r| r.state() == RowState::Timed)
-                    .filter_map(|r| r.result.as_ref()?.performance.as_ref().map(|p| p.speedup))
-                    .collect();
-                let correct = ok.len() + untimed;
-                let evaluated = tasks.len() - unavailable;
-                let geomean = (!ok.is_empty())
-                    .then(|| (ok.iter().map(|s| s.ln()).sum::<f64>() / ok.len() as f64).exp());
-                let fast = FAST_P
-                    .iter()
-                    .map(|&p| {
-                        if p == 0.0 {
-                            let f = (evaluated > 0).then(|| correct as f64 / evaluated as f64);
-                            return (p, f, evaluated);
-                        }
-                        let known = evaluated - untimed;
-                        let n = ok.iter().filter(|&&s| s > p).count();
-                        let f = (known > 0 && !ok.is_empty()).then(|| n as f64 / known as f64);
-                        (p, f, known)
-                    })
-                    .collect();
-                Metrics {
-                    solution: name,
-                    total: tasks.len(),
-                    unavailable,
-                    unavailable_why,
-                    evaluated,
-                    correct,
-                    untimed,
-                    geomean,
-                    fast,
-                }
-            })
-            .collect();
+        let metrics = suite::metrics(tasks, rows);
         BenchSummary {
             rows,
             metrics,
-            aa: aa_spread(rows),
+            aa: suite::aa_spread(rows),
             wall_s,
             run_id,
         }
@@ -749,7 +628,7 @@ impl<'a> BenchSummary<'a> {
                 vec![
                     one(&r.task).into_owned(),
                     sol,
-                    r.status_full(),
+                    status_full(r),
                     perf.map(|p| speedup_cell(p.speedup, p.speedup_interval, p.noisy))
                         .unwrap_or_else(|| "-".into()),
                     perf.map(|p| p.roofline_cell())
@@ -928,43 +807,6 @@ impl<'a> BenchSummary<'a> {
             "aa_spread": self.aa.map(|(max, median, n)| json!({"max": max, "median": median, "pairs": n})),
         })
     }
-}
-
-/// Speedup spread between repeats of the same solution, over workloads whose kernel takes >= 1 ms:
-/// (max, median, count) of max/min - 1.
-fn aa_spread(rows: &[Row]) -> Option<(f64, f64, usize)> {
-    let mut spreads = Vec::new();
-    for list in group(rows).values() {
-        let perfs: Vec<_> = list
-            .iter()
-            .filter_map(|r| r.result.as_ref()?.performance.as_ref())
-            .collect();
-        if perfs.len() < 2 {
-            continue;
-        }
-        for w in &perfs[0].workloads {
-            let s: Vec<f64> = perfs
-                .iter()
-                .filter_map(|p| p.workloads.iter().find(|x| x.workload == w.workload))
-                .map(|x| x.speedup)
-                .collect();
-            if w.candidate.median_ms >= 1.0 && s.len() == perfs.len() {
-                let (lo, hi) = s
-                    .iter()
-                    .fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-                spreads.push(hi / lo - 1.0);
-            }
-        }
-    }
-    if spreads.is_empty() {
-        return None;
-    }
-    spreads.sort_by(|a, b| a.total_cmp(b));
-    Some((
-        *spreads.last().unwrap_or(&0.0),
-        spreads[spreads.len() / 2],
-        spreads.len(),
-    ))
 }
 
 /// The side-by-side table of `eval TASK A B ...`: each candidate against XLA and against the

@@ -144,7 +144,7 @@ fn render(s: &BenchSummary, format: Format) -> String {
             } else {
                 md_cell(&r.solution)
             },
-            md_cell(&r.status_full()),
+            md_cell(&crate::report::status_full(r)),
             perf.map(|p| crate::report::speedup_cell(p.speedup, p.speedup_interval, p.noisy))
                 .unwrap_or_else(|| "-".into()),
             perf.map(|p| p.roofline_cell())
