@@ -288,7 +288,10 @@ mod tests {
         assert_eq!(fast(1.0), Some((Some(0.5), 4)));
         assert_eq!(fast(2.0), Some((Some(0.25), 4)));
         let g = m.geomean.expect("timed tasks");
-        assert!((g - (3.0f64 * 1.2 * 0.5).powf(1.0 / 3.0)).abs() < 1e-12, "{g}");
+        assert!(
+            (g - (3.0f64 * 1.2 * 0.5).powf(1.0 / 3.0)).abs() < 1e-12,
+            "{g}"
+        );
     }
 
     #[test]
@@ -302,7 +305,10 @@ mod tests {
 
     #[test]
     fn a_row_says_what_it_knows() {
-        assert_eq!(row("a", None, Some("no GPU")).state(), RowState::Unavailable);
+        assert_eq!(
+            row("a", None, Some("no GPU")).state(),
+            RowState::Unavailable
+        );
         assert_eq!(row("a", None, None).state(), RowState::TaskError);
         let r = row("a", Some(result("a", "PASSED", None)), None);
         assert_eq!(r.state(), RowState::Untimed);

@@ -12,6 +12,7 @@
 mod live;
 mod pages;
 pub(crate) mod review;
+mod stream;
 
 use crate::mcp::runs::{self as procs, Procs};
 use crate::{env_err, input as input_err, Ctx, Exit};
@@ -121,7 +122,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/runs", post(start_run))
         .route("/runs/{run}", get(run_page))
         .route("/runs/{run}/state", get(run_state))
-        .route("/runs/{run}/events", get(live::events))
+        .route("/runs/{run}/events", get(stream::events))
         .route("/runs/{run}/report", get(report))
         .route("/runs/{run}/review", post(review_answer))
         .route("/runs/{run}/stop", post(stop_run))
