@@ -34,15 +34,8 @@ fn write_scenario(dir: &Path, replies: &[String]) -> String {
     format!("scripted:{}", p.display())
 }
 
-/// The run id from `search run-...: loop on TASK ...`.
 fn run_id(o: &Output) -> String {
-    let t = text(o);
-    let at = t.find("search run-").expect("run id printed") + "search ".len();
-    t[at..]
-        .split(|c: char| c == ':' || c.is_whitespace())
-        .next()
-        .unwrap()
-        .to_string()
+    common::search_run_id(&text(o))
 }
 
 fn show(store: &Path, id: &str) -> Value {

@@ -14,14 +14,8 @@ fn reply(role: &str, text: &str) -> String {
     format!("[[reply]]\nrole = \"{role}\"\ntext = '''\n{text}'''\n\n")
 }
 
-/// The run id from `search run-...: loop on TASK ...`.
 fn run_id(t: &str) -> String {
-    let at = t.find("search run-").expect("run id printed") + "search ".len();
-    t[at..]
-        .split(|c: char| c == ':' || c.is_whitespace())
-        .next()
-        .unwrap()
-        .to_string()
+    common::search_run_id(t)
 }
 
 fn ok_json(store: &Path, args: &[&str]) -> Value {

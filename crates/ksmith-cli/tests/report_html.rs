@@ -27,15 +27,8 @@ fn reply(role: &str, text: &str) -> String {
     format!("[[reply]]\nrole = \"{role}\"\nexpect = []\ntext = '''\n{text}'''\n\n")
 }
 
-/// The run id from `search run-...: loop on TASK ...`.
 fn run_id(o: &Output) -> String {
-    let t = text(o);
-    let at = t.find("search run-").expect("run id printed") + "search ".len();
-    t[at..]
-        .split(|c: char| c == ':' || c.is_whitespace())
-        .next()
-        .unwrap()
-        .to_string()
+    common::search_run_id(&text(o))
 }
 
 /// The page's checks that need no browser: self-contained, candidate text inert.

@@ -273,12 +273,7 @@ fn bench_formats_and_compare_gate_a_fast_run_against_a_slower_one() {
     );
     assert_eq!(opt.status.code(), Some(0), "{}", text(&opt));
     let t = text(&opt);
-    let at = t.find("search run-").expect("run id printed") + "search ".len();
-    let run = t[at..]
-        .split(|c: char| c == ':' || c.is_whitespace())
-        .next()
-        .unwrap()
-        .to_string();
+    let run = common::search_run_id(&t);
     let cmp = ksmith(&store, &["compare", &run_a.to_string(), &run, "--json"]);
     assert_eq!(cmp.status.code(), Some(0), "{}", text(&cmp));
     let c = json(&cmp);

@@ -159,3 +159,13 @@ pub fn has_gpu() -> bool {
         .map(|o| o.status.success() && !o.stdout.is_empty())
         .unwrap_or(false)
 }
+
+/// The id of the run an agent run or search printed (`search run-...: loop on TASK ...`).
+pub fn search_run_id(out: &str) -> String {
+    let at = out.find("search run-").expect("run id printed") + "search ".len();
+    out[at..]
+        .split(|c: char| c == ':' || c.is_whitespace())
+        .next()
+        .unwrap()
+        .to_string()
+}
