@@ -3,9 +3,9 @@
 //! escaping could neither run nor call out. All candidate text (plans, summaries, sources,
 //! diffs, statuses) goes through [`html`].
 
-use super::data::ReportData;
 use super::plot::{self, Axis};
 use super::tree;
+use ksmith_results::run::ReportData;
 use ksmith_task::escape::html;
 use std::fmt::Write;
 

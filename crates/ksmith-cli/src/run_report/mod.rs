@@ -5,7 +5,7 @@
 //!
 //! (`report.rs` next door is the table printer of `eval`/`bench`; this is the run report.)
 
-pub(crate) mod data;
+use ksmith_results::run as data;
 mod html;
 mod plot;
 mod tree;

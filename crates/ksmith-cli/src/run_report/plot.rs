@@ -1,7 +1,7 @@
 //! The best-so-far charts, drawn with plotters' SVG backend into strings that the page inlines
 //! (no script, no fetch: the page works offline and shows the same in any browser).
 
-use super::data::ProgressPoint;
+use ksmith_results::run::ProgressPoint;
 use plotters::prelude::*;
 
 /// Which spend a chart's x axis measures.

@@ -2,7 +2,7 @@
 //! side by side and a parent centred over its children; boxes coloured by outcome. A serial
 //! run is a chain (one column).
 
-use super::data::ReportNode;
+use ksmith_results::run::ReportNode;
 use ksmith_task::escape::html;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -141,7 +141,7 @@ fn place(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run_report::data::Tone;
+    use ksmith_results::run::Tone;
 
     fn node(id: u64, parent: Option<u64>, hint: &str) -> ReportNode {
         ReportNode {

@@ -6,7 +6,7 @@
 
 use super::review::{self, PendingReview};
 use super::{App, Failure};
-use crate::run_report::data::{self, ReportData};
+use ksmith_results::run::{self as data, ReportData};
 use ksmith_search::finalize::FinalRecord;
 use serde::Serialize;
 use std::collections::HashMap;

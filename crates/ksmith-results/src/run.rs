@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 /// Which kind of run the report is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RunKind {
+pub enum RunKind {
     /// The serial agent loop: one snapshot per iteration, a chain.
     Serial,
     /// A graph search: nodes with parents (`search_nodes`).
@@ -16,7 +16,7 @@ pub(crate) enum RunKind {
 
 impl RunKind {
     /// How the page and the summary name it.
-    pub(crate) fn describe(self) -> &'static str {
+    pub fn describe(self) -> &'static str {
         match self {
             RunKind::Serial => "serial agent run",
             RunKind::Search => "graph search",
@@ -26,7 +26,7 @@ impl RunKind {
 
 /// How a node is coloured: what its outcome means for the search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Tone {
+pub enum Tone {
     /// The winner.
     Best,
     /// Judged correct and timed.
@@ -41,7 +41,7 @@ pub(crate) enum Tone {
 
 impl Tone {
     /// CSS class and legend key.
-    pub(crate) fn class(self) -> &'static str {
+    pub fn class(self) -> &'static str {
         match self {
             Tone::Best => "best",
             Tone::Passed => "passed",
@@ -52,7 +52,7 @@ impl Tone {
     }
 
     /// Fill colour in the tree.
-    pub(crate) fn fill(self) -> &'static str {
+    pub fn fill(self) -> &'static str {
         match self {
             Tone::Best => "#1b7f3b",
             Tone::Passed => "#7cc48f",
@@ -65,7 +65,7 @@ impl Tone {
 
 /// One node of the tree (a serial run's iteration is a node whose parent is the one before).
 #[derive(Debug, Clone)]
-pub(crate) struct ReportNode {
+pub struct ReportNode {
     /// Node id (serial: the iteration).
     pub id: u64,
     /// Parent id.
@@ -98,7 +98,7 @@ pub(crate) struct ReportNode {
 
 /// One point of the best-so-far curves (after a node ends).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct ProgressPoint {
+pub struct ProgressPoint {
     /// Seconds since the run started.
     pub wall_s: f64,
     /// Evaluations so far.
@@ -111,7 +111,7 @@ pub(crate) struct ProgressPoint {
 
 /// LLM spend of one agent role.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct RoleCost {
+pub struct RoleCost {
     /// Role name.
     pub role: String,
     /// Calls.
@@ -126,7 +126,7 @@ pub(crate) struct RoleCost {
 
 /// One workload of the winner's evaluation.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct WorkloadRow {
+pub struct WorkloadRow {
     /// Workload index.
     pub index: usize,
     /// Axis values, `M=64 N=1024`.
@@ -148,7 +148,7 @@ pub(crate) struct WorkloadRow {
 
 /// One source file of the winner with its start.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct WinnerFile {
+pub struct WinnerFile {
     /// File name.
     pub name: String,
     /// The starting text (empty when the run started from nothing).
@@ -159,7 +159,7 @@ pub(crate) struct WinnerFile {
 
 /// The best passed node and what the page shows of it.
 #[derive(Debug, Clone)]
-pub(crate) struct Winner {
+pub struct Winner {
     /// Index into [`ReportData::nodes`].
     pub node: usize,
     /// Where the diff starts from (`iteration 0`, `n0`, or nothing).
@@ -174,7 +174,7 @@ pub(crate) struct Winner {
 
 /// Everything a report shows.
 #[derive(Debug, Clone)]
-pub(crate) struct ReportData {
+pub struct ReportData {
     /// The run row.
     pub run: RunRow,
     /// Serial or search.
@@ -206,7 +206,7 @@ pub(crate) struct ReportData {
 
 /// Seconds since the Unix epoch of a stored UTC time (`2026-01-02T03:04:05Z`, fraction
 /// optional).
-pub(crate) fn parse_utc(s: &str) -> Option<f64> {
+pub fn parse_utc(s: &str) -> Option<f64> {
     let s = s.strip_suffix('Z').unwrap_or(s);
     let (date, time) = s.split_once('T')?;
     let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
@@ -231,7 +231,7 @@ pub(crate) fn parse_utc(s: &str) -> Option<f64> {
 
 /// Why a report cannot be made.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum LoadError {
+pub enum LoadError {
     /// No run with that id in the store.
     #[error("no run `{0}` in this store (`ksmith runs` lists them)")]
     UnknownRun(String),
@@ -241,7 +241,7 @@ pub(crate) enum LoadError {
 }
 
 /// Reads a run from the store.
-pub(crate) fn load(store: &Store, id: &str) -> Result<ReportData, LoadError> {
+pub fn load(store: &Store, id: &str) -> Result<ReportData, LoadError> {
     let run = store
         .run(id)?
         .ok_or_else(|| LoadError::UnknownRun(id.to_string()))?;
