@@ -224,3 +224,17 @@ pub(crate) fn judge_opts(f: &FrozenJudge) -> JudgeOpts {
     o.no_timing = false;
     o
 }
+
+/// A `--max-cost` can only hold a model whose spending is counted: one with a price.
+pub(crate) fn check_cost_limit(
+    spec: &ksmith_llm::ModelSpec,
+    config: &ksmith_llm::Config,
+    cost: Option<f64>,
+) -> Result<(), Exit> {
+    match cost {
+        Some(cost) if config.price(spec).is_none() => Err(input(anyhow!(
+            "--max-cost {cost}: no price is known for {spec}, so spending cannot be counted; add [prices.\"{spec}\"] with input_per_mtok and output_per_mtok to the config file, or drop --max-cost"
+        ))),
+        _ => Ok(()),
+    }
+}

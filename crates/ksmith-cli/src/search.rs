@@ -459,16 +459,11 @@ pub(crate) fn start(ctx: &Ctx, args: &OptimizeArgs, kind: StrategyKind) -> Resul
             "--interactive: a simulated search has no agents to review"
         )));
     }
-    if let (Some(cost), true) = (settings.budget.cost, agent_search) {
-        // Spending can only be held to a limit when it can be counted.
+    if agent_search && settings.budget.cost.is_some() {
         let spec =
             ksmith_llm::ModelSpec::parse(&model).map_err(|e| input(anyhow!("--model: {e}")))?;
         let config = ksmith_llm::Config::discover().map_err(input)?;
-        if config.price(&spec).is_none() {
-            return Err(input(anyhow!(
-                "--max-cost {cost}: no price is known for {spec}, so spending cannot be counted; add [prices.\"{spec}\"] with input_per_mtok and output_per_mtok to the config file, or drop --max-cost"
-            )));
-        }
+        crate::run_args::check_cost_limit(&spec, &config, settings.budget.cost)?;
     }
     let run_id = new_run_id();
     let chosen = expander_for(ctx, &options, &run_id, &task.dir)?;
@@ -575,17 +570,6 @@ pub(crate) fn resume(
             "run {id} already finished ({}); raise a limit (--max-calls, ...) to search further",
             run.stop_reason.as_deref().unwrap_or("done")
         )));
-    }
-    // A run's tests are frozen at its start: changed since, its verdicts no longer hold.
-    if !opts.model.starts_with("sim:") {
-        let task = crate::load_task(Path::new(&run.task_dir))?;
-        if task.content_hash != run.tests_hash {
-            return Err(input(anyhow!(
-                "the tests of task {} changed during run {id} ({}); a run's tests are frozen at its start: restore them, or start a new run",
-                task.name,
-                run.task_dir
-            )));
-        }
     }
     let chosen = expander_for(ctx, &opts, id, Path::new(&run.task_dir))?;
     let in_flight = search
@@ -764,8 +748,9 @@ fn drive(
     if let Some(w) = winner {
         say!("winner (re-checked on fresh seeds and held-out shapes, re-timed among the finalists): {w}");
         if let Some(agent) = &chosen.agent {
-            let out = write_winner(ctx, store, run, agent, &r.nodes, w)?;
-            let report = written_report(store, run, agent, &r.nodes, &record, &r.stop)?;
+            let opts: SearchRunOptions = serde_json::from_str(&run.options).map_err(env_err)?;
+            let out = write_winner(ctx, store, run, &opts, agent, &r.nodes, w)?;
+            let report = written_report(store, run, &opts, agent, &r.nodes, &record, &r.stop)?;
             std::fs::write(out.join("report.md"), report).map_err(|e| {
                 env_err(anyhow!("writing {}: {e}", out.join("report.md").display()))
             })?;
@@ -792,12 +777,12 @@ fn drive(
 fn written_report(
     store: &Store,
     run: &RunRow,
+    opts: &SearchRunOptions,
     agent: &AgentExpander,
     nodes: &[Node],
     record: &ksmith_search::finalize::FinalRecord,
     stop: &StopReason,
 ) -> Result<String, Exit> {
-    let opts: SearchRunOptions = serde_json::from_str(&run.options).map_err(env_err)?;
     let winner_eval = record
         .finalists
         .iter()
@@ -830,6 +815,7 @@ fn write_winner(
     ctx: &Ctx,
     store: &mut Store,
     run: &mut RunRow,
+    opts: &SearchRunOptions,
     agent: &AgentExpander,
     nodes: &[Node],
     w: ksmith_search::NodeId,
@@ -837,11 +823,11 @@ fn write_winner(
     let Some(hash) = nodes.get(w.0 as usize).and_then(|n| n.code_hash.clone()) else {
         return Err(env_err(anyhow!("node {w}: the winner has no stored code")));
     };
-    let opts: SearchRunOptions = serde_json::from_str(&run.options).map_err(env_err)?;
     let source = String::from_utf8(store.artifact(&hash).map_err(env_err)?)
         .map_err(|_| env_err(anyhow!("node {w}: stored code is not UTF-8")))?;
     let out = opts
         .out
+        .clone()
         .unwrap_or_else(|| ctx.store_dir.join("optimized").join(&run.task));
     let mut sol = agent.candidate(w, source);
     // The start's tunables stay declared where the winner still has their `#define`s, so the

@@ -94,7 +94,8 @@ fn create_run(store: &Path, id: &str, task: &Path) {
         updated_at: String::new(),
         task_dir: task.display().to_string(),
         task: "softmax".into(),
-        tests_hash: "-".into(),
+        // The tests the run is frozen to (a node re-reads the task and compares).
+        tests_hash: ksmith_task::Task::load(task).unwrap().content_hash,
         model: "scripted".into(),
         mode: "search".into(),
         options: "{}".into(),

@@ -18,6 +18,22 @@ fn task() -> PathBuf {
     root().join("tasks/starter/matmul")
 }
 
+/// `optimize` of the matmul task as a simulated `loop` over the starter pool, with `extra`.
+fn simulated_loop(store: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let model = format!("sim:{}", pool().display());
+    let t = task();
+    let mut args = vec![
+        "optimize",
+        t.to_str().expect("path"),
+        "--strategy",
+        "loop",
+        "--model",
+        &model,
+    ];
+    args.extend(extra);
+    ksmith(store, &args)
+}
+
 fn text(o: &std::process::Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -357,23 +373,7 @@ fn a_killed_search_resumes_without_repeating_a_finished_node() {
 #[test]
 fn duplicate_nodes_are_not_counted_as_evaluations() {
     let store = tempfile::tempdir().expect("tempdir");
-    let model = format!("sim:{}", pool().display());
-    let t = task();
-    let o = ksmith(
-        store.path(),
-        &[
-            "optimize",
-            t.to_str().expect("path"),
-            "--strategy",
-            "loop",
-            "--model",
-            &model,
-            "--max-calls",
-            "60",
-            "--seed",
-            "5",
-        ],
-    );
+    let o = simulated_loop(store.path(), &["--max-calls", "60", "--seed", "5"]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     let ns = nodes(store.path(), &run_id(&out));
@@ -554,20 +554,7 @@ fn a_finished_search_resumes_only_with_a_raised_limit() {
 #[test]
 fn an_interactive_simulated_search_is_refused() {
     let store = tempfile::tempdir().expect("tempdir");
-    let model = format!("sim:{}", pool().display());
-    let t = task();
-    let o = ksmith(
-        store.path(),
-        &[
-            "optimize",
-            t.to_str().expect("path"),
-            "--strategy",
-            "loop",
-            "--model",
-            &model,
-            "--interactive",
-        ],
-    );
+    let o = simulated_loop(store.path(), &["--interactive"]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
     assert!(

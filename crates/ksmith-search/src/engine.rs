@@ -914,11 +914,9 @@ impl Search {
             // the end anyway).
             let beats = |b: NodeId| {
                 // Timed in the same rounds as the best (its parent): that decision.
-                let node = &s.graph.get(id).map(|e| &e.node);
-                if let Some(n) =
-                    node.filter(|n| n.parent == Some(b) && n.outcome.vs_parent.is_some())
-                {
-                    return n.outcome.faster_than_parent();
+                let node = &s.graph.entries[idx].node;
+                if node.parent == Some(b) && node.outcome.vs_parent.is_some() {
+                    return node.outcome.faster_than_parent();
                 }
                 let figures = |n: NodeId| {
                     let o = &s.graph.get(n)?.node.outcome;

@@ -583,70 +583,59 @@ fn batches_merge_in_id_order_whatever_finishes_first() {
     assert_eq!(a.state.bandit, b.state.bandit);
 }
 
-/// Crash after every possible save; resuming from the last saved state gives the same final
-/// tree as an uninterrupted run, and never expands a node that had finished.
-#[test]
-fn a_reviewers_quit_pauses_the_search_and_a_resume_grows_that_node_and_ends_as_if_never_paused() {
+/// Runs a 6-node loop with `stopping`, which stops the search at node `at`: that node is left
+/// unfinished in the saved state, and a resume with a plain expander grows it first and ends
+/// with the tree of an uninterrupted run. Returns how the first run stopped.
+fn stops_at_then_resumes_as_if_never_stopped(stopping: &Fake, at: u64) -> StopReason {
     let st = settings(StrategySettings::Loop, 6, 1);
     let (whole, _) = run(st.clone(), &Fake::new(Hint::Tile));
-    let paused = Fake {
-        pauses: vec![3],
-        ..Fake::new(Hint::Tile)
-    };
     let mut mem = MemoryPersist::default();
     let mut s = Search::new(st).unwrap();
-    let r = s.run(&paused, &NullSink, &mut mem).unwrap();
-    assert!(
-        matches!(&r.stop, StopReason::Paused { by } if by.contains("n3")),
-        "{:?}",
-        r.stop
-    );
-    assert!(!r.stop.is_normal());
-    // Node 3 is not recorded: it waits in the batch, for a resume to grow.
+    let r = s.run(stopping, &NullSink, &mut mem).unwrap();
     let saved = parse_state(mem.states.last().expect("a save")).expect("parses");
-    assert!(saved.graph.get(NodeId(3)).is_some_and(|e| !e.finished));
-    assert!(saved.batch.contains(&NodeId(3)));
+    assert!(saved.graph.get(NodeId(at)).is_some_and(|e| !e.finished));
+    assert!(saved.batch.contains(&NodeId(at)));
     let f2 = Fake::new(Hint::Tile);
     let mut resumed = Search::resume(saved).expect("resumes");
     let r2 = resumed
         .run(&f2, &NullSink, &mut MemoryPersist::default())
         .expect("resumed run");
     assert_eq!(r2.stop, StopReason::Nodes);
-    assert_eq!(f2.expanded.lock().unwrap().first(), Some(&NodeId(3)));
+    assert_eq!(f2.expanded.lock().unwrap().first(), Some(&NodeId(at)));
     assert_eq!(resumed.state.graph, whole.state.graph);
+    r.stop
+}
+
+#[test]
+fn a_reviewers_quit_pauses_the_search_and_a_resume_grows_that_node_and_ends_as_if_never_paused() {
+    let paused = Fake {
+        pauses: vec![3],
+        ..Fake::new(Hint::Tile)
+    };
+    let stop = stops_at_then_resumes_as_if_never_stopped(&paused, 3);
+    assert!(
+        matches!(&stop, StopReason::Paused { by } if by.contains("n3")),
+        "{stop:?}"
+    );
+    assert!(!stop.is_normal());
 }
 
 #[test]
 fn a_provider_refusal_stops_the_search_at_once_and_a_resume_grows_that_node() {
-    let st = settings(StrategySettings::Loop, 6, 1);
-    let (whole, _) = run(st.clone(), &Fake::new(Hint::Tile));
     let refused = Fake {
         refusals: vec![2],
         ..Fake::new(Hint::Tile)
     };
-    let mut mem = MemoryPersist::default();
-    let mut s = Search::new(st).unwrap();
-    let r = s.run(&refused, &NullSink, &mut mem).unwrap();
+    let stop = stops_at_then_resumes_as_if_never_stopped(&refused, 2);
     assert!(
-        matches!(&r.stop, StopReason::ExpanderFailed { message } if message.contains("n2") && message.contains("rejected")),
-        "{:?}",
-        r.stop
+        matches!(&stop, StopReason::ExpanderFailed { message } if message.contains("n2") && message.contains("rejected")),
+        "{stop:?}"
     );
     // Not retried, no node after it: a rejected key does not fix itself.
     assert_eq!(
         refused.expanded.lock().unwrap().as_slice(),
         &[NodeId(0), NodeId(1), NodeId(2)]
     );
-    let saved = parse_state(mem.states.last().expect("a save")).expect("parses");
-    assert!(saved.graph.get(NodeId(2)).is_some_and(|e| !e.finished));
-    let f2 = Fake::new(Hint::Tile);
-    let mut resumed = Search::resume(saved).expect("resumes");
-    let r2 = resumed
-        .run(&f2, &NullSink, &mut MemoryPersist::default())
-        .expect("resumed run");
-    assert_eq!(r2.stop, StopReason::Nodes);
-    assert_eq!(f2.expanded.lock().unwrap().first(), Some(&NodeId(2)));
-    assert_eq!(resumed.state.graph, whole.state.graph);
 }
 
 /// Node 1 reads slower than the start alone but was decided faster in the same rounds; node
@@ -720,6 +709,8 @@ fn a_loop_grows_from_what_the_same_rounds_decided_not_from_separate_figures() {
     assert_eq!(r.best, Some(NodeId(1)));
 }
 
+/// Crash after every possible save; resuming from the last saved state gives the same final
+/// tree as an uninterrupted run, and never expands a node that had finished.
 #[test]
 fn resume_after_a_crash_mid_node_gives_the_same_tree() {
     for strategy in [

@@ -52,13 +52,7 @@ fn preflight(
     let config = ksmith_llm::Config::discover().map_err(input)?;
     ksmith_llm::preflight(&spec, &config)
         .map_err(|e| input(anyhow!("model {model}: {e}; nothing was started")))?;
-    if let Some(cost) = budget.cost {
-        if config.price(&spec).is_none() {
-            return Err(input(anyhow!(
-                "--max-cost {cost}: no price is known for {spec}, so spending cannot be counted; add [prices.\"{spec}\"] with input_per_mtok and output_per_mtok to the config file, or drop --max-cost"
-            )));
-        }
-    }
+    crate::run_args::check_cost_limit(&spec, &config, budget.cost)?;
     Ok((spec, config))
 }
 

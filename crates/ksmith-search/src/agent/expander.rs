@@ -97,6 +97,9 @@ pub struct AgentExpander {
     stages: Stages,
     /// Held while a person answers a review (parallel nodes take turns).
     review_turn: Mutex<()>,
+    /// The task's content hash when the run started (its stored row): the tests every node
+    /// is judged by, whichever process grows it.
+    frozen_tests: String,
 }
 
 /// A candidate with its judgement.
@@ -282,6 +285,10 @@ impl AgentExpander {
         };
         let store = Store::open(&settings.store_dir).map_err(failed)?;
         let next = store.next_call_seq(&settings.run).map_err(failed)?;
+        let frozen_tests = store
+            .run(&settings.run)
+            .map_err(failed)?
+            .map_or_else(|| task.content_hash.clone(), |r| r.tests_hash);
         let settings_stages = settings.stages;
         Ok(AgentExpander {
             settings,
@@ -297,6 +304,7 @@ impl AgentExpander {
             next_seq: AtomicU64::new(next),
             stages: Stages::standard(settings_stages, Arc::new(super::tuner::HillClimbTuner)),
             review_turn: Mutex::new(()),
+            frozen_tests,
         })
     }
 
@@ -669,7 +677,7 @@ impl AgentExpander {
         let task_now = Task::load(&self.task.dir).map_err(|p| {
             ExpandError::Input(anyhow!("invalid task {}:\n{p}", self.task.dir.display()))
         })?;
-        if task_now.content_hash != self.task.content_hash {
+        if task_now.content_hash != self.frozen_tests {
             return Err(ExpandError::Input(anyhow!(
                 "the tests of task {} changed during run {}; a run's tests are frozen at its start",
                 self.task.name,
@@ -1040,16 +1048,14 @@ impl AgentExpander {
             0,
             |_| {},
         );
-        match decided.map(|d| {
-            // Two evaluations per timing, paid for whatever was decided.
-            cx.spend.evaluations += 2 * u64::from(d.timings);
-            d.decision(1)
-        }) {
-            Ok(Some(d)) => {
-                cx.say(format!("against its parent: {}", d.text()));
-                Some(d)
+        match decided {
+            Ok(d) => {
+                // Two evaluations per timing, paid for whatever was decided.
+                cx.spend.evaluations += 2 * u64::from(d.timings);
+                let decision = d.decision(1)?;
+                cx.say(format!("against its parent: {}", decision.text()));
+                Some(decision)
             }
-            Ok(None) => None,
             Err(e) => {
                 cx.say(format!(
                     "the side-by-side timing against its parent failed: {e}"
