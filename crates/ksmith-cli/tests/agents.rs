@@ -1022,7 +1022,7 @@ fn bad_agent_flags_are_input_errors_that_name_the_problem_and_store_no_run() {
     let dir = tempfile::tempdir().unwrap();
     let store = fresh_store(dir.path());
     let task = "tasks/starter/vector_add";
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["optimize", task, "--model", "nope:model"],
             "unknown provider",
@@ -1051,6 +1051,33 @@ fn bad_agent_flags_are_input_errors_that_name_the_problem_and_store_no_run() {
             "/nonexistent/notes",
         ),
         (&["resume", "run-123-abcdef"], "no run `run-123-abcdef`"),
+        // Iterations are the loop's nodes: not another strategy's, not beside --max-nodes.
+        (
+            &[
+                "optimize",
+                task,
+                "--model",
+                "scripted:x.toml",
+                "--strategy",
+                "beam",
+                "--iterations",
+                "2",
+            ],
+            "--strategy beam takes --max-nodes",
+        ),
+        (
+            &[
+                "optimize",
+                task,
+                "--model",
+                "scripted:x.toml",
+                "--iterations",
+                "2",
+                "--max-nodes",
+                "3",
+            ],
+            "give one",
+        ),
     ];
     for (args, needle) in cases {
         let o = ksmith(&store, args);
